@@ -1,0 +1,107 @@
+"""``purgatory analyze TRACES... --out DIR``: command line front end of the Spark pipeline.
+
+Nothing heavy is imported at module level (pyspark, matplotlib): ``purgatory --help`` must
+stay fast and work without the ``spark`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from purgatory.analyze.pipeline import DEFAULT_TOP_KEYS, InputPathError, check_paths
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "traces", nargs="+", metavar="TRACES", help="JSONL trace files or directories (.gz ok)"
+    )
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL (default: keep spark-submit's, else local[*])",
+    )
+    parser.add_argument(
+        "--driver-memory", default=None, metavar="SIZE", help="driver JVM heap (default: 2g)"
+    )
+    parser.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="spark.sql.shuffle.partitions (default: 2 x cores in local mode)",
+    )
+    parser.add_argument(
+        "--top-keys", type=int, default=DEFAULT_TOP_KEYS, metavar="N", help="hottest keys to keep"
+    )
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def format_summary(summary: Mapping[str, Any]) -> str:
+    """A short fixed-width table: one line per purgatory."""
+    lines = [
+        f"events: {summary['events']}  malformed lines: {summary['malformed_lines']}"
+        f"  blank lines: {summary.get('blank_lines', 0)}"
+    ]
+    header = (
+        f"{'purgatory':<20} {'ops':>10} {'completed':>10} {'expired':>9} {'cancel':>8}"
+        f" {'errors':>8} {'exp.rate':>8} {'p50 ms':>9} {'p99 ms':>9} {'p999 ms':>9} {'max ms':>9}"
+    )
+    lines += [header, "-" * len(header)]
+    for name, p in sorted(summary["purgatories"].items()):
+        d = p["duration_ms"]
+        lines.append(
+            f"{name[:20]:<20} {p['operations']:>10} {p['completed']:>10} {p['expired']:>9}"
+            f" {p['cancelled']:>8} {p['errors']:>8} {p['expiration_rate']:>8.2%}"
+            f" {_ms(d['p50'])} {_ms(d['p99'])} {_ms(d['p999'])} {_ms(d['max'])}"
+        )
+    return "\n".join(lines)
+
+
+def _ms(value: float | None) -> str:
+    return f"{'-':>9}" if value is None else f"{value:>9.2f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        check_paths(args.traces)
+    except InputPathError as exc:
+        print(f"purgatory analyze: error: {exc}", file=sys.stderr)
+        return 2
+    if args.shuffle_partitions is not None and args.shuffle_partitions < 1:
+        print("purgatory analyze: error: --shuffle-partitions must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        import pyspark  # noqa: F401
+
+        if not args.no_plots:
+            import matplotlib  # noqa: F401
+    except ImportError as exc:
+        print(
+            f"purgatory analyze: error: {exc.name} is missing; install purgatory-aio[spark]",
+            file=sys.stderr,
+        )
+        return 2
+    from purgatory.analyze import run_analysis
+
+    summary = run_analysis(
+        list(args.traces),
+        args.out,
+        master=args.master,
+        plots=not args.no_plots,
+        progress=not args.quiet,
+        driver_memory=args.driver_memory,
+        shuffle_partitions=args.shuffle_partitions,
+        top_keys=args.top_keys,
+    )
+    if summary["malformed_lines"]:
+        print(f"malformed lines: {summary['malformed_lines']}; samples:", file=sys.stderr)
+        for sample in summary["malformed_samples"]:
+            print(f"  {sample}", file=sys.stderr)
+    print(format_summary(summary))
+    print(f"tables, summary.json and report.html written to {args.out}")
+    return 0

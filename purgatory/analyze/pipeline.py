@@ -1,0 +1,219 @@
+"""``run_analysis``: read traces, compute every table, write Parquet, summary and report."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from purgatory.analyze import report, tables
+from purgatory.analyze.schema import malformed_samples, parse_lines
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from purgatory.analyze.progress import Progress
+
+DEFAULT_TOP_KEYS = 20
+MAX_PLOT_POINTS = 2000  # per-second rows are bucketed in Spark beyond this many seconds
+PERCENTILE_ERROR = (
+    f"percentile_approx(accuracy={tables.PERCENTILE_ACCURACY}): the returned value's rank is "
+    f"within n/{tables.PERCENTILE_ACCURACY} of the exact rank (relative rank error "
+    f"{1 / tables.PERCENTILE_ACCURACY:g}); max, min and counts are exact"
+)
+TABLES = (
+    "outcomes_by_kind",
+    "outcomes_by_purgatory",
+    "error_codes",
+    "per_second",
+    "hot_keys",
+    "duration_histogram",
+    "lateness_histogram",
+)
+
+
+class InputPathError(ValueError):
+    """An input path does not exist (reported as a usage error, exit code 2)."""
+
+
+def check_paths(paths: Sequence[str]) -> None:
+    """Fail early and clearly on missing local paths (URIs like hdfs:// are left to Spark)."""
+    if not paths:
+        raise InputPathError("no input path given")
+    for path in paths:
+        local = path[len("file://") :] if path.startswith("file://") else path
+        if "://" not in local and not os.path.exists(local):
+            raise InputPathError(f"input path does not exist: {path}")
+
+
+def _rows(df: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict() for row in df.collect()]
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN/Infinity: map them to null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _stats_entry(row: Mapping[str, Any], errors: Mapping[str, int]) -> dict[str, Any]:
+    duration = {name: _clean(row[f"duration_{name}_ms"]) for name, _ in tables.DURATION_QUANTILES}
+    duration["max"] = _clean(row["duration_max_ms"])
+    lateness = {name: _clean(row[f"lateness_{name}_ms"]) for name, _ in tables.LATENESS_QUANTILES}
+    lateness["max"] = _clean(row["lateness_max_ms"])
+    return {
+        "operations": row["operations"],
+        "completed": row["completed"],
+        "expired": row["expired"],
+        "cancelled": row["cancelled"],
+        "errors": row["errors"],
+        "expiration_rate": _clean(row["expiration_rate"]),
+        "errors_by_code": dict(sorted(errors.items())),
+        "duration_ms": duration,
+        "lateness_ms": lateness,
+        "checks": {"mean": _clean(row["checks_mean"]), "max": row["checks_max"]},
+    }
+
+
+def build_summary(
+    counts: Mapping[str, int],
+    stats: Sequence[Mapping[str, Any]],
+    errors: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The summary.json document from the collected stats and error-code rows."""
+    codes: dict[tuple[str, str | None], dict[str, int]] = {}
+    for row in errors:
+        for key in ((row["purgatory"], None), (row["purgatory"], row["kind"])):
+            per = codes.setdefault(key, {})
+            per[row["error"]] = per.get(row["error"], 0) + int(row["operations"])
+    purgatories: dict[str, Any] = {}
+    for row in sorted(stats, key=lambda r: (r["purgatory"] or "", r["kind"] or "")):
+        if row["level"] == "purgatory":
+            entry = _stats_entry(row, codes.get((row["purgatory"], None), {}))
+            purgatories.setdefault(row["purgatory"], {}).update(entry)
+    for row in stats:
+        if row["level"] == "kind":
+            kinds = purgatories.setdefault(row["purgatory"], {}).setdefault("kinds", {})
+            kinds[row["kind"]] = _stats_entry(row, codes.get((row["purgatory"], row["kind"]), {}))
+    return {
+        **counts,
+        "percentile_accuracy": tables.PERCENTILE_ACCURACY,
+        "percentile_error": PERCENTILE_ERROR,
+        "purgatories": purgatories,
+    }
+
+
+def _plot_series(spark: SparkSession, per_second_path: str) -> tuple[list[dict[str, Any]], int]:
+    """Per-second rows for plotting, bucketed in Spark if the trace spans many seconds."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(per_second_path)
+    bounds = df.agg(F.min("second").alias("lo"), F.max("second").alias("hi")).first()
+    if bounds is None or bounds["lo"] is None:
+        return [], 1
+    lo, hi = int(bounds["lo"]), int(bounds["hi"])
+    bucket = max(1, math.ceil((hi - lo + 1) / MAX_PLOT_POINTS))
+    t = (F.lit(lo) + F.floor((F.col("second") - lo) / bucket) * bucket).alias("t")
+    sums = [F.sum(c).alias(c) for c in ("arrivals", *(c for c, _ in report.OUTCOME_COLUMNS))]
+    grouped = df.groupBy("purgatory", t).agg(*sums, F.max("in_flight").alias("in_flight"))
+    return _rows(grouped), bucket
+
+
+def _write(df: DataFrame, out_dir: str, name: str) -> str:
+    path = os.path.join(out_dir, name)
+    df.write.mode("overwrite").parquet(path)
+    return path
+
+
+def analyze(
+    spark: SparkSession,
+    paths: Sequence[str],
+    out_dir: str,
+    progress: Progress,
+    *,
+    plots: bool = True,
+    top_keys: int = DEFAULT_TOP_KEYS,
+) -> dict[str, Any]:
+    """Run every step on an existing session; see ``run_analysis`` for the public entry."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    os.makedirs(out_dir, exist_ok=True)
+    lines = spark.read.option("recursiveFileLookup", "true").text(list(paths))
+    # Parse once; every table below reads this cached copy instead of re-reading the input.
+    parsed = parse_lines(lines).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        progress.step("parsing and validating")
+        total = parsed.agg(
+            F.count(F.lit(1)).alias("lines"),
+            F.sum(F.col("valid").cast("long")).alias("events"),
+            F.sum(F.col("blank").cast("long")).alias("blank"),
+        ).first()
+        assert total is not None  # a global aggregate always has one row
+        n_lines, n_events, n_blank = (int(total[c] or 0) for c in ("lines", "events", "blank"))
+        counts = {
+            "lines": n_lines,
+            "events": n_events,
+            "malformed_lines": n_lines - n_events - n_blank,
+            "blank_lines": n_blank,
+        }
+        samples: list[str] = []
+        if counts["malformed_lines"]:
+            progress.step("sampling malformed lines")
+            samples = malformed_samples(lines)
+        events = parsed.where("valid").drop("valid", "blank")
+
+        progress.step("outcomes and percentiles")
+        stats_df = tables.outcome_stats(events).persist(StorageLevel.MEMORY_AND_DISK)
+        stats = _rows(stats_df)
+        _write(stats_df.where("level = 'kind'"), out_dir, "outcomes_by_kind")
+        _write(stats_df.where("level = 'purgatory'").drop("kind"), out_dir, "outcomes_by_purgatory")
+        stats_df.unpersist()
+
+        progress.step("error codes")
+        errors = _rows(
+            spark.read.parquet(_write(tables.error_codes(events), out_dir, "error_codes"))
+        )
+        progress.step("per-second series")
+        per_second_path = _write(tables.per_second(events), out_dir, "per_second")
+        progress.step("hot keys")
+        hot = spark.read.parquet(_write(tables.hot_keys(events, top_keys), out_dir, "hot_keys"))
+        hot_rows = sorted(_rows(hot), key=lambda r: (r["purgatory"], r["rank"]))
+        progress.step("histograms")
+        durations = _rows(
+            spark.read.parquet(
+                _write(tables.duration_histogram(events), out_dir, "duration_histogram")
+            )
+        )
+        bounds = {
+            r["purgatory"]: (r["lateness_min_ms"], r["lateness_max_ms"])
+            for r in stats
+            if r["level"] == "purgatory" and r["lateness_min_ms"] is not None
+        }
+        lateness_df = tables.lateness_histogram(spark, events, bounds)
+        lateness = _rows(spark.read.parquet(_write(lateness_df, out_dir, "lateness_histogram")))
+
+        summary = build_summary(counts, stats, errors)
+        summary["malformed_samples"] = samples
+        summary["inputs"] = list(paths)
+        summary["tables"] = {name: name for name in TABLES}
+        if plots:
+            progress.step("plots")
+            series, bucket = _plot_series(spark, per_second_path)
+            report.plot_durations(durations, os.path.join(out_dir, "durations.png"))
+            report.plot_in_flight(series, os.path.join(out_dir, "in_flight.png"), bucket)
+            report.plot_outcomes(series, os.path.join(out_dir, "outcomes.png"), bucket)
+            report.plot_lateness(lateness, os.path.join(out_dir, "lateness.png"))
+        summary["elapsed_s"] = round(time.monotonic() - started, 3)
+        report.write_report(out_dir, summary, stats, hot_rows, errors, plots)
+        with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
+            json.dump(summary, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        return summary
+    finally:
+        parsed.unpersist()

@@ -1,0 +1,117 @@
+"""Creating (or reusing) the SparkSession with the configuration a user expects.
+
+Rules: an explicit ``--master`` wins; otherwise a master already set by spark-submit,
+``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf`` is kept; otherwise ``local[*]``.
+Driver memory only matters when this process launches the JVM (it sizes the heap).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_DRIVER_MEMORY = "2g"
+APP_NAME = "purgatory-analyze"
+
+# Keeps the JVM quiet from its very first line (setLogLevel only applies after startup).
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop.level = error
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+"""
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """How the session was obtained, so that the caller only stops what it started."""
+
+    spark: SparkSession
+    owned: bool
+    master: str
+
+
+def default_shuffle_partitions(master: str) -> int | None:
+    """2 x cores in local mode (Spark's 200 is far too many for one machine)."""
+    if not master.startswith("local"):
+        return None
+    spec = master[len("local") :].strip("[]").split(",")[0]
+    cores = os.cpu_count() or 2
+    if spec and spec != "*":
+        try:
+            cores = int(spec)
+        except ValueError:
+            pass
+    return max(2, 2 * cores)
+
+
+def _log4j_file() -> str:
+    fd, path = tempfile.mkstemp(prefix="purgatory-log4j2-", suffix=".properties")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(_LOG4J2)
+    return path
+
+
+def get_session(
+    master: str | None = None,
+    driver_memory: str | None = None,
+    shuffle_partitions: int | None = None,
+) -> SessionInfo:
+    """Return a SparkSession configured for the analysis; ``owned`` says whether we made it."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    owned = active is None
+    if active is not None:
+        spark = active
+        if driver_memory is not None:
+            print(
+                "purgatory analyze: a Spark session is already running; "
+                "--driver-memory has no effect",
+                file=sys.stderr,
+            )
+    else:
+        log4j_path: str | None = None
+        gateway_running = SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
+        if not gateway_running:
+            # Launch the JVM ourselves so that the heap size and log config apply, then read
+            # back the conf it loaded (spark-submit args, spark-defaults.conf) for the master.
+            launch = SparkConf(loadDefaults=False)
+            launch.set("spark.driver.memory", driver_memory or DEFAULT_DRIVER_MEMORY)
+            log4j_path = _log4j_file()
+            launch.set(
+                "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j_path}"
+            )
+            SparkContext._ensure_initialized(conf=launch)
+        existing = SparkConf()
+        builder = SparkSession.builder.appName(APP_NAME)
+        if master is not None:
+            builder = builder.master(master)
+        elif not existing.contains("spark.master"):
+            builder = builder.master("local[*]")
+        # Our own progress line replaces Spark's console progress bar.
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+        builder = builder.config("spark.sql.session.timeZone", "UTC")
+        spark = builder.getOrCreate()
+        if log4j_path is not None:
+            os.unlink(log4j_path)  # read once by log4j at JVM startup
+    spark.sparkContext.setLogLevel("WARN")
+    effective_master = str(spark.sparkContext.master or "")
+    partitions = shuffle_partitions or default_shuffle_partitions(effective_master)
+    if partitions is not None:
+        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    return SessionInfo(spark=spark, owned=owned, master=effective_master)
