@@ -1,0 +1,5 @@
+import sys
+
+from purgatory.cli import main
+
+sys.exit(main())

@@ -1,0 +1,409 @@
+"""DelayedOperationPurgatory: watcher lists per key plus a timer for timeouts.
+
+Operations wait here until ``check_and_complete(key)`` finds their condition met, or until
+their delay passes and the reaper expires them. Watcher lists are plain lists (append is
+the cheapest watch); completed operations are dropped lazily, by the next check of the
+key or by a purge, which runs in slices so that it never stalls expirations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, Generic, Self, TypeVar, final
+
+from purgatory._clock import Clock, loop_clock_ms
+from purgatory._operation import DelayedOperation, OperationState
+from purgatory._timer import SystemTimer
+
+logger = logging.getLogger("purgatory")
+
+Op = TypeVar("Op", bound=DelayedOperation)
+
+# Watcher-list entries a purge handles before yielding to the loop.
+PURGE_SLICE: Final = 4096
+
+_PENDING = OperationState.PENDING
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRecord:
+    """What a listener learns about each operation that leaves the purgatory."""
+
+    purgatory: str
+    operation: DelayedOperation
+    keys: tuple[Hashable, ...]
+    outcome: str  # "completed" | "expired" | "cancelled" | "error"
+    error: str | None
+    started_ms: float  # purgatory clock
+    finished_ms: float  # purgatory clock
+    created_at_unix_ms: int
+    lateness_ms: float | None  # expired only: finished minus deadline
+    timeout_ms: int
+    checks: int
+
+    @property
+    def duration_ms(self) -> float:
+        return self.finished_ms - self.started_ms
+
+
+Listener = Callable[[OperationRecord], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PurgatoryStatistics:
+    name: str
+    watched: int
+    keys: int
+    num_delayed: int
+    completed: int
+    expired: int
+    cancelled: int
+    callback_errors: int
+    purges: int
+    purged_entries: int
+
+
+@final
+class DelayedOperationPurgatory(Generic[Op]):
+    """Holds delayed operations, completes them on triggers, expires them on time."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        purge_interval: int = 1000,
+        reaper_enabled: bool = True,
+        timer_enabled: bool = True,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        clock: Clock | None = None,
+    ) -> None:
+        if isinstance(purge_interval, bool) or not isinstance(purge_interval, int):
+            raise TypeError(f"purge_interval must be an int, got {purge_interval!r}")
+        if purge_interval < 0:
+            raise ValueError(f"purge_interval must be >= 0, got {purge_interval}")
+        self.name = name
+        self.purge_interval = purge_interval
+        self.reaper_enabled = reaper_enabled
+        self.timer_enabled = timer_enabled
+        self._clock: Clock = loop_clock_ms if clock is None else clock
+        self.timer = SystemTimer(name, tick_ms, wheel_size, clock=self._clock)
+        self._watchers: dict[Hashable, list[Op]] = {}
+        self._watched = 0  # entries across all watcher lists
+        # Entries of finished operations still in some list. Kafka estimates this as
+        # estimatedTotalOperations - numDelayed (in operations); counting entries exactly
+        # bounds `watched` by purge_interval whatever the number of keys per operation.
+        self._stale_entries = 0
+        self._listeners: list[Listener] = []
+        self._reaper: asyncio.Task[None] | None = None
+        self._purger: asyncio.Task[None] | None = None
+        self._closed = False
+        self._completed = 0
+        self._expired = 0
+        self._cancelled = 0
+        self._callback_errors = 0
+        self._purges = 0
+        self._purged_entries = 0
+
+    # -- the public operations -----------------------------------------------------------
+
+    async def try_complete_else_watch(self, op: Op, keys: Iterable[Hashable]) -> bool:
+        """Try to complete ``op``; if it cannot complete yet, watch it on every key and
+        time it out after ``op.delay_ms``. True if it completed during this call."""
+        watch_keys = self._validate(op, keys)
+        op._purgatory = self
+        op.keys = watch_keys
+        op.started_ms = self._clock()
+        if op.is_async:
+            if await self._try(op):
+                return True
+            if self._closed:
+                op.abandon()
+                return False
+        elif self._try_now(op):
+            return True
+        watchers = self._watchers
+        for key in watch_keys:
+            if op._state is not _PENDING:  # completed by someone else meanwhile
+                return False
+            ops = watchers.get(key)
+            if ops is None:
+                watchers[key] = [op]
+            else:
+                ops.append(op)
+            op._entries += 1
+            self._watched += 1
+        # A sync check cannot have missed a trigger (no await since it ran); an async one can.
+        if op.is_async and await self._try(op):
+            return True
+        if op._state is _PENDING:
+            if self._closed:
+                op.abandon()
+                return False
+            if self.timer_enabled:
+                self.timer.add(op)
+                self._ensure_reaper()
+        return False
+
+    async def check_and_complete(self, key: Hashable) -> int:
+        """Check every operation watched on ``key``; return how many this call completed."""
+        ops = self._watchers.get(key)
+        if ops is None:
+            return 0
+        completed = 0
+        stale = False
+        for op in ops[:]:  # a copy: checks may await while others append to the list
+            if op._state is not _PENDING:
+                stale = True
+            elif await self._try(op) if op.is_async else self._try_now(op):
+                completed += 1
+                stale = True
+        if stale:
+            self._compact(key)
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[Op]:
+        """Stop watching ``key``: its pending operations lose their timeout and are
+        returned. They neither complete nor expire (unless triggered via another key)."""
+        ops = self._watchers.pop(key, None)
+        if ops is None:
+            return []
+        self._watched -= len(ops)
+        pending = []
+        for op in ops:
+            if op._state is _PENDING:
+                op._entries -= 1
+                op.cancel()
+                pending.append(op)
+            else:
+                self._stale_entries -= 1
+        return pending
+
+    @property
+    def watched(self) -> int:
+        """Entries across all watcher lists (may count completed ops not yet purged)."""
+        return self._watched
+
+    @property
+    def num_delayed(self) -> int:
+        """Operations waiting in the timer."""
+        return self.timer.size
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def watched_keys(self) -> int:
+        return len(self._watchers)
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(record)`` for every operation that leaves the purgatory."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def _try_now(self, op: Op) -> bool:
+        try:
+            return op.check_now()
+        except Exception as exc:
+            op._report_error(exc, "try_complete")
+            return False
+
+    async def _try(self, op: Op) -> bool:
+        try:
+            return await op.maybe_try_complete()
+        except Exception as exc:
+            op._report_error(exc, "try_complete")
+            return False
+
+    def _validate(self, op: Op, keys: Iterable[Hashable]) -> tuple[Hashable, ...]:
+        if self._closed:
+            raise RuntimeError(f"purgatory {self.name!r} is shut down")
+        if not isinstance(op, DelayedOperation):
+            raise TypeError(f"expected a DelayedOperation, got {type(op).__name__}")
+        if op._purgatory is not None or op._state is not _PENDING:
+            raise ValueError(f"{op!r} was already handed to a purgatory")
+        if isinstance(keys, str | bytes):
+            raise TypeError("keys must be a collection of keys, not a single str/bytes")
+        watch_keys = tuple(keys)
+        if not watch_keys:
+            raise ValueError("an operation must be watched on at least one key")
+        for key in watch_keys:
+            hash(key)  # raises TypeError for an unhashable key before anything is registered
+        return watch_keys
+
+    def _compact(self, key: Hashable) -> None:
+        ops = self._watchers.get(key)
+        if ops is None:
+            return
+        live = [op for op in ops if op._state is _PENDING]
+        removed = len(ops) - len(live)
+        self._watched -= removed
+        self._stale_entries -= removed
+        if live:
+            self._watchers[key] = live
+        else:
+            del self._watchers[key]
+
+    # -- completion bookkeeping (called by the operation) ------------------------------------
+
+    def _operation_finished(self, op: DelayedOperation) -> None:
+        state = op._state
+        if state is OperationState.COMPLETED:
+            self._completed += 1
+        elif state is OperationState.EXPIRED:
+            self._expired += 1
+        else:
+            self._cancelled += 1
+        if self._listeners:
+            self._notify(op, state)
+        self._stale_entries += op._entries
+        if (
+            self._stale_entries > self.purge_interval
+            and self._purger is None
+            and self._reaper is not None
+        ):
+            self._purger = asyncio.get_running_loop().create_task(
+                self._purge(), name=f"purgatory-purge-{self.name}"
+            )
+
+    def _notify(self, op: DelayedOperation, state: OperationState) -> None:
+        now = self._clock()
+        lateness = None
+        if state is OperationState.EXPIRED:
+            outcome = "expired"
+            lateness = now - op.expiration_ms if op.expiration_ms >= 0 else 0.0
+        elif state is OperationState.CANCELLED:
+            outcome = "cancelled"
+        else:
+            outcome = "error" if op.error is not None else "completed"
+        record = OperationRecord(
+            purgatory=self.name,
+            operation=op,
+            keys=op.keys,
+            outcome=outcome,
+            error=op.error,
+            started_ms=op.started_ms,
+            finished_ms=now,
+            created_at_unix_ms=int(time.time() * 1000 - (now - op.started_ms)),
+            lateness_ms=lateness,
+            timeout_ms=op.delay_ms,
+            checks=op.checks,
+        )
+        for listener in self._listeners:
+            try:
+                listener(record)
+            except Exception:
+                self._callback_errors += 1
+                logger.exception("purgatory %r: listener %r failed", self.name, listener)
+
+    # -- reaper and purge ----------------------------------------------------------------
+
+    def _ensure_reaper(self) -> None:
+        if self._reaper is None and self.reaper_enabled and not self._closed:
+            self._reaper = asyncio.get_running_loop().create_task(
+                self._reap(), name=f"purgatory-reaper-{self.name}"
+            )
+
+    async def _reap(self) -> None:
+        while not self._closed:
+            await self.timer.advance_clock(None)
+
+    async def _purge(self) -> None:
+        """Drop completed operations from every watcher list, a slice at a time."""
+        try:
+            self._purges += 1
+            budget = PURGE_SLICE
+            for key in list(self._watchers):
+                ops = self._watchers.get(key)
+                if ops is None:
+                    continue
+                before = self._watched
+                self._compact(key)
+                self._purged_entries += before - self._watched
+                budget -= len(ops)
+                if budget <= 0:
+                    budget = PURGE_SLICE
+                    await asyncio.sleep(0)
+        finally:
+            self._purger = None
+
+    async def purge_completed(self) -> int:
+        """Purge now (normally automatic); return how many entries were dropped."""
+        before = self._watched
+        while self._purger is not None:
+            await self._purger
+        self._purger = asyncio.get_running_loop().create_task(self._purge())
+        await self._purger
+        return before - self._watched
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the reaper (also started by ``async with`` and by the first watch)."""
+        if self._closed:
+            raise RuntimeError(f"purgatory {self.name!r} is shut down")
+        self._ensure_reaper()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        """Stop the reaper; every pending operation is abandoned, so ``await op`` raises
+        :class:`~purgatory.OperationCancelled` instead of hanging."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in (self._reaper, self._purger):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._reaper = self._purger = None
+        for ops in list(self._watchers.values()):
+            for op in ops:
+                op.abandon()
+        for leftover in self.timer.close():
+            if isinstance(leftover, DelayedOperation):
+                leftover.abandon()
+        self._watchers.clear()
+        self._watched = self._stale_entries = 0
+
+    def statistics(self) -> PurgatoryStatistics:
+        return PurgatoryStatistics(
+            name=self.name,
+            watched=self._watched,
+            keys=len(self._watchers),
+            num_delayed=self.timer.size,
+            completed=self._completed,
+            expired=self._expired,
+            cancelled=self._cancelled,
+            callback_errors=self._callback_errors,
+            purges=self._purges,
+            purged_entries=self._purged_entries,
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "running" if self._reaper else "idle"
+        return (
+            f"<DelayedOperationPurgatory {self.name!r} {state} watched={self._watched} "
+            f"delayed={self.timer.size} keys={len(self._watchers)}>"
+        )

@@ -1,0 +1,204 @@
+"""SystemTimer: the timing wheel on an asyncio loop (Kafka's SystemTimer).
+
+The wheel itself (:class:`~purgatory._wheel.TimerCore`) is synchronous. This shell reads the
+clock, runs due tasks, and lets one waiter (the purgatory's reaper) sleep exactly until the
+earliest deadline: it arms one ``loop.call_at`` for that instant and re-arms it when an
+earlier bucket is queued. Nothing is polled, so an idle timer never wakes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from dataclasses import dataclass
+from typing import final
+
+from purgatory._clock import CLOCK_EPSILON_MS, Clock, loop_clock_ms
+from purgatory._wheel import TimerCore, TimerTask
+
+logger = logging.getLogger("purgatory.timer")
+
+
+@dataclass(frozen=True, slots=True)
+class TimerStatistics:
+    name: str
+    size: int
+    tick_ms: int
+    wheel_size: int
+    levels: int
+    queued_buckets: int
+    tasks_run: int
+    task_errors: int
+    wakeups: int
+
+
+@final
+class SystemTimer:
+    """A hierarchical timing wheel driven by the event loop.
+
+    ``add`` schedules a task at ``now + task.delay_ms`` (a delay <= 0 is due at once);
+    ``await advance_clock(timeout_ms)`` waits until something is due (or the timeout
+    passes) and runs every due task, in deadline order, never before its deadline.
+    """
+
+    def __init__(
+        self, name: str, tick_ms: int = 1, wheel_size: int = 20, *, clock: Clock | None = None
+    ) -> None:
+        self.name = name
+        self._tick_ms = tick_ms
+        self._wheel_size = wheel_size
+        self._clock: Clock = loop_clock_ms if clock is None else clock
+        # The clock read on every add: the loop's own time() once bound (get_running_loop
+        # costs more than the whole wheel insertion).
+        self._now: Clock = self._bind_loop_clock if clock is None else clock
+        self._core: TimerCore | None = None
+        TimerCore(tick_ms, wheel_size)  # validate the arguments now, not at the first add
+        self._closed = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._wake_handle: asyncio.TimerHandle | None = None
+        self._armed_for = math.inf  # deadline the waiter's wake-up is set for
+        self._tasks_run = 0
+        self._task_errors = 0
+        self._wakeups = 0
+
+    # -- scheduling ----------------------------------------------------------------------
+
+    def _bind_loop_clock(self) -> float:
+        loop_time = asyncio.get_running_loop().time
+
+        def now_ms() -> float:
+            return loop_time() * 1000.0
+
+        self._now = now_ms
+        return now_ms()
+
+    def add(self, task: TimerTask) -> None:
+        """Schedule ``task`` to run ``task.delay_ms`` from now; re-adding moves it."""
+        if self._closed:
+            raise RuntimeError(f"timer {self.name!r} is closed")
+        now = self._now()
+        core = self._core
+        if core is None:
+            core = self._core = TimerCore(self._tick_ms, self._wheel_size, math.floor(now))
+        if task._bucket is not None:
+            task.cancel()
+        delay = task._delay_ms
+        # Round the deadline up: with a fractional clock, rounding down would run early.
+        expiration = math.ceil(now + delay) if delay > 0 else math.floor(now)
+        queued = core.schedule(task, expiration)
+        if queued is not None and queued < self._armed_for:
+            self._rearm(queued)
+
+    @property
+    def size(self) -> int:
+        """Tasks waiting for their deadline."""
+        return 0 if self._core is None else self._core.size
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def now_ms(self) -> float:
+        return self._now()
+
+    # -- expiry --------------------------------------------------------------------------
+
+    def run_due(self) -> int:
+        """Run every task due now, synchronously; return how many ran."""
+        core = self._core
+        if core is None:
+            return 0
+        due = core.advance_to(math.floor(self._now() + CLOCK_EPSILON_MS))
+        for task in due:
+            try:
+                task.run()
+            except Exception:
+                self._task_errors += 1
+                logger.exception("timer %r: task %r failed", self.name, task)
+        self._tasks_run += len(due)
+        return len(due)
+
+    async def advance_clock(self, timeout_ms: int | None = None) -> bool:
+        """Wait up to ``timeout_ms`` (forever if None) for a deadline; run all that are due.
+
+        Returns True if any task ran. Only one caller may wait at a time.
+        """
+        if self._waiter is not None:
+            raise RuntimeError(f"timer {self.name!r}: advance_clock is already being awaited")
+        loop = asyncio.get_running_loop()
+        give_up = math.inf
+        if timeout_ms is not None:
+            if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
+                raise ValueError(f"timeout_ms must be an int >= 0 or None, got {timeout_ms!r}")
+            give_up = self._now() + timeout_ms
+        while not self._closed:
+            if self.run_due():
+                return True
+            if self._now() >= give_up:
+                return False
+            next_deadline = None if self._core is None else self._core.next_deadline()
+            self._waiter = loop.create_future()
+            self._arm(loop, min(give_up, math.inf if next_deadline is None else next_deadline))
+            try:
+                await self._waiter
+            finally:
+                self._disarm()
+                self._waiter = None
+            self._wakeups += 1
+        return False
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        self._armed_for = deadline
+        if deadline == math.inf:
+            return
+        if self._clock is loop_clock_ms:
+            self._wake_handle = loop.call_at(deadline / 1000.0, self._wake)
+        else:
+            delay_s = max(0.0, deadline - self._now()) / 1000.0
+            self._wake_handle = loop.call_later(delay_s, self._wake)
+
+    def _disarm(self) -> None:
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+            self._wake_handle = None
+        self._armed_for = math.inf
+
+    def _rearm(self, deadline: int) -> None:
+        if self._waiter is None:
+            return
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+            self._wake_handle = None
+        self._arm(self._waiter.get_loop(), deadline)
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> list[TimerTask]:
+        """Stop the timer: pending tasks are unscheduled (and returned), waiters return."""
+        self._closed = True
+        self._wake()
+        return [] if self._core is None else self._core.clear()
+
+    def statistics(self) -> TimerStatistics:
+        core = self._core
+        return TimerStatistics(
+            name=self.name,
+            size=self.size,
+            tick_ms=self._tick_ms,
+            wheel_size=self._wheel_size,
+            levels=1 if core is None else core.levels,
+            queued_buckets=0 if core is None else core.queued_buckets,
+            tasks_run=self._tasks_run,
+            task_errors=self._task_errors,
+            wakeups=self._wakeups,
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<SystemTimer {self.name!r} {state} size={self.size} tick={self._tick_ms}ms>"
