@@ -1,0 +1,31 @@
+"""Every async test runs on asyncio and on uvloop; tests marked ``virtual_time`` run on
+purgatory's virtual-time loop instead (timers there fire instantly, in order)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Mapping
+
+import pytest
+
+from purgatory.testing import virtual_loop_factory
+
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+
+def _real_loops() -> dict[str, LoopFactory]:
+    loops: dict[str, LoopFactory] = {"asyncio": asyncio.new_event_loop}
+    if sys.platform != "win32":
+        import uvloop
+
+        loops["uvloop"] = uvloop.new_event_loop
+    return loops
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, LoopFactory]:
+    if item.get_closest_marker("virtual_time") is not None:
+        return {"virtual": virtual_loop_factory}
+    return _real_loops()
