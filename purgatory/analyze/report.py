@@ -12,6 +12,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from purgatory.analyze.tables import DURATION_BINS_PER_DECADE
+
 Row = Mapping[str, Any]
 MAX_PANELS = 6  # purgatories drawn in per-purgatory panels; the busiest ones first
 
@@ -48,12 +50,14 @@ def plot_durations(rows: Sequence[Row], path: str) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 4.5))
     grouped = _by_purgatory(rows)
+    per_decade = DURATION_BINS_PER_DECADE
     for name, bins in sorted(grouped.items()):
-        counts: dict[float, int] = defaultdict(int)
+        counts: dict[int, int] = defaultdict(int)
         for row in bins:
-            counts[float(row["lower_ms"])] += int(row["operations"])
-        edges = sorted(counts)
-        ax.step(edges, [counts[e] for e in edges], where="post", label=name)
+            counts[int(row["bin"])] += int(row["operations"])
+        first, last = min(counts), max(counts)
+        edges = [10.0 ** (b / per_decade) for b in range(first, last + 2)]
+        ax.stairs([counts.get(b, 0) for b in range(first, last + 1)], edges, label=name)
     if grouped:
         ax.set_xscale("log")
         ax.set_yscale("log")
