@@ -1,0 +1,209 @@
+"""Prometheus metrics for any number of purgatories.
+
+Sizes and totals are read from ``purgatory.statistics()`` at scrape time by a custom
+collector, so the hot path pays nothing for them; only the two histograms (operation
+duration, expiration lateness) are fed per operation, by a purgatory listener. Every series
+carries one label, ``purgatory`` (the purgatory's name). Metrics live in the registry you
+pass, so several applications in one process never clash::
+
+    registry = CollectorRegistry()
+    metrics = PurgatoryMetrics(registry)
+    metrics.track(produce_purgatory)
+    start_http_server(9100, registry=registry)   # or serve generate_latest(registry)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, final
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import start_http_server as _prometheus_start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from purgatory._purgatory import DelayedOperationPurgatory, OperationRecord
+
+#: Operation durations span sub-millisecond completions to multi-second long polls.
+DURATION_BUCKETS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+#: How late expirations run after their deadline: a healthy reaper stays within a tick or two.
+LATENESS_BUCKETS: Final = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+# (metric suffix, PurgatoryStatistics field, help) for the values read at scrape time.
+_GAUGES: Final = (
+    ("watched_entries", "watched", "Watcher-list entries (Kafka's PurgatorySize)."),
+    ("delayed_operations", "num_delayed", "Operations in the timer (NumDelayedOperations)."),
+    ("watched_keys", "keys", "Keys with a non-empty watcher list."),
+)
+_COUNTERS: Final = (
+    ("operations_completed", "completed", "Operations completed before their timeout."),
+    ("operations_expired", "expired", "Operations that timed out (Kafka's ExpiresPerSec)."),
+    ("operations_cancelled", "cancelled", "Operations abandoned (disconnect, shutdown)."),
+    ("callback_errors", "callback_errors", "Exceptions raised by callbacks and listeners."),
+    ("purges", "purges", "Purges of completed operations from watcher lists."),
+    ("purged_entries", "purged_entries", "Watcher-list entries dropped by purges."),
+)
+
+
+@final
+class _StatisticsCollector(Collector):
+    """Reads every tracked purgatory's statistics when the registry is scraped."""
+
+    def __init__(self, namespace: str, owner: PurgatoryMetrics) -> None:
+        self._namespace = namespace
+        self._owner = owner
+
+    def _families(self) -> tuple[list[GaugeMetricFamily], list[CounterMetricFamily]]:
+        ns = self._namespace
+        gauges = [GaugeMetricFamily(f"{ns}_{n}", h, labels=["purgatory"]) for n, _, h in _GAUGES]
+        counters = [
+            CounterMetricFamily(f"{ns}_{n}", h, labels=["purgatory"]) for n, _, h in _COUNTERS
+        ]
+        return gauges, counters
+
+    def describe(self) -> Iterable[Metric]:
+        # Lets the registry detect name clashes at registration time.
+        gauges, counters = self._families()
+        return [*gauges, *counters]
+
+    def collect(self) -> Iterable[Metric]:
+        gauges, counters = self._families()
+        for purgatory in self._owner.tracked():
+            stats = purgatory.statistics()
+            for family, (_, field, _) in zip(gauges, _GAUGES, strict=True):
+                family.add_metric([stats.name], getattr(stats, field))
+            for cfamily, (_, field, _) in zip(counters, _COUNTERS, strict=True):
+                cfamily.add_metric([stats.name], getattr(stats, field))
+        return [*gauges, *counters]
+
+
+@final
+class PurgatoryMetrics:
+    """Prometheus metrics for the purgatories handed to :meth:`track`.
+
+    Exposes, per purgatory name: ``purgatory_watched_entries``,
+    ``purgatory_delayed_operations``, ``purgatory_watched_keys`` (gauges);
+    ``purgatory_operations_{completed,expired,cancelled}_total``,
+    ``purgatory_operation_errors_total`` (completed with an error code),
+    ``purgatory_callback_errors_total``, ``purgatory_purges_total``,
+    ``purgatory_purged_entries_total`` (counters); and the histograms
+    ``purgatory_operation_duration_seconds`` and ``purgatory_expiration_lateness_seconds``.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        namespace: str = "purgatory",
+        duration_buckets: Sequence[float] = DURATION_BUCKETS,
+        lateness_buckets: Sequence[float] = LATENESS_BUCKETS,
+    ) -> None:
+        if not namespace.isidentifier():
+            raise ValueError(f"namespace must be a valid metric name prefix, got {namespace!r}")
+        self.registry = registry
+        self._lock = threading.Lock()  # scrapes may come from another thread
+        self._tracked: dict[str, tuple[DelayedOperationPurgatory[Any], _Listener]] = {}
+        self._duration = Histogram(
+            f"{namespace}_operation_duration_seconds",
+            "Time from watch to completion, expiration or cancellation.",
+            ["purgatory"],
+            registry=registry,
+            buckets=tuple(duration_buckets),
+        )
+        self._lateness = Histogram(
+            f"{namespace}_expiration_lateness_seconds",
+            "How long after its deadline an operation actually expired.",
+            ["purgatory"],
+            registry=registry,
+            buckets=tuple(lateness_buckets),
+        )
+        self._errors = Counter(
+            f"{namespace}_operation_errors",
+            "Operations completed with an error code (e.g. NOT_LEADER_OR_FOLLOWER).",
+            ["purgatory"],
+            registry=registry,
+        )
+        registry.register(_StatisticsCollector(namespace, self))
+
+    def track(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
+        """Export ``purgatory``'s metrics under its name (which must be unique here)."""
+        name = purgatory.name
+        with self._lock:
+            if name in self._tracked:
+                raise ValueError(f"a purgatory named {name!r} is already tracked")
+            listener = _Listener(
+                self._duration.labels(name),
+                self._lateness.labels(name),
+                self._errors.labels(name),
+            )
+            self._tracked[name] = (purgatory, listener)
+        purgatory.add_listener(listener)
+
+    def untrack(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
+        """Stop exporting ``purgatory``; its series disappear from the next scrape."""
+        with self._lock:
+            entry = self._tracked.get(purgatory.name)
+            if entry is None or entry[0] is not purgatory:
+                raise ValueError(f"{purgatory!r} is not tracked")
+            del self._tracked[purgatory.name]
+            for metric in (self._duration, self._lateness, self._errors):
+                metric.remove(purgatory.name)
+        purgatory.remove_listener(entry[1])
+
+    def tracked(self) -> list[DelayedOperationPurgatory[Any]]:
+        with self._lock:
+            return [purgatory for purgatory, _ in self._tracked.values()]
+
+    def __repr__(self) -> str:
+        return f"<PurgatoryMetrics tracking {sorted(self._tracked)}>"
+
+
+@final
+class _Listener:
+    """Feeds the histograms; the label lookups are done once, not per operation."""
+
+    __slots__ = ("_duration", "_errors", "_lateness")
+
+    def __init__(self, duration: Histogram, lateness: Histogram, errors: Counter) -> None:
+        self._duration = duration
+        self._lateness = lateness
+        self._errors = errors
+
+    def __call__(self, record: OperationRecord) -> None:
+        self._duration.observe(max(record.duration_ms, 0.0) / 1000.0)
+        if record.lateness_ms is not None:
+            self._lateness.observe(max(record.lateness_ms, 0.0) / 1000.0)
+        elif record.outcome == "error":
+            self._errors.inc()
+
+
+def start_http_server(
+    port: int, addr: str = "127.0.0.1", *, registry: CollectorRegistry
+) -> tuple[Any, threading.Thread]:
+    """Serve ``registry`` at ``http://addr:port/metrics`` from a daemon thread.
+
+    For plain library users without aiohttp; binds loopback unless told otherwise. Returns
+    prometheus-client's ``(server, thread)``; call ``server.shutdown()`` to stop it.
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port must be an int in 0..65535, got {port!r}")
+    server, thread = _prometheus_start_http_server(port, addr, registry=registry)
+    return server, thread
