@@ -102,7 +102,8 @@ class DelayedOperation(TimerTask):
     # -- state ---------------------------------------------------------------------------
 
     @property
-    def state(self) -> OperationState:
+    def operation_state(self) -> OperationState:
+        """Lifecycle state (named so as to leave ``state`` free for subclasses)."""
         return self._state
 
     @property
@@ -143,13 +144,15 @@ class DelayedOperation(TimerTask):
         self.cancel()  # the timer entry
         error: BaseException | None = None
         if state is not _CANCELLED:
+            callback = "on_complete"
             try:
                 self.on_complete()
                 if state is _EXPIRED:
+                    callback = "on_expiration"
                     self.on_expiration()
             except Exception as exc:
                 error = exc
-                self._report_error(exc, "on_expiration" if state is _EXPIRED else "on_complete")
+                self._report_error(exc, callback)
         purgatory = self._purgatory
         if purgatory is not None:
             purgatory._operation_finished(self)
