@@ -8,10 +8,13 @@ is rounded *down*, so no task can run before its deadline.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Final, final
+from typing import Final, Protocol, final
 
-Clock = Callable[[], float]
+
+class Clock(Protocol):
+    """Anything called with no arguments that returns monotonic time in milliseconds."""
+
+    def __call__(self) -> float: ...
 
 
 def loop_clock_ms() -> float:
