@@ -1,0 +1,448 @@
+"""The simulated Kafka cluster: the public async API that simulations and the service use.
+
+    async with Cluster(brokers=3, seed=1) as cluster:
+        await cluster.create_topic("events", partitions=3, replication_factor=3)
+        result = await cluster.produce("events", 0, [(None, b"v")], acks=-1, timeout_ms=1000)
+        fetched = await cluster.fetch("events", 0, offset=0, min_bytes=1, max_wait_ms=500)
+
+Requests parked because they cannot be answered yet wait in three purgatories, Kafka's:
+``cluster.purgatories["Produce" | "Fetch" | "DeleteRecords"]``, watched on the
+topic-partition key ``"topic-N"``. Arguments of the wrong type or range raise
+``ValueError``/``TypeError``; conditions a Kafka client would see come back as an
+:class:`ErrorCode` in the result. Faults (slow, crashed and restarted brokers, leader
+failover) are methods here, driven by the controller logic in :mod:`purgatory.sim.controller`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Self, final
+
+from purgatory import DelayedOperationPurgatory, OperationCancelled, loop_clock_ms
+from purgatory.sim import controller
+from purgatory.sim.errors import ErrorCode
+from purgatory.sim.faults import Latency
+from purgatory.sim.log import RecordBatch
+from purgatory.sim.messages import (
+    BrokerMetadata,
+    ClusterMetadata,
+    DeleteRecordsResult,
+    FetchResult,
+    PartitionMetadata,
+    ProduceResult,
+    TopicMetadata,
+)
+from purgatory.sim.operations import (
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedProduce,
+    PartitionStatus,
+)
+from purgatory.sim.partition import HighWatermarkListener, Partition
+from purgatory.sim.replication import ReplicaFetcher
+from purgatory.sim.validate import check_int, check_records
+
+Entries = Sequence[tuple[bytes | None, bytes]]
+# (partition, epoch, error, batches, leader hw, leader log start): one partition's answer
+FollowerResponse = tuple[Partition, int, ErrorCode, list[RecordBatch], int, int]
+
+
+@final
+class Broker:
+    """A broker's liveness and injected replication latency."""
+
+    __slots__ = ("alive", "broker_id", "latency")
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.alive = True
+        self.latency: Latency | None = None
+
+    def __repr__(self) -> str:
+        return f"<Broker {self.broker_id} {'up' if self.alive else 'down'}>"
+
+
+@final
+class Cluster:
+    """Brokers, topics and replicated partitions, in process, on the running event loop."""
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        *,
+        seed: int = 0,
+        replica_lag_time_max_ms: int = 10_000,
+        replica_fetch_wait_max_ms: int = 500,
+        replica_fetch_min_bytes: int = 1,
+        replica_fetch_max_bytes: int = 1 << 20,
+        min_insync_replicas: int = 1,
+        purge_interval: int = 1000,
+    ) -> None:
+        check_int("brokers", brokers, 1)
+        check_int("replica_lag_time_max_ms", replica_lag_time_max_ms, 1)
+        check_int("replica_fetch_wait_max_ms", replica_fetch_wait_max_ms, 0)
+        check_int("replica_fetch_min_bytes", replica_fetch_min_bytes, 0)
+        check_int("replica_fetch_max_bytes", replica_fetch_max_bytes, 1)
+        check_int("min_insync_replicas", min_insync_replicas, 1)
+        self.brokers = {b: Broker(b) for b in range(brokers)}
+        self.rng = random.Random(seed)
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.replica_fetch_wait_max_ms = replica_fetch_wait_max_ms
+        self.replica_fetch_min_bytes = replica_fetch_min_bytes
+        self.replica_fetch_max_bytes = replica_fetch_max_bytes
+        self.min_insync_replicas = min_insync_replicas
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
+            DelayedOperationPurgatory("Produce", purge_interval=purge_interval)
+        )
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
+            "Fetch", purge_interval=purge_interval
+        )
+        self.delete_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
+            DelayedOperationPurgatory("DeleteRecords", purge_interval=purge_interval)
+        )
+        #: purgatory name -> purgatory, for metrics and traces
+        self.purgatories: dict[
+            str,
+            DelayedOperationPurgatory[DelayedProduce]
+            | DelayedOperationPurgatory[DelayedFetch]
+            | DelayedOperationPurgatory[DelayedDeleteRecords],
+        ] = {
+            p.name: p for p in (self.produce_purgatory, self.fetch_purgatory, self.delete_purgatory)
+        }
+        self.topics: dict[str, list[Partition]] = {}
+        # one fetcher per (follower, leader) pair; idle while it has nothing to follow
+        self.fetchers = {
+            (f, ld): ReplicaFetcher(self, f, ld)
+            for f in self.brokers
+            for ld in self.brokers
+            if f != ld
+        }
+        self.hw_listeners: list[HighWatermarkListener] = []
+        #: bumped on every leadership or liveness change (fetchers recompute their targets)
+        self.metadata_version = 0
+        self._metadata_event = asyncio.Event()
+        self._ids = itertools.count(1)
+        self._isr_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the purgatories' reapers, replication and the ISR-shrink check."""
+        if self._closed:
+            raise RuntimeError("cluster is closed")
+        for purgatory in self.purgatories.values():
+            await purgatory.start()
+        if self._isr_task is None:
+            self._isr_task = asyncio.get_running_loop().create_task(
+                controller.isr_shrink_loop(self), name="isr-shrink"
+            )
+        for fetcher in self.fetchers.values():
+            if self.brokers[fetcher.follower].alive:
+                fetcher.start()
+
+    async def close(self) -> None:
+        """Stop replication and shut the purgatories: every parked request is answered
+        (BROKER_NOT_AVAILABLE). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            try:
+                await self._isr_task
+            except asyncio.CancelledError:
+                pass
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+        for purgatory in self.purgatories.values():
+            await purgatory.shutdown()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- topics and metadata -------------------------------------------------------------------
+
+    async def create_topic(
+        self, name: str, partitions: int = 1, replication_factor: int = 3
+    ) -> None:
+        """Create a topic; replicas are assigned round-robin, the first one leads.
+        Raises ValueError for a duplicate name or impossible sizes."""
+        if not isinstance(name, str) or not name or len(name) > 249:
+            raise ValueError(f"topic name must be a non-empty str of <= 249 chars: {name!r}")
+        if name in self.topics:
+            raise ValueError(f"{ErrorCode.TOPIC_ALREADY_EXISTS}: topic {name!r} exists")
+        check_int("partitions", partitions, 1)
+        check_int("replication_factor", replication_factor, 1)
+        if replication_factor > len(self.brokers):
+            raise ValueError(
+                f"{ErrorCode.INVALID_REPLICATION_FACTOR}: replication_factor "
+                f"{replication_factor} > {len(self.brokers)} brokers"
+            )
+        if self._closed:
+            raise RuntimeError("cluster is closed")
+        now = loop_clock_ms()
+        n = len(self.brokers)
+        start = len(self.topics)
+        self.topics[name] = [
+            Partition(
+                name,
+                i,
+                [(start + i + r) % n for r in range(replication_factor)],
+                now,
+                self.hw_listeners,
+            )
+            for i in range(partitions)
+        ]
+        for p in self.topics[name]:  # a dead broker cannot lead a new partition
+            if p.leader is not None and not self.brokers[p.leader].alive:
+                controller.elect_leader(self, p, exclude=p.leader)
+        self.bump_metadata()
+        if self._isr_task is not None:
+            self.ensure_fetchers()
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        parts = self.topics.get(topic)
+        if parts is None or not 0 <= partition < len(parts):
+            return None
+        return parts[partition]
+
+    def partitions(self) -> Iterator[Partition]:
+        for parts in self.topics.values():
+            yield from parts
+
+    def metadata(self) -> ClusterMetadata:
+        """Brokers, and per partition: leader, epoch, replicas, ISR, HW, log offsets."""
+        brokers = [
+            BrokerMetadata(b.broker_id, b.alive, None if b.latency is None else b.latency.median_ms)
+            for b in self.brokers.values()
+        ]
+        topics = []
+        for name, parts in self.topics.items():
+            metas = []
+            for p in parts:
+                log = p.logs[p.leader] if p.leader is not None else None
+                metas.append(
+                    PartitionMetadata(
+                        p.index,
+                        p.leader,
+                        p.leader_epoch,
+                        list(p.replicas),
+                        sorted(p.isr),
+                        p.hw,
+                        -1 if log is None else log.log_start_offset,
+                        -1 if log is None else log.leo,
+                    )
+                )
+            topics.append(TopicMetadata(name, metas))
+        return ClusterMetadata(brokers, topics)
+
+    def is_alive(self, broker: int) -> bool:
+        return self.brokers[broker].alive
+
+    def bump_metadata(self) -> None:
+        self.metadata_version += 1
+        event, self._metadata_event = self._metadata_event, asyncio.Event()
+        event.set()
+
+    async def metadata_changed(self) -> None:
+        """Wait for the next leadership or liveness change."""
+        await self._metadata_event.wait()
+
+    def next_op_id(self, kind: str) -> str:
+        return f"{kind}-{next(self._ids)}"
+
+    def ensure_fetchers(self) -> None:
+        for (follower, _leader), fetcher in self.fetchers.items():
+            if self.brokers[follower].alive:
+                fetcher.start()
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _leader_partition(self, topic: str, partition: int) -> Partition | ErrorCode:
+        p = self.partition(topic, partition)
+        if p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if p.leader is None or not self.brokers[p.leader].alive:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return p
+
+    async def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Entries,
+        acks: int = -1,
+        timeout_ms: int = 30_000,
+    ) -> ProduceResult:
+        """Append ``records`` (``(key, value)`` pairs) on the leader. acks=-1 (all) waits
+        in DelayedProduce until the HW covers them; acks=1 answers after the leader
+        append; acks=0 too, with base_offset -1 (Kafka sends no response)."""
+        if acks not in (-1, 0, 1) or isinstance(acks, bool):
+            raise ValueError(f"{ErrorCode.INVALID_REQUIRED_ACKS}: acks must be -1, 0 or 1")
+        check_int("timeout_ms", timeout_ms, 0)
+        entries = check_records(records)
+        if self._closed:
+            return ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        p = self._leader_partition(topic, partition)
+        if isinstance(p, ErrorCode):
+            return ProduceResult(p)
+        if acks == -1 and len(p.isr) < self.min_insync_replicas:
+            return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
+        batch, hw_advanced = p.append(entries)
+        key = p.key
+        await self.fetch_purgatory.check_and_complete(key)  # wake parked follower fetches
+        if hw_advanced:
+            await self.on_high_watermark(p, produce=False)
+        if acks != -1:
+            return ProduceResult(ErrorCode.NONE, batch.base_offset if acks == 1 else -1)
+        status = PartitionStatus(p, batch.end_offset, batch.base_offset)
+        op = DelayedProduce(
+            timeout_ms, [status], self.next_op_id("produce"), self.min_insync_replicas
+        )
+        if not await self.produce_purgatory.try_complete_else_watch(op, (key,)):
+            try:
+                await op
+            except OperationCancelled:
+                return ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        error = status.error or ErrorCode.REQUEST_TIMED_OUT
+        return ProduceResult(error, batch.base_offset if error is ErrorCode.NONE else -1)
+
+    async def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        min_bytes: int = 1,
+        max_bytes: int = 1 << 20,
+        max_wait_ms: int = 500,
+    ) -> FetchResult:
+        """A consumer fetch: records from ``offset`` up to the HW. Waits in DelayedFetch
+        until ``min_bytes`` are readable or ``max_wait_ms`` passes."""
+        check_int("offset", offset, 0)
+        check_int("min_bytes", min_bytes, 0)
+        check_int("max_bytes", max_bytes, 1)
+        check_int("max_wait_ms", max_wait_ms, 0)
+        if self._closed:
+            return FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        p = self._leader_partition(topic, partition)
+        if isinstance(p, ErrorCode):
+            return FetchResult(p)
+        log = p.leader_log
+        if offset < log.log_start_offset or offset > log.leo:
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
+        hw = p.hw
+        if max_wait_ms > 0 and (hw <= offset or log.bytes_between(offset, hw) < min_bytes):
+            status = PartitionStatus(p, offset)
+            op = DelayedFetch(max_wait_ms, [status], min_bytes, self.next_op_id("fetch"), False)
+            if not await self.fetch_purgatory.try_complete_else_watch(op, (p.key,)):
+                try:
+                    await op
+                except OperationCancelled:
+                    return FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
+            if status.error is not None or p.leader is None:
+                return FetchResult(status.error or ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            log = p.leader_log
+            if offset < log.log_start_offset or offset > log.leo:
+                return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
+            hw = p.hw
+        records = log.read_records(offset, hw, max_bytes) if hw > offset else []
+        return FetchResult(ErrorCode.NONE, hw, records, log.log_start_offset)
+
+    async def delete_records(
+        self, topic: str, partition: int, offset: int, timeout_ms: int = 30_000
+    ) -> DeleteRecordsResult:
+        """Move the log start offset to ``offset`` (-1: the HW) on the leader, then wait in
+        DelayedDeleteRecords until every live replica's log start reached it."""
+        check_int("offset", offset, -1)
+        check_int("timeout_ms", timeout_ms, 0)
+        if self._closed:
+            return DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        p = self._leader_partition(topic, partition)
+        if isinstance(p, ErrorCode):
+            return DeleteRecordsResult(p)
+        target = p.hw if offset == -1 else offset
+        if target > p.hw:
+            return DeleteRecordsResult(ErrorCode.OFFSET_OUT_OF_RANGE)
+        p.leader_log.delete_before(target)
+        await self.fetch_purgatory.check_and_complete(p.key)  # parked fetches below it
+        status = PartitionStatus(p, target)
+        op = DelayedDeleteRecords(timeout_ms, [status], self.next_op_id("delete"), self.is_alive)
+        if not await self.delete_purgatory.try_complete_else_watch(op, (p.key,)):
+            try:
+                await op
+            except OperationCancelled:
+                return DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        error = status.error or ErrorCode.REQUEST_TIMED_OUT
+        return DeleteRecordsResult(error, p.low_watermark(self.is_alive))
+
+    async def handle_follower_fetch(
+        self, follower: int, requests: list[tuple[Partition, int, int, int]]
+    ) -> list[FollowerResponse]:
+        """The leader side of a replica fetch (used by :class:`ReplicaFetcher`)."""
+        return await controller.handle_follower_fetch(self, follower, requests)
+
+    async def on_high_watermark(self, p: Partition, *, produce: bool = True) -> None:
+        """The HW moved: parked produces, consumer fetches and deletes may be done."""
+        key = p.key
+        if produce:
+            await self.produce_purgatory.check_and_complete(key)
+        await self.fetch_purgatory.check_and_complete(key)
+        await self.delete_purgatory.check_and_complete(key)
+
+    # -- faults --------------------------------------------------------------------------------
+
+    def set_replication_latency(self, broker: int, latency: Latency | None) -> None:
+        """Slow follower: each replication round trip of ``broker`` takes a sample of
+        ``latency`` longer (None: back to normal)."""
+        self._broker(broker).latency = latency
+        self.bump_metadata()
+
+    async def crash_broker(self, broker: int) -> None:
+        """Kill ``broker``: its fetchers stop; partitions it led fail over to an ISR
+        member (or go offline); as a follower it leaves the ISR once it lags
+        ``replica_lag_time_max_ms``."""
+        await controller.crash_broker(self, self._broker(broker))
+
+    async def restart_broker(self, broker: int) -> None:
+        """Bring ``broker`` back: it truncates to the leaders' logs and catches up."""
+        await controller.restart_broker(self, self._broker(broker))
+
+    async def fail_over(self, topic: str, partition: int, new_leader: int | None = None) -> int:
+        """Move leadership to ``new_leader`` (default: the next live ISR member); the old
+        leader becomes a follower. Returns the new leader. Raises ValueError if no
+        eligible replica exists."""
+        p = self.partition(topic, partition)
+        if p is None:
+            raise ValueError(f"{ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}: {topic}-{partition}")
+        return await controller.move_leader(self, p, new_leader)
+
+    def _broker(self, broker: int) -> Broker:
+        if isinstance(broker, bool) or broker not in self.brokers:
+            raise ValueError(f"no broker {broker!r}; brokers are {sorted(self.brokers)}")
+        return self.brokers[broker]
+
+    def __repr__(self) -> str:
+        up = sum(b.alive for b in self.brokers.values())
+        parts = sum(len(p) for p in self.topics.values())
+        return (
+            f"<Cluster brokers={up}/{len(self.brokers)} topics={len(self.topics)} "
+            f"partitions={parts}>"
+        )

@@ -1,0 +1,175 @@
+"""Controller and leader-side replica logic: elections, crashes, restarts, ISR shrink,
+and answering follower fetches.
+
+Kept apart from :mod:`purgatory.sim.cluster` so the public API reads on its own. Every
+leadership change bumps the partition's leader epoch and then checks all three
+purgatories on its key, so requests parked on the old leader complete with
+NOT_LEADER_OR_FOLLOWER and their clients retry on the new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from purgatory import OperationCancelled, loop_clock_ms
+from purgatory.sim.errors import ErrorCode
+from purgatory.sim.log import RecordBatch
+from purgatory.sim.operations import DelayedFetch, PartitionStatus
+from purgatory.sim.partition import Partition
+
+if TYPE_CHECKING:
+    from purgatory.sim.cluster import Broker, Cluster, FollowerResponse
+
+
+def elect_leader(cluster: Cluster, p: Partition, exclude: int | None) -> int | None:
+    """Clean election: the first live ISR member in assignment order, other than
+    ``exclude`` (which leaves the ISR). No candidate: the partition goes offline and
+    keeps its ISR, so the last in-sync replica can lead again when it returns."""
+    candidates = [b for b in p.replicas if b != exclude and b in p.isr and cluster.is_alive(b)]
+    now = loop_clock_ms()
+    if not candidates:
+        p.elect(None, now)
+        return None
+    if exclude is not None:
+        p.isr.discard(exclude)
+    p.elect(candidates[0], now)
+    for broker in p.replicas:
+        if broker != p.leader and cluster.is_alive(broker):
+            p.become_follower(broker)
+    return candidates[0]
+
+
+async def crash_broker(cluster: Cluster, broker: Broker) -> None:
+    if not broker.alive:
+        return
+    broker.alive = False
+    for (follower, _leader), fetcher in cluster.fetchers.items():
+        if follower == broker.broker_id:
+            await fetcher.stop()
+    touched = []
+    for p in cluster.partitions():
+        if p.leader == broker.broker_id:
+            elect_leader(cluster, p, exclude=broker.broker_id)
+            touched.append(p)
+        elif broker.broker_id in p.replicas:
+            touched.append(p)  # DeleteRecords no longer waits for it
+    cluster.bump_metadata()
+    for p in touched:
+        await cluster.on_high_watermark(p)
+
+
+async def restart_broker(cluster: Cluster, broker: Broker) -> None:
+    if broker.alive:
+        return
+    broker.alive = True
+    b = broker.broker_id
+    touched = []
+    for p in cluster.partitions():
+        if b not in p.replicas:
+            continue
+        if p.leader is None and b in p.isr:  # the last in-sync replica is back
+            p.elect(b, loop_clock_ms())
+            for other in p.replicas:
+                if other != b and cluster.is_alive(other):
+                    p.become_follower(other)
+            touched.append(p)
+        elif p.leader is not None and p.leader != b:
+            p.become_follower(b)
+    cluster.bump_metadata()
+    if not cluster.closed:
+        cluster.ensure_fetchers()
+    for p in touched:
+        await cluster.on_high_watermark(p)
+
+
+async def move_leader(cluster: Cluster, p: Partition, new_leader: int | None) -> int:
+    candidates = [b for b in p.replicas if b != p.leader and b in p.isr and cluster.is_alive(b)]
+    if new_leader is None:
+        if not candidates:
+            raise ValueError(f"{p.key}: no live in-sync replica to take over")
+        new_leader = candidates[0]
+    elif new_leader not in candidates:
+        raise ValueError(
+            f"{p.key}: broker {new_leader} is not a live in-sync follower ({candidates})"
+        )
+    p.elect(new_leader, loop_clock_ms())
+    for broker in p.replicas:
+        if broker != new_leader and cluster.is_alive(broker):
+            p.become_follower(broker)
+    cluster.bump_metadata()
+    await cluster.on_high_watermark(p)
+    return new_leader
+
+
+async def isr_shrink_loop(cluster: Cluster) -> None:
+    """Kafka's isr-expiration task: every ``replica_lag_time_max_ms / 2``, drop followers
+    that have not caught up within ``replica_lag_time_max_ms``."""
+    lag = cluster.replica_lag_time_max_ms
+    while True:
+        await asyncio.sleep(lag / 2000.0)
+        now = loop_clock_ms()
+        for p in list(cluster.partitions()):
+            if p.leader is None or not cluster.is_alive(p.leader):
+                continue
+            if p.shrink_isr(now, lag) and p.maybe_increment_hw():
+                await cluster.on_high_watermark(p)
+
+
+async def handle_follower_fetch(
+    cluster: Cluster, follower: int, requests: list[tuple[Partition, int, int, int]]
+) -> list[FollowerResponse]:
+    """Record each follower's fetch offset (which may advance the HW), then park the fetch
+    until ``replica_fetch_min_bytes`` past the offsets or the max wait, then read."""
+    now = loop_clock_ms()
+    errors: dict[int, ErrorCode] = {}
+    statuses: list[PartitionStatus] = []
+    for i, (p, epoch, offset, lso) in enumerate(requests):
+        if p.leader_epoch != epoch or p.leader is None:
+            errors[i] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            continue
+        log = p.leader_log
+        if offset > log.leo or offset < log.log_start_offset:
+            errors[i] = ErrorCode.OFFSET_OUT_OF_RANGE
+            continue
+        hw_advanced, lso_moved, _ = p.update_follower(follower, offset, lso, now)
+        if hw_advanced:
+            await cluster.on_high_watermark(p)
+        elif lso_moved:
+            await cluster.delete_purgatory.check_and_complete(p.key)
+        statuses.append(PartitionStatus(p, offset))
+    wait = cluster.replica_fetch_wait_max_ms
+    if statuses and not errors and wait > 0:
+        available = 0
+        for status in statuses:
+            log = status.partition.leader_log
+            available += log.bytes_between(status.required_offset, log.leo)
+        if available < cluster.replica_fetch_min_bytes:
+            op = DelayedFetch(
+                wait,
+                statuses,
+                cluster.replica_fetch_min_bytes,
+                cluster.next_op_id("replica-fetch"),
+                follower=True,
+            )
+            keys = [status.partition.key for status in statuses]
+            if not await cluster.fetch_purgatory.try_complete_else_watch(op, keys):
+                try:
+                    await op
+                except OperationCancelled:
+                    return []
+    max_bytes = cluster.replica_fetch_max_bytes
+    out: list[FollowerResponse] = []
+    for i, (p, epoch, offset, _lso) in enumerate(requests):
+        error = errors.get(i)
+        if error is None and (p.leader_epoch != epoch or p.leader is None):
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if error is not None:
+            out.append((p, epoch, error, [], -1, -1))
+            continue
+        log = p.leader_log
+        batches: list[RecordBatch] = (
+            log.read_batches(offset, log.leo, max_bytes) if log.leo > offset else []
+        )
+        out.append((p, epoch, ErrorCode.NONE, batches, p.hw, log.log_start_offset))
+    return out

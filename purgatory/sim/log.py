@@ -1,0 +1,226 @@
+"""One replica's log: record batches in offset order, in memory.
+
+Batches are shared between replicas (a follower appends the leader's batch object), and
+each batch is stamped with the leader epoch that wrote it, which is how a replica finds
+where its log diverges from a new leader's (Kafka's leader-epoch truncation, KIP-101).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from typing import NamedTuple, final
+
+# Per-record overhead counted in sizes, so that empty values still occupy bytes.
+RECORD_OVERHEAD = 8
+
+
+class Record(NamedTuple):
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+def record_size(key: bytes | None, value: bytes) -> int:
+    return RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
+
+
+@final
+class RecordBatch:
+    """Records appended together by one leader in one epoch."""
+
+    __slots__ = ("base_offset", "epoch", "records", "size")
+
+    def __init__(self, base_offset: int, epoch: int, records: tuple[Record, ...], size: int):
+        self.base_offset = base_offset
+        self.epoch = epoch
+        self.records = records
+        self.size = size
+
+    @property
+    def end_offset(self) -> int:
+        """One past the last offset."""
+        return self.base_offset + len(self.records)
+
+    def __repr__(self) -> str:
+        return f"<RecordBatch [{self.base_offset}, {self.end_offset}) epoch={self.epoch}>"
+
+
+@final
+class Log:
+    """Append-only batches plus a log start offset; ``leo`` is the log end offset."""
+
+    __slots__ = ("_batches", "_cum", "_ends", "_total", "leo", "log_start_offset")
+
+    def __init__(self) -> None:
+        self._batches: list[RecordBatch] = []
+        self._ends: list[int] = []  # end offset of each batch, for bisect
+        self._cum: list[int] = []  # running byte total through each batch (never rebased)
+        self._total = 0
+        self.leo = 0
+        self.log_start_offset = 0
+
+    # -- writing --------------------------------------------------------------------------
+
+    def append(self, entries: Sequence[tuple[bytes | None, bytes]], epoch: int) -> RecordBatch:
+        """Append records as the leader; returns the new batch."""
+        base = self.leo
+        size = 0
+        records = []
+        for i, (key, value) in enumerate(entries):
+            records.append(Record(base + i, key, value))
+            size += record_size(key, value)
+        batch = RecordBatch(base, epoch, tuple(records), size)
+        self.append_batch(batch)
+        return batch
+
+    def append_batch(self, batch: RecordBatch) -> None:
+        """Append a batch copied from the leader; it must start at our log end."""
+        if batch.base_offset != self.leo:
+            raise ValueError(f"batch starts at {batch.base_offset}, log ends at {self.leo}")
+        self._batches.append(batch)
+        self._ends.append(batch.end_offset)
+        self._total += batch.size
+        self._cum.append(self._total)
+        self.leo = batch.end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at or above ``offset``."""
+        if offset >= self.leo:
+            return
+        offset = max(offset, 0)
+        batches = self._batches
+        while batches and batches[-1].base_offset >= offset:
+            dropped = batches.pop()
+            self._ends.pop()
+            self._cum.pop()
+            self._total -= dropped.size
+        if batches and batches[-1].end_offset > offset:  # split the straddling batch
+            last = batches.pop()
+            self._ends.pop()
+            self._cum.pop()
+            self._total -= last.size
+            kept = last.records[: offset - last.base_offset]
+            size = sum(record_size(r.key, r.value) for r in kept)
+            self.append_batch(RecordBatch(last.base_offset, last.epoch, kept, size))
+        self.leo = offset
+        if self.log_start_offset > offset:
+            self.log_start_offset = offset
+
+    def reset_to(self, offset: int) -> None:
+        """Drop everything and restart the log at ``offset`` (a follower that fell behind
+        the leader's log start)."""
+        self._batches.clear()
+        self._ends.clear()
+        self._cum.clear()
+        self.leo = self.log_start_offset = offset
+
+    def delete_before(self, offset: int) -> None:
+        """Advance the log start offset (DeleteRecords); whole batches below it go."""
+        if offset <= self.log_start_offset:
+            return
+        if offset > self.leo:
+            raise ValueError(f"log start {offset} beyond log end {self.leo}")
+        self.log_start_offset = offset
+        gone = bisect_right(self._ends, offset)
+        if gone:
+            del self._batches[:gone]
+            del self._ends[:gone]
+            del self._cum[:gone]
+
+    # -- reading --------------------------------------------------------------------------
+
+    def bytes_between(self, start: int, end: int) -> int:
+        """Bytes of the records in ``[start, end)``."""
+        if end <= start:
+            return 0
+        ends = self._ends
+        i = bisect_right(ends, start)  # first batch ending after start
+        j = bisect_left(ends, end)  # batch holding end - 1
+        if i >= len(ends):
+            return 0
+        j = min(j, len(ends) - 1)
+        first = self._batches[i]
+        total = self._cum[j] - self._cum[i] + first.size
+        if first.base_offset < start:  # a partial first batch: count exactly
+            skip = first.records[: start - first.base_offset]
+            total -= sum(record_size(r.key, r.value) for r in skip)
+        last = self._batches[j]
+        if last.end_offset > end:
+            tail = last.records[end - last.base_offset :]
+            total -= sum(record_size(r.key, r.value) for r in tail)
+        return total
+
+    def read_batches(self, start: int, end: int, max_bytes: int) -> list[RecordBatch]:
+        """Whole batches from the one holding ``start`` up to ``end``; at least one batch
+        even when it exceeds ``max_bytes`` (Kafka's rule, so a consumer never stalls)."""
+        ends = self._ends
+        i = bisect_right(ends, start)
+        out: list[RecordBatch] = []
+        size = 0
+        batches = self._batches
+        while i < len(batches):
+            batch = batches[i]
+            if batch.base_offset >= end or (out and size + batch.size > max_bytes):
+                break
+            out.append(batch)
+            size += batch.size
+            i += 1
+        return out
+
+    def read_records(self, start: int, end: int, max_bytes: int) -> list[Record]:
+        """Records in ``[start, end)``, at most ``max_bytes`` (but at least one record)."""
+        out: list[Record] = []
+        size = 0
+        for batch in self.read_batches(start, end, max_bytes):
+            for record in batch.records:
+                if record.offset < start:
+                    continue
+                if record.offset >= end:
+                    return out
+                rsize = record_size(record.key, record.value)
+                if out and size + rsize > max_bytes:
+                    return out
+                out.append(record)
+                size += rsize
+        return out
+
+    def record_at(self, offset: int) -> Record | None:
+        if not self.log_start_offset <= offset < self.leo:
+            return None
+        i = bisect_right(self._ends, offset)
+        batch = self._batches[i]
+        return batch.records[offset - batch.base_offset]
+
+    def epoch_at(self, offset: int) -> int | None:
+        """The epoch of the batch holding ``offset``, or None if it is not in the log."""
+        i = bisect_right(self._ends, offset)
+        if i >= len(self._batches) or self._batches[i].base_offset > offset:
+            return None
+        return self._batches[i].epoch
+
+    def divergence_offset(self, leader: Log) -> int:
+        """Where this log stops agreeing with ``leader``'s: the truncation point.
+
+        Two logs that hold a batch of the same epoch at an offset hold the same records
+        up to there (only one leader writes per epoch), so scan back from the shorter end.
+        """
+        offset = min(self.leo, leader.leo)
+        while offset > self.log_start_offset:
+            mine = self.epoch_at(offset - 1)
+            theirs = leader.epoch_at(offset - 1)
+            if mine is not None and mine == theirs:
+                return offset
+            offset -= 1
+        return offset
+
+    @property
+    def batches(self) -> int:
+        return len(self._batches)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._total - (self._cum[0] - self._batches[0].size if self._batches else 0)
+
+    def __repr__(self) -> str:
+        return f"<Log [{self.log_start_offset}, {self.leo}) batches={len(self._batches)}>"

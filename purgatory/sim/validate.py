@@ -1,0 +1,33 @@
+"""Argument checks with clear errors: the cluster rejects bad input, never clamps it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
+    """``value`` as an int in ``[minimum, maximum]``; TypeError/ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = "" if maximum is None else f" and <= {maximum}"
+        raise ValueError(f"{name} must be >= {minimum}{upper}, got {value}")
+    return value
+
+
+def check_records(
+    records: Sequence[tuple[bytes | None, bytes]],
+) -> list[tuple[bytes | None, bytes]]:
+    """A non-empty list of ``(key, value)`` pairs with bytes (or None) keys, bytes values."""
+    if isinstance(records, str | bytes) or not isinstance(records, Sequence):
+        raise TypeError("records must be a sequence of (key, value) pairs")
+    if not records:
+        raise ValueError("records must not be empty")
+    out = list(records)
+    for item in out:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise TypeError(f"each record must be a (key, value) tuple, got {item!r}")
+        key, value = item
+        if not isinstance(value, bytes) or not (key is None or isinstance(key, bytes)):
+            raise TypeError(f"record key must be bytes or None and value bytes, got {item!r}")
+    return out
