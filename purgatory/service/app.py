@@ -1,0 +1,333 @@
+"""The aiohttp application: JSON handlers over a broker, limits, metrics, shutdown.
+
+Requests that cannot be answered yet (acks=-1 produces, fetches waiting for ``min_bytes``)
+park in the broker's purgatories while the handler awaits them. Run the app with
+``handler_cancellation=True`` (``purgatory serve`` does): a client that disconnects then
+cancels its handler, and the broker abandons the parked operation.
+
+The app owns the broker it is given: on shutdown it refuses new requests, closes the
+broker (which answers every parked request) and waits for those answers to be written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Final, final
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+import purgatory
+from purgatory import OperationCancelled
+from purgatory.metrics import PurgatoryMetrics
+from purgatory.service import broker as broker_api
+from purgatory.service.api import ROUTES, Schemas, openapi_document
+from purgatory.service.broker import Broker, BrokerError, refused
+from purgatory.service.config import ServiceConfig
+from purgatory.service.http_metrics import ServiceMetrics
+from purgatory.service.schema import Object, ValidationError
+
+logger = logging.getLogger("purgatory.service")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@final
+class Rejected(Exception):
+    """A request refused before reaching the broker; becomes a JSON error response."""
+
+    def __init__(self, status: int, reason: str, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason  # the rejected-requests metric label (or "" if not counted)
+        self.code = code
+        self.message = message
+
+
+@final
+class ServiceState:
+    """Per-app state: the broker, limits, metrics and the parked-request count."""
+
+    def __init__(self, broker: Broker, config: ServiceConfig, registry: CollectorRegistry):
+        self.broker = broker
+        self.config = config
+        self.registry = registry
+        self.schemas = Schemas.build(config)
+        self.metrics = ServiceMetrics(registry)
+        self.purgatory_metrics = PurgatoryMetrics(registry)
+        for purg in broker.purgatories.values():
+            self.purgatory_metrics.track(purg)
+        self.openapi = openapi_document(self.schemas, purgatory.__version__)
+        self.pending = 0
+        self.closing = False
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    @asynccontextmanager
+    async def parking(self, parks: bool) -> AsyncIterator[None]:
+        """Admit a request that may park, within ``max_pending``."""
+        if self.closing:
+            raise Rejected(503, "shutting_down", "BROKER_NOT_AVAILABLE", "server shutting down")
+        if not parks:
+            yield
+            return
+        if self.pending >= self.config.max_pending:
+            raise Rejected(
+                503,
+                "overloaded",
+                "TOO_MANY_PENDING_REQUESTS",
+                f"{self.pending} requests are already parked (max_pending)",
+            )
+        self.pending += 1
+        self.metrics.parked.inc()
+        self.idle.clear()
+        try:
+            yield
+        finally:
+            self.pending -= 1
+            self.metrics.parked.dec()
+            if self.pending == 0:
+                self.idle.set()
+
+
+STATE: Final = web.AppKey("purgatory_state", ServiceState)
+
+
+def create_app(
+    broker: Broker,
+    config: ServiceConfig | None = None,
+    *,
+    registry: CollectorRegistry | None = None,
+) -> web.Application:
+    """The ``purgatory serve`` application over ``broker`` (which it closes on shutdown).
+
+    Each app gets its own Prometheus registry unless one is given, so several apps can
+    live in one process.
+    """
+    config = ServiceConfig() if config is None else config
+    state = ServiceState(broker, config, CollectorRegistry() if registry is None else registry)
+    app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_errors_and_metrics])
+    app[STATE] = state
+    handlers: dict[str, Handler] = {
+        "create_topic": create_topic,
+        "produce": produce,
+        "fetch": fetch,
+        "metadata": metadata,
+        "inject_fault": inject_fault,
+        "healthz": healthz,
+        "metrics": make_aiohttp_handler(state.registry),
+        "openapi": openapi,
+    }
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, handlers[route.name], name=route.name)
+    app.on_shutdown.append(_shutdown)
+    return app
+
+
+# -- middleware ------------------------------------------------------------------------
+
+
+@web.middleware
+async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
+    state = request.app[STATE]
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    start = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except Rejected as exc:
+        if exc.reason:
+            state.metrics.reject(exc.reason)
+        status = exc.status
+        return _error_response(exc, state.config.retry_after_s)
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        state.metrics.requests.labels(request.method, route, str(status)).inc()
+        state.metrics.latency.labels(request.method, route).observe(time.perf_counter() - start)
+
+
+def _error_response(exc: Rejected, retry_after_s: int) -> web.Response:
+    headers = {}
+    if exc.status == 503:
+        headers["Retry-After"] = str(retry_after_s)
+    return web.json_response(
+        {"error": exc.code, "message": exc.message}, status=exc.status, headers=headers
+    )
+
+
+async def _body(request: web.Request, schema: Object) -> dict[str, Any]:
+    """Read and validate a JSON body: 413 if too large, 400 with the reason otherwise."""
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge as exc:
+        raise Rejected(
+            413,
+            "too_large",
+            "REQUEST_TOO_LARGE",
+            f"body exceeds {request.app[STATE].config.max_body_bytes} bytes",
+        ) from exc
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise Rejected(400, "invalid", "INVALID_REQUEST", f"body is not valid JSON: {exc}") from exc
+    try:
+        return schema.validate(data, "body")
+    except ValidationError as exc:
+        reason = "invalid"
+        if exc.path in ("body.timeout_ms", "body.max_wait_ms") and isinstance(data, dict):
+            value = data.get(exc.path[5:])
+            ceiling = request.app[STATE].config.max_timeout_ms
+            if isinstance(value, int) and not isinstance(value, bool) and value > ceiling:
+                reason = "timeout_ceiling"
+        raise Rejected(400, reason, "INVALID_REQUEST", str(exc)) from exc
+
+
+# -- handlers --------------------------------------------------------------------------
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await _body(request, state.schemas.create_topic)
+    async with state.parking(False):
+        topics = broker_api.topic_count(state.broker)
+        if topics >= state.config.max_topics:
+            raise Rejected(
+                503, "overloaded", "TOO_MANY_TOPICS", f"{topics} topics exist (max_topics)"
+            )
+        try:
+            await state.broker.create_topic(
+                body["name"], body["partitions"], body["replication_factor"]
+            )
+        except ValueError as exc:
+            return _broker_error(refused(exc))
+    return web.json_response(
+        {
+            "name": body["name"],
+            "partitions": body["partitions"],
+            "replication_factor": body["replication_factor"],
+        },
+        status=201,
+    )
+
+
+async def produce(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await _body(request, state.schemas.produce)
+    records = [(_encode(r.get("key")), _encode(r["value"]) or b"") for r in body["records"]]
+    async with state.parking(body["acks"] == -1):
+        try:
+            result = await state.broker.produce(
+                body["topic"], body["partition"], records, body["acks"], body["timeout_ms"]
+            )
+        except ValueError as exc:
+            return _broker_error(refused(exc))
+        except OperationCancelled as exc:
+            raise _shutting_down() from exc
+    return web.json_response(
+        {"error": broker_api.error_name(result.error), "base_offset": result.base_offset}
+    )
+
+
+async def fetch(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await _body(request, state.schemas.fetch)
+    async with state.parking(body["max_wait_ms"] > 0):
+        try:
+            result = await state.broker.fetch(
+                body["topic"],
+                body["partition"],
+                body["offset"],
+                body["min_bytes"],
+                body["max_bytes"],
+                body["max_wait_ms"],
+            )
+        except ValueError as exc:
+            return _broker_error(refused(exc))
+        except OperationCancelled as exc:
+            raise _shutting_down() from exc
+    return web.json_response(
+        {
+            "error": broker_api.error_name(result.error),
+            "high_watermark": result.high_watermark,
+            "records": [
+                {"offset": r.offset, "key": _decode(r.key), "value": _decode(r.value)}
+                for r in result.records
+            ],
+        }
+    )
+
+
+async def metadata(request: web.Request) -> web.Response:
+    return web.json_response(broker_api.jsonable(request.app[STATE].broker.metadata()))
+
+
+async def inject_fault(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await _body(request, state.schemas.fault)
+    async with state.parking(False):
+        try:
+            outcome = await broker_api.apply_fault(state.broker, body)
+        except BrokerError as exc:
+            return _broker_error(exc)
+    return web.json_response({"fault": body["fault"], **outcome})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return web.json_response(
+        {"status": "closing" if state.closing else "ok", "parked": state.pending},
+        status=200,
+    )
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.json_response(request.app[STATE].openapi)
+
+
+def _broker_error(exc: BrokerError) -> web.Response:
+    return web.json_response({"error": exc.code, "message": exc.message}, status=exc.status)
+
+
+def _shutting_down() -> Rejected:
+    # The broker closed under a parked request: answer it rather than dropping it.
+    return Rejected(503, "", "BROKER_NOT_AVAILABLE", "server shut down while the request waited")
+
+
+def _encode(text: str | None) -> bytes | None:
+    # surrogatepass: JSON may carry lone surrogates; they must round-trip, not crash.
+    return None if text is None else text.encode("utf-8", "surrogatepass")
+
+
+def _decode(data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace")
+
+
+# -- shutdown --------------------------------------------------------------------------
+
+
+async def _shutdown(app: web.Application) -> None:
+    """Refuse new work, answer everything parked, stop the broker's reapers."""
+    state = app[STATE]
+    state.closing = True
+    await state.broker.close()
+    try:
+        async with asyncio.timeout(state.config.shutdown_timeout_s):
+            await state.idle.wait()
+    except TimeoutError:
+        logger.error("%d parked requests were not answered at shutdown", state.pending)

@@ -1,0 +1,193 @@
+"""What the service needs from a broker, and the glue to the simulated cluster.
+
+:class:`Broker` is the structural interface the HTTP layer is written against;
+:class:`purgatory.sim.cluster.Cluster` satisfies it. The helpers here translate the
+cluster's Python-level failures (``ValueError`` whose message starts with a Kafka error
+name) into HTTP answers, and map the admin fault requests onto the cluster's methods.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from purgatory import DelayedOperationPurgatory
+
+if TYPE_CHECKING:
+    from purgatory.sim.cluster import Cluster
+
+
+class RecordLike(Protocol):
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes: ...
+
+
+class ProduceOutcome(Protocol):
+    @property
+    def error(self) -> object: ...
+    @property
+    def base_offset(self) -> int: ...
+
+
+class FetchOutcome(Protocol):
+    @property
+    def error(self) -> object: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def records(self) -> Sequence[RecordLike]: ...
+
+
+class Broker(Protocol):
+    """The cluster as the service sees it (see :class:`purgatory.sim.cluster.Cluster`)."""
+
+    @property
+    def purgatories(self) -> Mapping[str, DelayedOperationPurgatory[Any]]: ...
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int) -> None: ...
+
+    async def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[tuple[bytes | None, bytes]],
+        acks: int,
+        timeout_ms: int,
+    ) -> ProduceOutcome: ...
+
+    async def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        min_bytes: int,
+        max_bytes: int,
+        max_wait_ms: int,
+    ) -> FetchOutcome: ...
+
+    def metadata(self) -> object: ...
+
+    async def close(self) -> None: ...
+
+
+class BrokerError(Exception):
+    """A request the broker refused outright, with its HTTP status and Kafka error name."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+# Kafka error name -> HTTP status, for requests the cluster refuses with ValueError.
+_STATUS = {
+    "TOPIC_ALREADY_EXISTS": 409,
+    "UNKNOWN_TOPIC_OR_PARTITION": 404,
+    "INVALID_REPLICATION_FACTOR": 400,
+    "INVALID_PARTITIONS": 400,
+}
+
+
+def refused(exc: ValueError, default_status: int = 400) -> BrokerError:
+    """The HTTP form of a ``ValueError`` raised by the cluster ("CODE: message")."""
+    text = str(exc)
+    code, sep, rest = text.partition(": ")
+    if sep and code.isupper() and code.replace("_", "").isalpha():
+        return BrokerError(_STATUS.get(code, default_status), code, rest)
+    return BrokerError(default_status, "INVALID_REQUEST", text)
+
+
+def error_name(error: object) -> str | None:
+    """JSON form of an error code: None for success, else Kafka's name."""
+    if error is None:
+        return None
+    name = error.value if isinstance(error, enum.Enum) else error
+    return None if name == "NONE" else str(name)
+
+
+def jsonable(value: object) -> Any:
+    """Dataclasses, enums, sets and tuples as JSON-ready values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, set | frozenset):
+        return sorted(jsonable(v) for v in value)
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def topic_count(broker: Broker) -> int:
+    topics = getattr(broker, "topics", None)
+    return len(topics) if topics is not None else 0
+
+
+async def new_cluster(brokers: int) -> Cluster:
+    """A started simulated cluster (imported lazily: the sim is the default broker)."""
+    from purgatory.sim.cluster import Cluster
+
+    cluster = Cluster(brokers=brokers)
+    await cluster.start()
+    return cluster
+
+
+async def apply_fault(broker: Broker, request: Mapping[str, Any]) -> dict[str, Any]:
+    """Carry out a validated fault request on a simulated cluster; returns what was done.
+
+    ``slow_follower`` / ``crash_follower`` / ``restart_follower`` act on ``broker``, or on
+    the first follower of ``topic``/``partition``; ``failover`` moves the partition's
+    leadership (to ``broker`` if given). Raises :class:`BrokerError`.
+    """
+    from purgatory.sim.cluster import Cluster
+    from purgatory.sim.faults import Latency
+
+    if not isinstance(broker, Cluster):
+        raise BrokerError(409, "INVALID_REQUEST", "fault injection needs a simulated cluster")
+    fault = request["fault"]
+    topic, index = request.get("topic"), request.get("partition")
+    partition = None
+    if topic is not None or index is not None:
+        if topic is None or index is None:
+            raise BrokerError(400, "INVALID_REQUEST", "give both topic and partition, or neither")
+        partition = broker.partition(topic, index)
+        if partition is None:
+            raise BrokerError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"no partition {topic}-{index}")
+    try:
+        if fault == "failover":
+            if partition is None:
+                raise BrokerError(400, "INVALID_REQUEST", "failover needs topic and partition")
+            leader = await broker.fail_over(topic, index, request.get("broker"))  # type: ignore[arg-type]
+            return {"topic": topic, "partition": index, "leader": leader}
+        target = request.get("broker")
+        if target is None:
+            if partition is None:
+                raise BrokerError(
+                    400, "INVALID_REQUEST", f"{fault} needs broker or topic+partition"
+                )
+            followers = [b for b in partition.replicas if b != partition.leader]
+            if not followers:
+                raise BrokerError(409, "INVALID_REQUEST", f"{partition.key} has no follower")
+            target = followers[0]
+        if target not in broker.brokers:
+            raise BrokerError(404, "BROKER_NOT_AVAILABLE", f"no broker {target}")
+        if fault == "slow_follower":
+            latency_ms = request.get("latency_ms", 100)
+            broker.set_replication_latency(target, Latency(latency_ms) if latency_ms else None)
+            return {"broker": target, "latency_ms": latency_ms}
+        if fault == "crash_follower":
+            await broker.crash_broker(target)
+        else:
+            await broker.restart_broker(target)
+        return {"broker": target}
+    except ValueError as exc:
+        raise refused(exc, default_status=409) from exc

@@ -1,0 +1,127 @@
+"""``purgatory serve``: run the HTTP long-poll API over a simulated cluster.
+
+Prints ``listening on http://HOST:PORT`` (the bound port, so ``--port 0`` is usable by
+scripts and tests) once it accepts connections. SIGTERM or SIGINT stops it gracefully:
+listeners close, every parked request gets an answer, reapers stop, and it exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable
+
+from purgatory.service.config import ServiceConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = ServiceConfig()
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
+    )
+    parser.add_argument("--port", type=int, default=8080, help="0 picks a free port")
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    parser.add_argument("--brokers", type=int, default=3, help="brokers in the simulated cluster")
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME:PARTITIONS:RF",
+        help="create a topic at startup (repeatable), e.g. events:3:3",
+    )
+    parser.add_argument(
+        "--max-timeout-ms",
+        type=int,
+        default=defaults.max_timeout_ms,
+        help="ceiling for timeout_ms and max_wait_ms (default: %(default)s)",
+    )
+    parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
+    parser.add_argument(
+        "--max-pending",
+        type=int,
+        default=defaults.max_pending,
+        help="parked requests at once before 503 (default: %(default)s)",
+    )
+    parser.add_argument("--shutdown-timeout", type=float, default=defaults.shutdown_timeout_s)
+    parser.add_argument("--backlog", type=int, default=4096, help="listen() backlog")
+    parser.add_argument("--log-level", default="INFO")
+
+
+def _topic_spec(spec: str) -> tuple[str, int, int]:
+    parts = spec.split(":")
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        raise ValueError(f"--topic wants NAME:PARTITIONS:RF, got {spec!r}")
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
+    try:
+        config = ServiceConfig(
+            max_timeout_ms=args.max_timeout_ms,
+            max_body_bytes=args.max_body_bytes,
+            max_pending=args.max_pending,
+            shutdown_timeout_s=args.shutdown_timeout,
+        )
+        topics = [_topic_spec(spec) for spec in args.topic]
+        if not 0 <= args.port <= 65535:
+            raise ValueError(f"--port must be in 0..65535, got {args.port}")
+        if args.brokers < 1:
+            raise ValueError(f"--brokers must be >= 1, got {args.brokers}")
+    except (TypeError, ValueError) as exc:
+        print(f"purgatory serve: {exc}", file=sys.stderr)
+        return 2
+    factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
+    if args.loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(serve(args.host, args.port, args.brokers, topics, config, args.backlog))
+
+
+async def serve(
+    host: str,
+    port: int,
+    brokers: int,
+    topics: list[tuple[str, int, int]],
+    config: ServiceConfig,
+    backlog: int = 4096,
+) -> int:
+    """Serve until SIGTERM/SIGINT; return the exit status."""
+    from aiohttp import web
+
+    from purgatory.service.app import create_app
+    from purgatory.service.broker import new_cluster
+
+    cluster = await new_cluster(brokers)
+    for name, partitions, replication_factor in topics:
+        await cluster.create_topic(name, partitions, replication_factor)
+    app = create_app(cluster, config)
+    runner = web.AppRunner(
+        app,
+        handler_cancellation=True,  # a disconnected client's parked operation is dropped
+        shutdown_timeout=config.shutdown_timeout_s,
+        access_log=None,
+    )
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        site = web.TCPSite(runner, host, port, backlog=backlog)
+        await site.start()
+        for address in runner.addresses:
+            bound_host, bound_port = address[0], address[1]
+            print(f"listening on http://{bound_host}:{bound_port}", flush=True)
+        await stop.wait()
+        print("shutting down", flush=True)
+    finally:
+        await runner.cleanup()  # closes listeners, answers parked requests, closes cluster
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    return 0

@@ -1,0 +1,68 @@
+"""Service-level Prometheus metrics: HTTP requests, parked requests, rejections."""
+
+from __future__ import annotations
+
+from typing import Final, final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+#: Long polls dominate: latencies run from microseconds up to the timeout ceiling.
+HTTP_BUCKETS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+#: Why a request was refused before reaching the broker.
+REJECT_REASONS: Final = ("invalid", "too_large", "timeout_ceiling", "overloaded", "shutting_down")
+
+
+@final
+class ServiceMetrics:
+    """``purgatory_http_*`` and ``purgatory_rejected_requests_total`` in one registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "purgatory_http_requests",
+            "HTTP requests answered, by route template and status.",
+            ["method", "route", "status"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "purgatory_http_request_duration_seconds",
+            "Time to answer an HTTP request, parked time included.",
+            ["method", "route"],
+            registry=registry,
+            buckets=HTTP_BUCKETS,
+        )
+        self.parked = Gauge(
+            "purgatory_http_parked_requests",
+            "Requests that may be parked in a purgatory right now.",
+            registry=registry,
+        )
+        self.rejected = Counter(
+            "purgatory_rejected_requests",
+            "Requests refused before reaching the broker, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in REJECT_REASONS:  # export zeros so rate() works from the first scrape
+            self.rejected.labels(reason)
+
+    def reject(self, reason: str) -> None:
+        if reason not in REJECT_REASONS:
+            raise ValueError(f"unknown rejection reason {reason!r}")
+        self.rejected.labels(reason).inc()

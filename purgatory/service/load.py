@@ -1,0 +1,265 @@
+"""``purgatory load``: drive a running ``purgatory serve`` with long polls and producers.
+
+Many consumers park fetches (``min_bytes=1``) on the partitions of one topic while an
+open-loop producer stream appends at a fixed rate. Each value carries the producer's send
+time, so a consumer that is woken measures the *wake-up latency*: from the produce request
+that appended the first record of its response being sent, to that response arriving
+(replication to the ISR included, since consumers read up to the high watermark).
+
+Anything but a 200 answer, a broker error code or a transport error counts as a failed
+request; the exit status is 1 if any request failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import aiohttp
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default="http://127.0.0.1:8080", help="server base URL")
+    parser.add_argument("--topic", default="load", help="topic to create (if missing) and use")
+    parser.add_argument("--partitions", type=int, default=50)
+    parser.add_argument("--replication-factor", type=int, default=3)
+    parser.add_argument("--fetchers", type=int, default=5000, help="concurrent parked fetches")
+    parser.add_argument("--produce-rate", type=float, default=50.0, help="produce requests/s")
+    parser.add_argument("--records", type=int, default=1, help="records per produce request")
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--acks", type=int, choices=(-1, 0, 1), default=-1)
+    parser.add_argument("--max-wait-ms", type=int, default=5000)
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of steady load")
+    parser.add_argument("--ramp", type=float, default=5.0, help="seconds to open all fetchers")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+@dataclass
+class Stats:
+    ok: int = 0
+    failed: int = 0
+    broker_errors: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    wakeups: list[float] = field(default_factory=list)  # seconds
+    fetches: int = 0
+    produces: int = 0
+    produce_latency: list[float] = field(default_factory=list)
+
+    def fail(self, why: str) -> None:
+        self.failed += 1
+        self.failures[why] = self.failures.get(why, 0) + 1
+
+    def broker_error(self, code: str) -> None:
+        self.broker_errors[code] = self.broker_errors.get(code, 0) + 1
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of unsorted samples; NaN if empty."""
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
+    return ordered[int(rank) - 1]
+
+
+def _raise_nofile(needed: int) -> None:
+    """Each fetcher holds a socket: lift the soft open-files limit as far as allowed."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard == resource.RLIM_INFINITY else min(hard, max(soft, needed))
+    if want > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raise ValueError(f"{needed} open files needed, the limit is {soft} (raise ulimit -n)")
+
+
+async def _post(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], stats: Stats
+) -> dict[str, Any] | None:
+    import aiohttp
+
+    try:
+        async with session.post(url, json=body) as response:
+            if response.status != 200:
+                stats.fail(f"http_{response.status}")
+                await response.read()
+                return None
+            data: dict[str, Any] = await response.json()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        stats.fail(type(exc).__name__)
+        return None
+    stats.ok += 1
+    if data.get("error") is not None:
+        stats.broker_error(str(data["error"]))
+    return data
+
+
+async def _fetcher(
+    session: aiohttp.ClientSession,
+    args: argparse.Namespace,
+    partition: int,
+    offset: int,
+    stop: asyncio.Event,
+    stats: Stats,
+) -> None:
+    url = f"{args.url}/v1/fetch"
+    while not stop.is_set():
+        body = {
+            "topic": args.topic,
+            "partition": partition,
+            "offset": offset,
+            "min_bytes": 1,
+            "max_wait_ms": args.max_wait_ms,
+        }
+        data = await _post(session, url, body, stats)
+        now = time.monotonic()
+        stats.fetches += 1
+        if data is None or data["error"] is not None:
+            await asyncio.sleep(0.1)  # back off instead of spinning on a failing partition
+            continue
+        records = data["records"]
+        if records:
+            sent = float(records[0]["value"].split(" ", 1)[0])
+            stats.wakeups.append(now - sent)
+            offset = records[-1]["offset"] + 1
+
+
+async def _producer(
+    session: aiohttp.ClientSession, args: argparse.Namespace, stop: asyncio.Event, stats: Stats
+) -> None:
+    url = f"{args.url}/v1/produce"
+    interval = 1.0 / args.produce_rate
+    pad = "x" * max(0, args.value_bytes - 20)
+    in_flight: set[asyncio.Task[None]] = set()
+    loop = asyncio.get_running_loop()
+    next_at = loop.time()
+    partition = 0
+
+    async def one(body: dict[str, Any], started: float) -> None:
+        if await _post(session, url, body, stats) is not None:
+            stats.produce_latency.append(time.monotonic() - started)
+        stats.produces += 1
+
+    while not stop.is_set():
+        started = time.monotonic()
+        value = f"{started:.6f} {pad}"
+        body = {
+            "topic": args.topic,
+            "partition": partition,
+            "records": [{"key": None, "value": value}] * args.records,
+            "acks": args.acks,
+            "timeout_ms": 30_000,
+        }
+        partition = (partition + 1) % args.partitions
+        task = asyncio.create_task(one(body, started))  # open loop: never wait for answers
+        in_flight.add(task)
+        task.add_done_callback(in_flight.discard)
+        next_at += interval
+        await asyncio.sleep(max(0.0, next_at - loop.time()))
+    if in_flight:
+        await asyncio.wait(in_flight)
+
+
+async def _ensure_topic(session: aiohttp.ClientSession, args: argparse.Namespace) -> list[int]:
+    """Create the topic if needed; return each partition's high watermark."""
+    body = {
+        "name": args.topic,
+        "partitions": args.partitions,
+        "replication_factor": args.replication_factor,
+    }
+    async with session.post(f"{args.url}/v1/topics", json=body) as response:
+        if response.status not in (201, 409):
+            raise RuntimeError(f"cannot create topic: {response.status} {await response.text()}")
+    async with session.get(f"{args.url}/v1/metadata") as response:
+        response.raise_for_status()
+        meta = await response.json()
+    for topic in meta["topics"]:
+        if topic["name"] == args.topic:
+            hws = {p["partition"]: p["high_watermark"] for p in topic["partitions"]}
+            if len(hws) < args.partitions:
+                raise RuntimeError(f"topic {args.topic!r} has only {len(hws)} partitions")
+            return [hws[i] for i in range(args.partitions)]
+    raise RuntimeError(f"topic {args.topic!r} missing from metadata")
+
+
+async def drive(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the load; return the summary."""
+    import aiohttp
+
+    stats = Stats()
+    timeout = aiohttp.ClientTimeout(total=args.max_wait_ms / 1000 + 30)
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        hws = await _ensure_topic(session, args)
+        stop = asyncio.Event()
+        fetchers = []
+        for i in range(args.fetchers):
+            partition = i % args.partitions
+            task = _fetcher(session, args, partition, hws[partition], stop, stats)
+            fetchers.append(asyncio.create_task(task))
+            if args.ramp > 0 and i % 100 == 99:  # open connections gradually (listen backlog)
+                await asyncio.sleep(args.ramp * 100 / args.fetchers)
+        stats.wakeups.clear()
+        started = time.monotonic()
+        producer = asyncio.create_task(_producer(session, args, stop, stats))
+        await asyncio.sleep(args.duration)
+        stop.set()
+        await producer
+        elapsed = time.monotonic() - started
+        await asyncio.gather(*fetchers)  # each returns after at most max_wait_ms
+    wake = stats.wakeups
+    return {
+        "fetchers": args.fetchers,
+        "partitions": args.partitions,
+        "duration_s": round(elapsed, 3),
+        "produce_requests": stats.produces,
+        "produce_rate": round(stats.produces / elapsed, 1),
+        "fetch_responses": stats.fetches,
+        "requests_per_s": round((stats.ok + stats.failed) / elapsed, 1),
+        "ok_requests": stats.ok,
+        "failed_requests": stats.failed,
+        "failures": stats.failures,
+        "broker_errors": stats.broker_errors,
+        "wakeups": len(wake),
+        "wakeup_latency_ms": {
+            name: round(percentile(wake, q) * 1000, 3)
+            for name, q in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))
+        },
+        "produce_latency_ms": {
+            name: round(percentile(stats.produce_latency, q) * 1000, 3)
+            for name, q in (("p50", 50), ("p99", 99))
+        },
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        for name in ("partitions", "fetchers", "records", "max_wait_ms"):
+            if getattr(args, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+        if not args.produce_rate > 0 or not args.duration > 0 or args.ramp < 0:
+            raise ValueError("--produce-rate and --duration must be > 0, --ramp >= 0")
+        _raise_nofile(args.fetchers + 256)
+    except ValueError as exc:
+        print(f"purgatory load: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+
+        summary = uvloop.run(drive(args))
+    except (OSError, RuntimeError) as exc:
+        print(f"purgatory load: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        for key, value in summary.items():
+            print(f"{key:>20}: {value}")
+    return 0 if summary["failed_requests"] == 0 else 1
