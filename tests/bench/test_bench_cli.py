@@ -1,0 +1,89 @@
+"""``purgatory bench`` argument validation and JSON output shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from purgatory.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--num", "0"], "must be >= 1"),
+        (["--num", "-5"], "must be >= 1"),
+        (["--num", "ten"], "expected an integer"),
+        (["--key-space", "0"], "must be >= 1"),
+        (["--keys-per-request", "5", "--key-space", "3"], "cannot exceed"),
+        (["--p50", "20", "--p75", "10"], "--p75"),
+        (["--p50", "0"], "positive"),
+        (["--rate", "0"], "positive"),
+        (["--rate", "nan"], "positive"),
+        (["--timeout", "0"], "must be >= 1"),
+        (["--tasks", "10"], "only for 'purgatory bench timer'"),
+        (["timer", "--num", "10"], "only for 'purgatory bench workload'"),
+        (["timer", "--compare"], "only for 'purgatory bench workload'"),
+        (["timer", "--min-delay", "50", "--max-delay", "10"], "--min-delay"),
+        (["--loop", "trio"], "invalid choice"),
+        (["--repeat", "0"], "must be >= 1"),
+    ],
+)
+def test_bad_options_are_argparse_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", *argv])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_workload_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", "--num", "300", "--timeout", "20", "--compare", "--json", "--loop", "asyncio"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["benchmark"] == "workload"
+    assert out["config"]["num"] == 300
+    (result,) = out["results"]
+    assert result["loop"] == "asyncio"
+    runs = {run["implementation"]: run for run in result["runs"]}
+    assert set(runs) == {"floor", "call_later", "heap", "purgatory"}
+    subject = runs["purgatory"]
+    for field in (
+        "cpu_us_per_request",
+        "cpu_us_above_floor",
+        "ratio_vs_call_later",
+        "ratio_vs_heap",
+        "achieved_rate",
+        "completed",
+        "expired",
+        "lateness_ms",
+        "peak_heap_bytes",
+    ):
+        assert field in subject, field
+    assert subject["completed"] + subject["expired"] == 300
+    assert subject["peak_heap_bytes"] > 0
+    assert set(subject["lateness_ms"]) == {"count", "min_ms", "p50_ms", "p99_ms", "max_ms"}
+    assert "cpu_us_above_floor" not in runs["floor"]
+    assert {"expected_fraction", "drawn", "z_score"} <= set(result["expired_check"])
+    assert "cpu_above_floor_vs_call_later" in result["targets"]
+
+
+def test_workload_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--num", "200", "--timeout", "20", "--no-memory"]) == 0
+    out = capsys.readouterr().out
+    assert "workload on uvloop: 200 requests, no pacing" in out
+    assert "purgatory" in out
+
+
+def test_timer_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "timer", "--tasks", "2000", "--loop", "both", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["benchmark"] == "timer"
+    assert [r["loop"] for r in out["results"]] == ["asyncio", "uvloop"]
+    for result in out["results"]:
+        assert result["tasks"] == 2000
+        for side in ("system_timer", "call_later"):
+            assert set(result[side]) == {"create_s", "add_s", "cancel_s", "cleanup_s", "total_s"}
+        assert result["ratio"] > 0
