@@ -35,7 +35,8 @@ class Schemas:
     fault: Object
 
     @classmethod
-    def build(cls, config: ServiceConfig) -> Schemas:
+    def build(cls, config: ServiceConfig, brokers: int = INT32_MAX) -> Schemas:
+        """Schemas for ``config``; ``brokers`` bounds the replication factor."""
         record = Object(
             {
                 "key": Str(nullable=True, description="UTF-8 text, or null"),
@@ -50,7 +51,7 @@ class Schemas:
                 {
                     "name": _topic(),
                     "partitions": Int(minimum=1, maximum=config.max_partitions),
-                    "replication_factor": Int(minimum=1, maximum=INT32_MAX),
+                    "replication_factor": Int(minimum=1, maximum=brokers),
                 },
                 required=frozenset({"name", "partitions", "replication_factor"}),
             ),
@@ -104,7 +105,7 @@ class Schemas:
                         description="slow_follower: added replication latency",
                     ),
                 },
-                required=frozenset({"fault"}),
+                required=frozenset({"fault", "topic", "partition"}),
             ),
         )
 
@@ -175,7 +176,12 @@ ROUTES: Final = (
         "create_topic",
         "Create a topic",
         "create_topic",
-        {201: ("created", OBJECT), 409: ("topic exists", ERROR_BODY), **_BAD, **_BUSY},
+        {
+            201: ("created", OBJECT),
+            409: ("topic exists, or max_topics reached", ERROR_BODY),
+            **_BAD,
+            **_BUSY,
+        },
     ),
     Route(
         "POST",

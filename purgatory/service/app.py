@@ -58,7 +58,7 @@ class ServiceState:
         self.broker = broker
         self.config = config
         self.registry = registry
-        self.schemas = Schemas.build(config)
+        self.schemas = Schemas.build(config, broker_api.broker_count(broker))
         self.metrics = ServiceMetrics(registry)
         self.purgatory_metrics = PurgatoryMetrics(registry)
         for purg in broker.purgatories.values():
@@ -202,9 +202,7 @@ async def create_topic(request: web.Request) -> web.Response:
     async with state.parking(False):
         topics = broker_api.topic_count(state.broker)
         if topics >= state.config.max_topics:
-            raise Rejected(
-                503, "overloaded", "TOO_MANY_TOPICS", f"{topics} topics exist (max_topics)"
-            )
+            raise Rejected(409, "", "TOO_MANY_TOPICS", f"{topics} topics exist (max_topics)")
         try:
             await state.broker.create_topic(
                 body["name"], body["partitions"], body["replication_factor"]

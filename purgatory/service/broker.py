@@ -127,6 +127,12 @@ def jsonable(value: object) -> Any:
     return value
 
 
+def broker_count(broker: Broker) -> int:
+    """How many brokers (bounds the replication factor); unbounded if unknown."""
+    brokers = getattr(broker, "brokers", None)
+    return len(brokers) if brokers else 2**31 - 1
+
+
 def topic_count(broker: Broker) -> int:
     topics = getattr(broker, "topics", None)
     return len(topics) if topics is not None else 0
@@ -144,36 +150,25 @@ async def new_cluster(brokers: int) -> Cluster:
 async def apply_fault(broker: Broker, request: Mapping[str, Any]) -> dict[str, Any]:
     """Carry out a validated fault request on a simulated cluster; returns what was done.
 
-    ``slow_follower`` / ``crash_follower`` / ``restart_follower`` act on ``broker``, or on
-    the first follower of ``topic``/``partition``; ``failover`` moves the partition's
-    leadership (to ``broker`` if given). Raises :class:`BrokerError`.
+    ``slow_follower`` / ``crash_follower`` / ``restart_follower`` act on ``broker``, by
+    default the first follower of ``topic``/``partition``; ``failover`` moves the
+    partition's leadership (to ``broker`` if given). Raises :class:`BrokerError`.
     """
     from purgatory.sim.cluster import Cluster
     from purgatory.sim.faults import Latency
 
     if not isinstance(broker, Cluster):
         raise BrokerError(409, "INVALID_REQUEST", "fault injection needs a simulated cluster")
-    fault = request["fault"]
-    topic, index = request.get("topic"), request.get("partition")
-    partition = None
-    if topic is not None or index is not None:
-        if topic is None or index is None:
-            raise BrokerError(400, "INVALID_REQUEST", "give both topic and partition, or neither")
-        partition = broker.partition(topic, index)
-        if partition is None:
-            raise BrokerError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"no partition {topic}-{index}")
+    fault, topic, index = request["fault"], request["topic"], request["partition"]
+    partition = broker.partition(topic, index)
+    if partition is None:
+        raise BrokerError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"no partition {topic}-{index}")
     try:
         if fault == "failover":
-            if partition is None:
-                raise BrokerError(400, "INVALID_REQUEST", "failover needs topic and partition")
-            leader = await broker.fail_over(topic, index, request.get("broker"))  # type: ignore[arg-type]
+            leader = await broker.fail_over(topic, index, request.get("broker"))
             return {"topic": topic, "partition": index, "leader": leader}
         target = request.get("broker")
         if target is None:
-            if partition is None:
-                raise BrokerError(
-                    400, "INVALID_REQUEST", f"{fault} needs broker or topic+partition"
-                )
             followers = [b for b in partition.replicas if b != partition.leader]
             if not followers:
                 raise BrokerError(409, "INVALID_REQUEST", f"{partition.key} has no follower")

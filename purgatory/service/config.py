@@ -26,7 +26,7 @@ class ServiceConfig:
     max_fetch_bytes: int = 16 << 20
     #: partitions per topic, and topics per cluster (admin requests are bounded too)
     max_partitions: int = 64
-    max_topics: int = 1_000
+    max_topics: int = 256
     #: seconds the server waits for parked requests to be answered at shutdown
     shutdown_timeout_s: float = 5.0
 
