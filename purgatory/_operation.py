@@ -31,6 +31,8 @@ class OperationCancelled(Exception):
 
 
 class OperationState(enum.Enum):
+    """Lifecycle of a DelayedOperation: pending, then exactly one final state."""
+
     PENDING = "pending"
     COMPLETED = "completed"
     EXPIRED = "expired"
@@ -194,7 +196,7 @@ class DelayedOperation(TimerTask):
                 self._check_pending = False
                 self.checks += 1
                 done = self.try_complete()
-                if inspect.isawaitable(done):
+                if done.__class__ is not bool and inspect.isawaitable(done):
                     _discard(done)
                     raise TypeError(
                         f"{type(self).__name__}.try_complete returned an awaitable: "

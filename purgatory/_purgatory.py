@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Generic, Self, TypeVar, final
 
-from purgatory._clock import Clock, loop_clock_ms
+from purgatory._clock import Clock
 from purgatory._operation import DelayedOperation, OperationState
 from purgatory._timer import SystemTimer
 
@@ -92,8 +92,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         self.purge_interval = purge_interval
         self.reaper_enabled = reaper_enabled
         self.timer_enabled = timer_enabled
-        self._clock: Clock = loop_clock_ms if clock is None else clock
-        self.timer = SystemTimer(name, tick_ms, wheel_size, clock=self._clock)
+        self.timer = SystemTimer(name, tick_ms, wheel_size, clock=clock)
         self._watchers: dict[Hashable, list[Op]] = {}
         self._watched = 0  # entries across all watcher lists
         # Entries of finished operations still in some list. Kafka estimates this as
@@ -103,6 +102,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._listeners: list[Listener] = []
         self._reaper: asyncio.Task[None] | None = None
         self._purger: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[bool]] = set()  # async checks started by *_nowait
         self._closed = False
         self._completed = 0
         self._expired = 0
@@ -116,39 +116,52 @@ class DelayedOperationPurgatory(Generic[Op]):
     async def try_complete_else_watch(self, op: Op, keys: Iterable[Hashable]) -> bool:
         """Try to complete ``op``; if it cannot complete yet, watch it on every key and
         time it out after ``op.delay_ms``. True if it completed during this call."""
-        watch_keys = self._validate(op, keys)
-        op._purgatory = self
-        op.keys = watch_keys
-        op.started_ms = self._clock()
+        if not getattr(op, "is_async", False):
+            return self.try_complete_else_watch_nowait(op, keys)
+        self._register(op, keys)
+        if await self._try(op):
+            return True
+        if self._closed:
+            op.abandon()
+            return False
+        self._watch(op)
+        # The first check awaited before the op was watched: a trigger may have come and
+        # gone meanwhile, so check again now that every trigger will find it.
+        if await self._try(op):
+            return True
+        self._schedule_timeout(op)
+        return False
+
+    def try_complete_else_watch_nowait(self, op: Op, keys: Iterable[Hashable]) -> bool:
+        """The synchronous core of :meth:`try_complete_else_watch`, for operations whose
+        ``try_complete`` is not async. No await happens between the check and the watch,
+        so no trigger can fall in between and one check suffices."""
+        self._register(op, keys)
         if op.is_async:
-            if await self._try(op):
+            op._purgatory = None
+            raise TypeError(f"{type(op).__name__}.try_complete is async: use the async method")
+        try:
+            if op.check_now():
                 return True
-            if self._closed:
-                op.abandon()
-                return False
-        elif self._try_now(op):
-            return True
+        except Exception as exc:
+            op._report_error(exc, "try_complete")
+        # _watch and _schedule_timeout, inlined: this is the hot path of every request
         watchers = self._watchers
-        for key in watch_keys:
-            if op._state is not _PENDING:  # completed by someone else meanwhile
-                return False
-            ops = watchers.get(key)
-            if ops is None:
+        keys = op.keys
+        for key in keys:
+            try:
+                watchers[key].append(op)
+            except KeyError:
                 watchers[key] = [op]
-            else:
-                ops.append(op)
-            op._entries += 1
-            self._watched += 1
-        # A sync check cannot have missed a trigger (no await since it ran); an async one can.
-        if op.is_async and await self._try(op):
-            return True
+        op._entries = len(keys)
+        self._watched += op._entries
         if op._state is _PENDING:
             if self._closed:
                 op.abandon()
-                return False
-            if self.timer_enabled:
+            elif self.timer_enabled:
                 self.timer.add(op)
-                self._ensure_reaper()
+                if self._reaper is None:
+                    self._ensure_reaper()
         return False
 
     async def check_and_complete(self, key: Hashable) -> int:
@@ -162,6 +175,29 @@ class DelayedOperationPurgatory(Generic[Op]):
             if op._state is not _PENDING:
                 stale = True
             elif await self._try(op) if op.is_async else self._try_now(op):
+                completed += 1
+                stale = True
+        if stale:
+            self._compact(key)
+        return completed
+
+    def check_and_complete_nowait(self, key: Hashable) -> int:
+        """The synchronous core of :meth:`check_and_complete`: checks synchronous operations
+        now and returns how many completed; checks of async operations on the key are
+        started as tasks (not counted)."""
+        ops = self._watchers.get(key)
+        if ops is None:
+            return 0
+        completed = 0
+        stale = False
+        for op in ops[:]:  # a check may trigger other keys, which may append here
+            if op._state is not _PENDING:
+                stale = True
+            elif op.is_async:
+                task = asyncio.get_running_loop().create_task(self._try(op))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            elif self._try_now(op):
                 completed += 1
                 stale = True
         if stale:
@@ -225,21 +261,46 @@ class DelayedOperationPurgatory(Generic[Op]):
             op._report_error(exc, "try_complete")
             return False
 
-    def _validate(self, op: Op, keys: Iterable[Hashable]) -> tuple[Hashable, ...]:
+    def _register(self, op: Op, keys: Iterable[Hashable]) -> None:
+        """Check the arguments and bind ``op`` to this purgatory; registers no key yet."""
         if self._closed:
             raise RuntimeError(f"purgatory {self.name!r} is shut down")
         if not isinstance(op, DelayedOperation):
             raise TypeError(f"expected a DelayedOperation, got {type(op).__name__}")
         if op._purgatory is not None or op._state is not _PENDING:
             raise ValueError(f"{op!r} was already handed to a purgatory")
-        if isinstance(keys, str | bytes):
+        if keys.__class__ is tuple:
+            watch_keys: tuple[Hashable, ...] = keys  # type: ignore[assignment]
+        elif isinstance(keys, (str, bytes)):
             raise TypeError("keys must be a collection of keys, not a single str/bytes")
-        watch_keys = tuple(keys)
+        else:
+            watch_keys = tuple(keys)
         if not watch_keys:
             raise ValueError("an operation must be watched on at least one key")
-        for key in watch_keys:
-            hash(key)  # raises TypeError for an unhashable key before anything is registered
-        return watch_keys
+        hash(watch_keys)  # TypeError for an unhashable key, before anything is registered
+        op._purgatory = self
+        op.keys = watch_keys
+        op.started_ms = self.timer._now()
+
+    def _watch(self, op: Op) -> None:
+        watchers = self._watchers
+        for key in op.keys:
+            try:
+                watchers[key].append(op)
+            except KeyError:
+                watchers[key] = [op]
+        op._entries = len(op.keys)
+        self._watched += op._entries
+
+    def _schedule_timeout(self, op: Op) -> None:
+        if op._state is not _PENDING:
+            return
+        if self._closed:
+            op.abandon()
+        elif self.timer_enabled:
+            self.timer.add(op)
+            if self._reaper is None:
+                self._ensure_reaper()
 
     def _compact(self, key: Hashable) -> None:
         ops = self._watchers.get(key)
@@ -277,7 +338,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             )
 
     def _notify(self, op: DelayedOperation, state: OperationState) -> None:
-        now = self._clock()
+        now = self.timer._now()
         lateness = None
         if state is OperationState.EXPIRED:
             outcome = "expired"
@@ -372,7 +433,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         if self._closed:
             return
         self._closed = True
-        for task in (self._reaper, self._purger):
+        for task in (self._reaper, self._purger, *self._background):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

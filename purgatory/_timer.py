@@ -48,10 +48,12 @@ class SystemTimer:
         self.name = name
         self._tick_ms = tick_ms
         self._wheel_size = wheel_size
-        self._clock: Clock = loop_clock_ms if clock is None else clock
+        if clock is None:
+            clock = loop_clock_ms
+        self._clock: Clock = clock
         # The clock read on every add: the loop's own time() once bound (get_running_loop
         # costs more than the whole wheel insertion).
-        self._now: Clock = self._bind_loop_clock if clock is None else clock
+        self._now: Clock = self._bind_loop_clock if clock is loop_clock_ms else clock
         self._core: TimerCore | None = None
         TimerCore(tick_ms, wheel_size)  # validate the arguments now, not at the first add
         self._closed = False
@@ -86,7 +88,9 @@ class SystemTimer:
         delay = task._delay_ms
         # Round the deadline up: with a fractional clock, rounding down would run early.
         expiration = math.ceil(now + delay) if delay > 0 else math.floor(now)
-        queued = core.schedule(task, expiration)
+        task.expiration_ms = expiration
+        core._size += 1
+        queued = core._place(task, expiration)  # core.schedule, inlined
         if queued is not None and queued < self._armed_for:
             self._rearm(queued)
 
