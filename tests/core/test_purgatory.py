@@ -347,3 +347,26 @@ def test_repr_shows_state() -> None:
         "<DelayedOperationPurgatory 'produce' idle watched=0 delayed=0 keys=0>"
     )
     assert repr(Flag(5)) == "<Flag pending delay=5ms checks=0>"
+
+
+@pytest.mark.asyncio
+async def test_nowait_cores() -> None:
+    state = {"version": 1}
+    gate = asyncio.Event()
+    gate.set()
+    async with DelayedOperationPurgatory[DelayedOperation]("p") as purgatory:
+        ready = [False]
+        sync_op, async_op = Flag(60_000, ready), SlowCheck(60_000, state, gate)
+        assert purgatory.try_complete_else_watch_nowait(sync_op, ("k",)) is False
+        with pytest.raises(TypeError, match="is async"):
+            purgatory.try_complete_else_watch_nowait(async_op, ["k"])
+        assert (purgatory.watched, purgatory.num_delayed) == (1, 1)  # nothing registered
+        assert await purgatory.try_complete_else_watch(async_op, ["k"]) is False
+        ready[0] = True
+        state["version"] = 2
+        # sync checks run now and are counted; async ones are started as tasks
+        assert purgatory.check_and_complete_nowait("k") == 1
+        assert sync_op.is_completed
+        assert not async_op.is_completed
+        await async_op
+        assert purgatory.num_delayed == 0
