@@ -48,14 +48,23 @@ def default_shuffle_partitions(master: str) -> int | None:
     """2 x cores in local mode (Spark's 200 is far too many for one machine)."""
     if not master.startswith("local"):
         return None
-    spec = master[len("local") :].strip("[]").split(",")[0]
+    spec = master[len("local") :].strip("[]").split(",")[0]  # local, local[N], local[N,F]
     cores = os.cpu_count() or 2
-    if spec and spec != "*":
+    if not spec:
+        cores = 1  # plain "local" runs one worker thread
+    elif spec != "*":
         try:
             cores = int(spec)
         except ValueError:
             pass
     return max(2, 2 * cores)
+
+
+_MIN_SPLITS = "spark.sql.files.minPartitionNum"
+
+
+def _is_set(spark: SparkSession, key: str) -> bool:
+    return spark.conf.get(key, None) is not None
 
 
 def _log4j_file() -> str:
@@ -114,4 +123,9 @@ def get_session(
     partitions = shuffle_partitions or default_shuffle_partitions(effective_master)
     if partitions is not None:
         spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    if owned and effective_master.startswith("local") and not _is_set(spark, _MIN_SPLITS):
+        # Gzip files cannot be split: without this Spark packs several ~100 MB .gz files
+        # into one task, leaving cores idle. More, smaller input tasks balance the load.
+        local_partitions = default_shuffle_partitions(effective_master) or 2
+        spark.conf.set(_MIN_SPLITS, str(2 * local_partitions))
     return SessionInfo(spark=spark, owned=owned, master=effective_master)

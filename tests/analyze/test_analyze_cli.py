@@ -1,0 +1,83 @@
+"""The ``purgatory analyze`` command line: exit codes, options, console summary."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from purgatory.analyze.cli import format_summary
+from purgatory.analyze.generate import generate_file
+from purgatory.analyze.session import default_shuffle_partitions
+from purgatory.cli import main
+
+
+def test_missing_path_exits_2_without_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.jsonl"
+    assert main(["analyze", str(missing), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err
+    assert str(missing) in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_module_does_not_import_spark() -> None:
+    code = (
+        "import sys, purgatory.cli, purgatory.analyze.cli\n"
+        "purgatory.cli.build_parser()\n"
+        "bad = [m for m in ('pyspark', 'matplotlib') if m in sys.modules]\n"
+        "sys.exit(1 if bad else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("master", "want"), [("local[3]", 6), ("local", 2), ("local[*]", None), ("yarn", None)]
+)
+def test_default_shuffle_partitions(master: str, want: int | None) -> None:
+    import os
+
+    expected = 2 * (os.cpu_count() or 2) if master == "local[*]" else want
+    assert default_shuffle_partitions(master) == expected
+
+
+def test_format_summary_lists_each_purgatory() -> None:
+    entry = {
+        "operations": 10,
+        "completed": 7,
+        "expired": 2,
+        "cancelled": 1,
+        "errors": 0,
+        "expiration_rate": 0.2,
+        "duration_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0, "p999": 4.0, "max": 5.0},
+    }
+    text = format_summary({"events": 10, "malformed_lines": 1, "purgatories": {"Fetch": entry}})
+    assert "malformed lines: 1" in text
+    fetch = next(line for line in text.splitlines() if line.startswith("Fetch"))
+    assert fetch.split()[1:7] == ["10", "7", "2", "1", "0", "20.00%"]
+
+
+@pytest.mark.spark
+def test_cli_end_to_end(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.jsonl"
+    generate_file(str(trace), 200, seed=5, malformed=3)
+    out = tmp_path / "out"
+    args = ["analyze", str(trace), "--out", str(out), "--no-plots", "--quiet", "--top-keys", "3"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "events: 200  malformed lines: 3" in captured.out
+    assert "Produce" in captured.out
+    assert "malformed lines: 3; samples:" in captured.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["events"] == 200
+    ranks = [r["rank"] for r in spark.read.parquet(str(out / "hot_keys")).collect()]
+    assert max(ranks) == 3
+    assert not list(out.glob("*.png"))
+    assert not spark.sparkContext._jsc.sc().isStopped()  # a session it did not start is kept

@@ -1,0 +1,67 @@
+"""Report and progress display: plots from small rows, the live progress line."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from purgatory.analyze import report
+from purgatory.analyze.progress import Progress
+
+
+def test_plots_from_aggregated_rows(tmp_path: Path) -> None:
+    durations = [
+        {"purgatory": "Fetch", "outcome": "completed", "bin": b, "operations": 5 + b,
+         "lower_ms": 10 ** (b / 10), "upper_ms": 10 ** ((b + 1) / 10)}
+        for b in (-3, 0, 4, 20)
+    ]  # fmt: skip
+    series = [
+        {"purgatory": "Fetch", "t": 100 + s, "arrivals": 9, "completions": 5, "expirations": 2,
+         "cancellations": 1, "errors": 0, "in_flight": s}
+        for s in range(30)
+    ]  # fmt: skip
+    lateness = [
+        {"purgatory": "Fetch", "bin": b, "operations": 3, "lower_ms": b * 0.5,
+         "upper_ms": (b + 1) * 0.5}
+        for b in (0, 1, 5)
+    ]  # fmt: skip
+    report.plot_durations(durations, str(tmp_path / "d.png"))
+    report.plot_in_flight(series, str(tmp_path / "i.png"), 1)
+    report.plot_outcomes(series, str(tmp_path / "o.png"), 10)
+    report.plot_lateness(lateness, str(tmp_path / "l.png"))
+    for name in ("d", "i", "o", "l"):
+        assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plots_with_no_data(tmp_path: Path) -> None:
+    report.plot_durations([], str(tmp_path / "d.png"))
+    report.plot_in_flight([], str(tmp_path / "i.png"), 1)
+    report.plot_outcomes([], str(tmp_path / "o.png"), 1)
+    report.plot_lateness([], str(tmp_path / "l.png"))
+    assert all((tmp_path / f"{n}.png").stat().st_size > 0 for n in ("d", "i", "o", "l"))
+
+
+@pytest.mark.spark
+def test_progress_reports_stages_on_a_pipe(spark: Any) -> None:
+    stream = io.StringIO()  # not a TTY: plain lines
+    slow = spark.range(0, 4, numPartitions=4).rdd.map(lambda x: time.sleep(1.5) or x)
+    with Progress(spark, stream=stream, poll_interval=0.1, plain_interval=0.0) as bar:
+        bar.step("sleeping tasks")
+        assert slow.count() == 4
+    lines = stream.getvalue().splitlines()
+    assert "sleeping tasks" in lines[0]
+    assert any("tasks" in line and "stage" in line for line in lines)
+    assert all("\r" not in line for line in lines)
+
+
+@pytest.mark.spark
+def test_progress_disabled_prints_nothing(spark: Any) -> None:
+    stream = io.StringIO()
+    with Progress(spark, enabled=False, stream=stream) as bar:
+        bar.step("quiet")
+        spark.range(10).count()
+    assert stream.getvalue() == ""
