@@ -136,7 +136,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_int_at_least(1),
         default=None,
         metavar="N",
-        help=f"without --rate: requests between loop yields (default {d.batch})",
+        help=f"most requests issued between loop yields (default {d.batch})",
     )
     work.add_argument(
         "--compare",

@@ -129,15 +129,20 @@ async def _generate(cfg: WorkloadConfig, impl: Implementation, driver: Completio
     to_driver = driver.add
     drawn_expired = 0
     arrival = now()
-    for i in range(cfg.num):
+    unyielded = 0
+    for _ in range(cfg.num):
         if rate is not None:
             # Open loop, Poisson arrivals (Kafka's exponential inter-arrival times): a
             # request goes out at its arrival time however far behind the loop is.
             arrival += rng.expovariate(rate)
             if arrival > now():
                 await asyncio.sleep(arrival - now())
-        elif i % batch == 0:
-            await asyncio.sleep(0)  # let completions and expirations run
+                unyielded = 0
+        # Even when behind schedule (or unpaced), let completions and expirations run.
+        if unyielded >= batch:
+            await asyncio.sleep(0)
+            unyielded = 0
+        unyielded += 1
         latency = int(lognormal(mu, sigma))
         keys = sample(key_names, per_request)
         now_ms = now() * 1000.0

@@ -31,8 +31,8 @@ class WorkloadConfig:
     p50_ms: float = 10.0
     p75_ms: float = 20.0
     seed: int = 1
-    # without pacing, yield to the loop after this many requests so that completions and
-    # expirations interleave with generation (Kafka runs them on other threads)
+    # yield to the loop after at most this many requests (unpaced, or behind schedule) so
+    # that completions and expirations interleave with generation (Kafka: other threads)
     batch: int = 100
 
     def __post_init__(self) -> None:
