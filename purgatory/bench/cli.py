@@ -15,7 +15,13 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from purgatory.bench.runner import IMPLEMENTATIONS, LOOPS, RunResult, run_workload
+from purgatory.bench.runner import (
+    EXTRA_IMPLEMENTATIONS,
+    IMPLEMENTATIONS,
+    LOOPS,
+    RunResult,
+    run_workload,
+)
 from purgatory.bench.workload import WorkloadConfig
 
 _WORKLOAD_DEFAULTS = WorkloadConfig()
@@ -30,6 +36,7 @@ _WORKLOAD_ONLY = (
     "p75",
     "batch",
     "compare",
+    "nowait",
     "no_memory",
 )
 
@@ -144,6 +151,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also run the floor and the call_later and heap baselines",
     )
     work.add_argument(
+        "--nowait",
+        action="store_true",
+        help="also run the purgatory through try_complete_else_watch_nowait (sync ops)",
+    )
+    work.add_argument(
         "--no-memory",
         action="store_true",
         help="skip the tracemalloc pass that measures peak Python heap",
@@ -212,6 +224,8 @@ def _run_workload(args: argparse.Namespace) -> dict[str, Any]:
 
     cfg = _build_config(args, _WORKLOAD_DEFAULTS)
     names = IMPLEMENTATIONS if args.compare else ("purgatory",)
+    if args.nowait:
+        names = (*names, *EXTRA_IMPLEMENTATIONS)
     results = []
     for loop in _loops(args):
         samples: list[RunResult] = []

@@ -135,7 +135,7 @@ def format_workload(cfg: WorkloadConfig, result: dict[str, Any]) -> str:
         f"workload on {result['loop']}: {cfg.num} requests, {pacing}, {cfg.keys_per_request} "
         f"keys/request of {cfg.key_space}, timeout {cfg.timeout_ms} ms, latency p50 "
         f"{cfg.p50_ms:g} ms p75 {cfg.p75_ms:g} ms, seed {cfg.seed}",
-        f"{'impl':<11} {'CPU us/req':>10} {'>floor':>7} {'/call_l':>7} {'/heap':>6} "
+        f"{'impl':<16} {'CPU us/req':>10} {'>floor':>7} {'/call_l':>7} {'/heap':>6} "
         f"{'req/s':>8} {'completed':>9} {'expired':>7} {'late p50/p99/max ms':>20} "
         f"{'heap MiB':>8} {'wall s':>6}",
     ]
@@ -149,7 +149,7 @@ def format_workload(cfg: WorkloadConfig, result: dict[str, Any]) -> str:
         peak = run["peak_heap_bytes"]
         expired = "-" if run["implementation"] == "floor" else str(run["expired"])
         lines.append(
-            f"{run['implementation']:<11} {run['cpu_us_per_request']:>10.2f} "
+            f"{run['implementation']:<16} {run['cpu_us_per_request']:>10.2f} "
             f"{_num(run.get('cpu_us_above_floor'), 2):>7} "
             f"{_num(run.get('ratio_vs_call_later'), 2):>7} {_num(run.get('ratio_vs_heap'), 2):>6} "
             f"{run['achieved_rate']:>8.0f} {run['completed']:>9} {expired:>7} {lateness:>20} "

@@ -23,6 +23,8 @@ from purgatory.bench.subject import PurgatoryImplementation
 from purgatory.bench.workload import Tally, WorkloadConfig
 
 IMPLEMENTATIONS: Final = ("floor", "call_later", "heap", "purgatory")
+#: measured on request (--nowait): the purgatory's synchronous watch entry point
+EXTRA_IMPLEMENTATIONS: Final = ("purgatory-nowait",)
 LOOPS: Final = ("asyncio", "uvloop")
 
 # How long after the last request the run may take before it is declared stuck.
@@ -42,7 +44,10 @@ def make_implementation(name: str, tally: Tally, cfg: WorkloadConfig) -> Impleme
         return HeapBaseline(tally, cfg.timeout_ms)
     if name == "purgatory":
         return PurgatoryImplementation(tally, cfg.timeout_ms)
-    raise ValueError(f"unknown implementation {name!r}; expected one of {IMPLEMENTATIONS}")
+    if name == "purgatory-nowait":
+        return PurgatoryImplementation(tally, cfg.timeout_ms, nowait=True)
+    known = IMPLEMENTATIONS + EXTRA_IMPLEMENTATIONS
+    raise ValueError(f"unknown implementation {name!r}; expected one of {known}")
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
@@ -222,7 +227,7 @@ def run_workload(
     cfg: WorkloadConfig, implementation: str, loop: str = "uvloop", *, memory: bool = False
 ) -> RunResult:
     """Run the workload once on a fresh event loop of kind ``loop``."""
-    if implementation not in IMPLEMENTATIONS:
+    if implementation not in IMPLEMENTATIONS + EXTRA_IMPLEMENTATIONS:
         raise ValueError(f"unknown implementation {implementation!r}")
     with asyncio.Runner(loop_factory=loop_factory(loop)) as runner:
         return runner.run(_measure(cfg, implementation, loop, memory))

@@ -39,10 +39,12 @@ class FakeOperation(DelayedOperation):
 
 @final
 class PurgatoryImplementation:
-    """``try_complete_else_watch`` to watch, ``force_complete`` from the completion driver."""
+    """``try_complete_else_watch`` to watch, ``force_complete`` from the completion driver.
 
-    name = "purgatory"
-    watch_is_async = True
+    With ``nowait=True`` it watches through ``try_complete_else_watch_nowait`` (the
+    synchronous entry point for operations whose ``try_complete`` is sync), which shows
+    what the coroutine of the async entry point costs.
+    """
 
     def __init__(
         self,
@@ -52,7 +54,10 @@ class PurgatoryImplementation:
         tick_ms: int = 1,
         wheel_size: int = 20,
         purge_interval: int = 1000,
+        nowait: bool = False,
     ) -> None:
+        self.name = "purgatory-nowait" if nowait else "purgatory"
+        self.watch_is_async = not nowait
         self._tally = tally
         self._timeout_ms = timeout_ms
         self.purgatory: DelayedOperationPurgatory[FakeOperation] = DelayedOperationPurgatory(
@@ -62,6 +67,11 @@ class PurgatoryImplementation:
         self.watch: Callable[[Any, list[str]], Awaitable[object] | None] = (
             self.purgatory.try_complete_else_watch
         )
+        if nowait:
+            nowait_watch = getattr(self.purgatory, "try_complete_else_watch_nowait", None)
+            if nowait_watch is None:
+                raise RuntimeError("this purgatory has no try_complete_else_watch_nowait")
+            self.watch = nowait_watch
         self.complete: Callable[[Any], object] = FakeOperation.force_complete
 
     def new_op(self, deadline_ms: float) -> FakeOperation:

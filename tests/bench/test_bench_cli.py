@@ -25,6 +25,7 @@ from purgatory.cli import main
         (["--tasks", "10"], "only for 'purgatory bench timer'"),
         (["timer", "--num", "10"], "only for 'purgatory bench workload'"),
         (["timer", "--compare"], "only for 'purgatory bench workload'"),
+        (["timer", "--nowait"], "only for 'purgatory bench workload'"),
         (["timer", "--min-delay", "50", "--max-delay", "10"], "--min-delay"),
         (["--loop", "trio"], "invalid choice"),
         (["--repeat", "0"], "must be >= 1"),

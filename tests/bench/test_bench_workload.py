@@ -8,6 +8,7 @@ import statistics
 
 import pytest
 
+from purgatory import DelayedOperationPurgatory
 from purgatory.bench.runner import IMPLEMENTATIONS, RunResult, percentile, run_workload
 from purgatory.bench.workload import WorkloadConfig
 
@@ -148,3 +149,16 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(ordered, 50) == 50.0
     assert percentile(ordered, 99) == 99.0
     assert percentile([3.0], 99) == 3.0
+
+
+@pytest.mark.skipif(
+    not hasattr(DelayedOperationPurgatory, "try_complete_else_watch_nowait"),
+    reason="the core has no try_complete_else_watch_nowait",
+)
+def test_nowait_entry_point_agrees(virtual_runs: dict[str, RunResult]) -> None:
+    run = run_workload(SMALL, "purgatory-nowait", "virtual")
+    _check_exactly_once(run, SMALL)
+    reference = virtual_runs["purgatory"]
+    assert (run.completed, run.expired) == (reference.completed, reference.expired)
+    assert run.lateness.min_ms is not None
+    assert run.lateness.min_ms >= -FLOAT_SLACK_MS
