@@ -9,7 +9,14 @@ import statistics
 import pytest
 
 from purgatory import DelayedOperationPurgatory
-from purgatory.bench.runner import IMPLEMENTATIONS, RunResult, percentile, run_workload
+from purgatory.bench.baselines import Floor
+from purgatory.bench.runner import (
+    IMPLEMENTATIONS,
+    RunResult,
+    WorkloadStuck,
+    percentile,
+    run_workload,
+)
 from purgatory.bench.workload import WorkloadConfig
 
 # deadlines are kept in ms, loop time in s: the conversion may differ in the last bits
@@ -162,3 +169,10 @@ def test_nowait_entry_point_agrees(virtual_runs: dict[str, RunResult]) -> None:
     assert (run.completed, run.expired) == (reference.completed, reference.expired)
     assert run.lateness.min_ms is not None
     assert run.lateness.min_ms >= -FLOAT_SLACK_MS
+
+
+def test_lost_operations_fail_instead_of_hanging(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The floor never expires anything; claiming it does leaves the slow requests unfinished.
+    monkeypatch.setattr(Floor, "expires", lambda self: True)
+    with pytest.raises(WorkloadStuck, match=r"neither completed nor expired"):
+        run_workload(SMALL, "floor", "virtual")
