@@ -1,0 +1,114 @@
+"""The main job: a broker simulation with faults, traced, then analysed with Spark.
+
+``purgatory demo`` runs a scenario on the simulated cluster (real time, uvloop), writes
+every finished operation of every purgatory to ``OUT/trace.jsonl`` with the library's
+:class:`~purgatory.trace.TraceWriter`, then runs the Spark pipeline over that trace into
+``OUT/analysis`` (Parquet tables, ``summary.json``, plots, ``report.html``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = "purgatory-out"
+DEFAULT_SCENARIO = "leader-failover"
+DEFAULT_DURATION_S = 20.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default=DEFAULT_OUT, help=f"output directory ({DEFAULT_OUT})")
+    parser.add_argument(
+        "--scenario", default=DEFAULT_SCENARIO, help=f"simulation scenario ({DEFAULT_SCENARIO})"
+    )
+    parser.add_argument(
+        "--duration",
+        type=_positive_float,
+        default=DEFAULT_DURATION_S,
+        metavar="SECONDS",
+        help=f"simulated seconds ({DEFAULT_DURATION_S:g})",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    parser.add_argument(
+        "--virtual-time",
+        action="store_true",
+        help="run the simulation on virtual time (instant; trace timestamps are compressed)",
+    )
+    parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    parser.add_argument(
+        "--skip-analysis", action="store_true", help="only simulate and write the trace"
+    )
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Path) -> Any:
+    from purgatory.sim.runner import run_scenario
+    from purgatory.sim.scenarios import SCENARIOS
+    from purgatory.trace import TraceWriter
+
+    with TraceWriter(trace) as writer:
+        return await run_scenario(
+            SCENARIOS[scenario_name],
+            duration_s,
+            seed,
+            listeners=[writer],
+            progress=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True),
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    from purgatory.sim.runner import format_table
+    from purgatory.sim.scenarios import SCENARIOS
+
+    if args.scenario not in SCENARIOS:
+        names = ", ".join(sorted(SCENARIOS))
+        print(f"purgatory demo: unknown scenario {args.scenario!r} (choose from {names})")
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    trace = out / "trace.jsonl"
+    print(f"== simulating {args.scenario!r} for {args.duration:g} s (seed {args.seed})")
+    coro = _simulate(args.scenario, args.duration, args.seed, trace)
+    if args.virtual_time:
+        from purgatory.testing import run_virtual
+
+        summary = run_virtual(coro)
+    else:
+        summary = _run_fast(coro)
+    print(file=sys.stderr)
+    print(format_table(summary))
+    (out / "simulation.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"trace: {trace}")
+    if args.skip_analysis:
+        return 0
+
+    from purgatory.analyze import run_analysis
+    from purgatory.analyze.cli import format_summary
+
+    analysis_dir = out / "analysis"
+    print(f"== analysing {trace} with Spark")
+    analysis = run_analysis([str(trace)], str(analysis_dir), master=args.master)
+    print(format_summary(analysis))
+    print(f"report: {analysis_dir / 'report.html'}")
+    return 0
+
+
+def _run_fast(coro: Any) -> Any:
+    try:
+        import uvloop
+    except ImportError:  # e.g. on Windows
+        return asyncio.run(coro)
+    return uvloop.run(coro)
