@@ -221,7 +221,14 @@ ROUTES: Final = (
             **_BUSY,
         },
     ),
-    Route("GET", "/healthz", "healthz", "Liveness", None, {200: ("serving", OBJECT)}),
+    Route(
+        "GET",
+        "/healthz",
+        "healthz",
+        "Health: 200 while serving, 503 while shutting down",
+        None,
+        {200: ("serving", OBJECT), 503: ("shutting down", OBJECT)},
+    ),
     Route(
         "GET",
         "/metrics",

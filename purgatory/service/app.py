@@ -152,6 +152,9 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
     except web.HTTPException as exc:
         status = exc.status
         raise
+    except asyncio.CancelledError:
+        status = 499  # the client went away (nginx's "client closed request")
+        raise
     finally:
         state.metrics.requests.labels(request.method, route, str(status)).inc()
         state.metrics.latency.labels(request.method, route).observe(time.perf_counter() - start)
@@ -283,9 +286,10 @@ async def inject_fault(request: web.Request) -> web.Response:
 
 async def healthz(request: web.Request) -> web.Response:
     state = request.app[STATE]
+    # 503 while shutting down, so that load balancers stop sending work here.
     return web.json_response(
         {"status": "closing" if state.closing else "ok", "parked": state.pending},
-        status=200,
+        status=503 if state.closing else 200,
     )
 
 

@@ -189,6 +189,29 @@ async def _ensure_topic(session: aiohttp.ClientSession, args: argparse.Namespace
     raise RuntimeError(f"topic {args.topic!r} missing from metadata")
 
 
+async def _parked(session: aiohttp.ClientSession, url: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with session.get(f"{url}/metrics") as response:
+        response.raise_for_status()
+        text = await response.text()
+    for family in text_string_to_metric_families(text):
+        if family.name == "purgatory_http_parked_requests":
+            return family.samples[0].value
+    raise RuntimeError("the server exports no purgatory_http_parked_requests gauge")
+
+
+async def _wait_parked(session: aiohttp.ClientSession, args: argparse.Namespace) -> float:
+    """Before producing, wait (up to 30 s) until the server reports every fetcher parked,
+    so the measurement really runs with that many parked long polls; return the count."""
+    deadline = time.monotonic() + 30
+    parked = await _parked(session, args.url)
+    while parked < args.fetchers and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        parked = await _parked(session, args.url)
+    return parked
+
+
 async def drive(args: argparse.Namespace) -> dict[str, Any]:
     """Run the load; return the summary."""
     import aiohttp
@@ -206,6 +229,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
             fetchers.append(asyncio.create_task(task))
             if args.ramp > 0 and i % 100 == 99:  # open connections gradually (listen backlog)
                 await asyncio.sleep(args.ramp * 100 / args.fetchers)
+        parked = await _wait_parked(session, args)
         stats.wakeups.clear()
         started = time.monotonic()
         producer = asyncio.create_task(_producer(session, args, stop, stats))
@@ -217,6 +241,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
     wake = stats.wakeups
     return {
         "fetchers": args.fetchers,
+        "parked_before_producing": int(parked),
         "partitions": args.partitions,
         "duration_s": round(elapsed, 3),
         "produce_requests": stats.produces,

@@ -190,6 +190,7 @@ def test_load_generator_drives_the_server(server: Server) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads(result.stdout)
+    assert summary["parked_before_producing"] == 40
     assert summary["failed_requests"] == 0
     assert summary["broker_errors"] == {}
     assert summary["produce_requests"] >= 40
