@@ -56,6 +56,7 @@ class DelayedOperation(TimerTask):
         "_check_pending",
         "_checking",
         "_entries",
+        "_failure",
         "_purgatory",
         "_state",
         "_waiters",
@@ -80,6 +81,7 @@ class DelayedOperation(TimerTask):
         self._waiters: list[asyncio.Future[None]] | None = None
         self._purgatory: DelayedOperationPurgatory[Any] | None = None
         self._entries = 0  # watcher-list entries that refer to this operation
+        self._failure: BaseException | None = None  # what on_complete/on_expiration raised
         #: the keys it is watched on, once handed to a purgatory
         self.keys: tuple[Hashable, ...] = ()
         #: how many times try_complete ran
@@ -153,7 +155,7 @@ class DelayedOperation(TimerTask):
                     callback = "on_expiration"
                     self.on_expiration()
             except Exception as exc:
-                error = exc
+                error = self._failure = exc
                 self._report_error(exc, callback)
         purgatory = self._purgatory
         if purgatory is not None:
@@ -243,6 +245,8 @@ class DelayedOperation(TimerTask):
             yield from waiter.__await__()
         elif self._state is _CANCELLED:
             raise OperationCancelled(f"{self!r} was cancelled")
+        elif self._failure is not None:
+            raise self._failure
 
     def __repr__(self) -> str:
         return (

@@ -271,6 +271,8 @@ async def test_callback_errors_are_counted_and_the_reaper_survives(
             await purgatory.try_complete_else_watch(op, ["k"])
         with pytest.raises(ValueError, match="on_complete failed"):
             await faulty  # the awaiter learns what went wrong
+        with pytest.raises(ValueError, match="on_complete failed"):
+            await faulty  # and so does a late one
         await bad
         await fine
         assert faulty.is_expired
