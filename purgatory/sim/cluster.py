@@ -51,6 +51,11 @@ Entries = Sequence[tuple[bytes | None, bytes]]
 FollowerResponse = tuple[Partition, int, ErrorCode, list[RecordBatch], int, int]
 
 
+# A replica fetch's network round trip within a data centre; it also lets a round
+# batch every append that arrived meanwhile, as in Kafka.
+DEFAULT_REPLICA_RTT = Latency(0.5, 0.25)
+
+
 @final
 class Broker:
     """A broker's liveness and injected replication latency."""
@@ -81,6 +86,7 @@ class Cluster:
         replica_fetch_max_bytes: int = 1 << 20,
         min_insync_replicas: int = 1,
         purge_interval: int = 1000,
+        replica_rtt: Latency | None = DEFAULT_REPLICA_RTT,
     ) -> None:
         check_int("brokers", brokers, 1)
         check_int("replica_lag_time_max_ms", replica_lag_time_max_ms, 1)
@@ -95,6 +101,8 @@ class Cluster:
         self.replica_fetch_min_bytes = replica_fetch_min_bytes
         self.replica_fetch_max_bytes = replica_fetch_max_bytes
         self.min_insync_replicas = min_insync_replicas
+        #: network round trip of a replica fetch (None: instant); faults add to it
+        self.replica_rtt = replica_rtt
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
             DelayedOperationPurgatory("Produce", purge_interval=purge_interval)
         )
@@ -181,10 +189,16 @@ class Cluster:
     # -- topics and metadata -------------------------------------------------------------------
 
     async def create_topic(
-        self, name: str, partitions: int = 1, replication_factor: int = 3
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 3,
+        *,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> None:
-        """Create a topic; replicas are assigned round-robin, the first one leads.
-        Raises ValueError for a duplicate name or impossible sizes."""
+        """Create a topic. Replicas are assigned round-robin unless ``assignment`` lists
+        each partition's brokers (the first one is the preferred leader). Raises
+        ValueError for a duplicate name, impossible sizes or a bad assignment."""
         if not isinstance(name, str) or not name or len(name) > 249:
             raise ValueError(f"topic name must be a non-empty str of <= 249 chars: {name!r}")
         if name in self.topics:
@@ -198,18 +212,27 @@ class Cluster:
             )
         if self._closed:
             raise RuntimeError("cluster is closed")
-        now = loop_clock_ms()
         n = len(self.brokers)
         start = len(self.topics)
+        if assignment is None:
+            replicas = [
+                [(start + i + r) % n for r in range(replication_factor)] for i in range(partitions)
+            ]
+        else:
+            replicas = [list(r) for r in assignment]
+            if len(replicas) != partitions or any(
+                len(r) != replication_factor
+                or len(set(r)) != len(r)
+                or any(b not in self.brokers for b in r)
+                for r in replicas
+            ):
+                raise ValueError(
+                    f"assignment must list {partitions} partitions of {replication_factor} "
+                    f"distinct brokers out of {sorted(self.brokers)}: {assignment!r}"
+                )
+        now = loop_clock_ms()
         self.topics[name] = [
-            Partition(
-                name,
-                i,
-                [(start + i + r) % n for r in range(replication_factor)],
-                now,
-                self.hw_listeners,
-            )
-            for i in range(partitions)
+            Partition(name, i, r, now, self.hw_listeners) for i, r in enumerate(replicas)
         ]
         for p in self.topics[name]:  # a dead broker cannot lead a new partition
             if p.leader is not None and not self.brokers[p.leader].alive:

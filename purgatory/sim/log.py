@@ -102,6 +102,7 @@ class Log:
             self._total -= last.size
             kept = last.records[: offset - last.base_offset]
             size = sum(record_size(r.key, r.value) for r in kept)
+            self.leo = last.base_offset
             self.append_batch(RecordBatch(last.base_offset, last.epoch, kept, size))
         self.leo = offset
         if self.log_start_offset > offset:

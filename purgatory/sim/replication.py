@@ -73,9 +73,12 @@ class ReplicaFetcher:
             ]
             responses = await cluster.handle_follower_fetch(follower, requests)
             self.rounds += 1
+            delay_ms = 0.0 if cluster.replica_rtt is None else cluster.replica_rtt.sample_ms(rng)
             latency = cluster.brokers[follower].latency
             if latency is not None:
-                await asyncio.sleep(latency.sample_ms(rng) / 1000.0)
+                delay_ms += latency.sample_ms(rng)
+            if delay_ms > 0:
+                await asyncio.sleep(delay_ms / 1000.0)
             for partition, epoch, error, batches, hw, lso in responses:
                 if partition.leader_epoch != epoch:
                     continue  # leadership moved while in flight; the controller truncated us

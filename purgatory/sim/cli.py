@@ -1,0 +1,140 @@
+"""``purgatory simulate``: run a broker scenario, print a summary table or ``--json``.
+
+Exit status: 0 when every invariant held and no acked record was lost, 1 otherwise,
+2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from purgatory.sim.scenarios import SCENARIOS
+
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="steady")
+    parser.add_argument("--duration", type=_positive_float, default=10.0, help="seconds")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--trace", metavar="PATH", help="write operation traces (JSON Lines)")
+    parser.add_argument(
+        "--virtual-time", action="store_true", help="run on virtual time (deterministic)"
+    )
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    parser.add_argument("--no-check", action="store_true", help="skip the invariant checker")
+    parser.add_argument("--quiet", action="store_true", help="no live progress line")
+    parser.add_argument("--list", action="store_true", help="list scenarios and exit")
+    load = parser.add_argument_group("workload (defaults: the scenario's)")
+    load.add_argument("--produce-rate", type=_non_negative_float, help="requests/s")
+    load.add_argument("--fetch-rate", type=_non_negative_float, help="consumer fetches/s")
+    load.add_argument("--records-per-request", type=int)
+    load.add_argument("--record-bytes", type=int)
+    load.add_argument("--acks", type=int, choices=(-1, 0, 1))
+    load.add_argument("--produce-timeout-ms", type=_non_negative_int)
+    load.add_argument("--fetch-min-bytes", type=_non_negative_int)
+    load.add_argument("--fetch-max-bytes", type=int)
+    load.add_argument("--fetch-max-wait-ms", type=_non_negative_int)
+
+
+_WORKLOAD_ARGS = (
+    "produce_rate",
+    "fetch_rate",
+    "records_per_request",
+    "record_bytes",
+    "acks",
+    "produce_timeout_ms",
+    "fetch_min_bytes",
+    "fetch_max_bytes",
+    "fetch_max_wait_ms",
+)
+
+
+def run(args: argparse.Namespace) -> int:
+    from purgatory.sim.runner import run_scenario
+    from purgatory.sim.scenarios import SCENARIOS
+    from purgatory.sim.stats import format_table
+    from purgatory.trace import TraceWriter
+
+    if args.list:
+        for name, scenario in SCENARIOS.items():
+            print(f"{name:<16}{scenario.description}")
+        return 0
+    scenario = SCENARIOS[args.scenario]
+    changes = {k: getattr(args, k) for k in _WORKLOAD_ARGS if getattr(args, k) is not None}
+    try:
+        scenario = scenario.with_workload(**changes)
+    except (TypeError, ValueError) as exc:
+        print(f"purgatory simulate: error: {exc}", file=sys.stderr)
+        return 2
+    progress: Callable[[str], None] | None = None
+    if not args.quiet:
+        tty = sys.stderr.isatty()
+
+        def progress(line: str) -> None:
+            sys.stderr.write(line if tty or not line.startswith("\r") else line[1:] + "\n")
+            sys.stderr.flush()
+
+    trace = TraceWriter(args.trace) if args.trace else None
+    try:
+        coro = run_scenario(
+            scenario,
+            args.duration,
+            args.seed,
+            listeners=[trace] if trace is not None else [],
+            progress=progress,
+            check=not args.no_check,
+        )
+        summary = _run(coro, virtual=args.virtual_time, loop=args.loop)
+    finally:
+        if trace is not None:
+            trace.close()
+    summary["virtual_time"] = bool(args.virtual_time)
+    summary["workload"] = dataclasses.asdict(scenario.workload)
+    if trace is not None:
+        summary["trace"] = {"path": trace.path, "events": trace.events}
+    if args.json:
+        print(json.dumps(summary, sort_keys=False))
+    else:
+        print(format_table(summary))
+    failed = summary["lost_records"] > 0 or bool(summary.get("violations"))
+    return 1 if failed else 0
+
+
+def _run(coro: Any, *, virtual: bool, loop: str) -> dict[str, Any]:
+    if virtual:
+        from purgatory.testing import run_virtual
+
+        return run_virtual(coro)  # type: ignore[no-any-return]
+    if loop == "uvloop" and sys.platform != "win32":
+        import uvloop
+
+        return uvloop.run(coro)  # type: ignore[no-any-return]
+    return asyncio.run(coro)  # type: ignore[no-any-return]

@@ -1,0 +1,133 @@
+"""Invariant checks for any run of the cluster, fed by purgatory and HW listeners.
+
+* every operation leaves its purgatory exactly once;
+* nothing completes before its condition holds, nor expires before its timeout;
+* the leader's HW never decreases within a leader epoch;
+* (at the end, with the workload) no acks=all record is missing from the leader's log.
+
+Violations are collected as strings, so a test can print them all.
+"""
+
+from __future__ import annotations
+
+from typing import final
+
+from purgatory import OperationRecord
+from purgatory.sim.cluster import Cluster
+from purgatory.sim.errors import ErrorCode
+from purgatory.sim.operations import DelayedDeleteRecords, DelayedFetch, DelayedProduce
+from purgatory.sim.partition import Partition
+
+# The timer works in whole ms on a float clock; the loop may fire a hair early.
+_EPSILON_MS = 1e-3
+
+
+@final
+class InvariantChecker:
+    """Attach to a cluster before it runs; read :attr:`violations` afterwards."""
+
+    def __init__(self, cluster: Cluster, max_violations: int = 100) -> None:
+        self.cluster = cluster
+        self.violations: list[str] = []
+        self.max_violations = max_violations
+        self.finished = 0
+        self._seen: set[str] = set()  # op ids (ids of objects could be reused)
+        self._hw: dict[str, tuple[int, int | None, int]] = {}
+        cluster.hw_listeners.append(self._on_hw)
+        for purgatory in cluster.purgatories.values():
+            purgatory.add_listener(self._on_record)
+
+    def _fail(self, message: str) -> None:
+        if len(self.violations) < self.max_violations:
+            self.violations.append(message)
+
+    def _on_hw(self, p: Partition, old: int, new: int) -> None:
+        self.check_hw(p)
+        if new < old:
+            self._fail(f"{p.key}: HW moved back {old} -> {new} in epoch {p.leader_epoch}")
+
+    def check_hw(self, p: Partition) -> None:
+        """Compare the leader's HW with the last one seen in the same epoch."""
+        last = self._hw.get(p.key)
+        hw = p.hw
+        if last is not None and last[0] == p.leader_epoch and last[1] == p.leader and hw < last[2]:
+            self._fail(f"{p.key}: HW decreased {last[2]} -> {hw} in epoch {p.leader_epoch}")
+        self._hw[p.key] = (p.leader_epoch, p.leader, hw)
+
+    def sample(self) -> None:
+        for p in self.cluster.partitions():
+            self.check_hw(p)
+
+    def _on_record(self, record: OperationRecord) -> None:
+        op = record.operation
+        self.finished += 1
+        op_id = str(getattr(op, "op_id", id(op)))
+        if op_id in self._seen:
+            self._fail(f"{record.purgatory}: {op!r} finished twice")
+        self._seen.add(op_id)
+        if record.outcome == "expired":
+            if record.duration_ms + _EPSILON_MS < record.timeout_ms:
+                self._fail(
+                    f"{getattr(op, 'op_id', op)} expired after {record.duration_ms:.3f} ms, "
+                    f"before its {record.timeout_ms} ms timeout"
+                )
+            return
+        if record.outcome == "cancelled":
+            return
+        if isinstance(op, DelayedProduce):
+            self._check_produce(op)
+        elif isinstance(op, DelayedFetch):
+            self._check_fetch(op)
+        elif isinstance(op, DelayedDeleteRecords):
+            self._check_delete(op)
+
+    def _check_produce(self, op: DelayedProduce) -> None:
+        for status in op.statuses:
+            p = status.partition
+            if status.error is ErrorCode.NONE and (
+                p.leader_epoch != status.epoch or p.hw < status.required_offset
+            ):
+                self._fail(
+                    f"{op.op_id}: acknowledged before HW {p.hw} reached {status.required_offset}"
+                )
+            elif (
+                status.error is ErrorCode.NOT_LEADER_OR_FOLLOWER and p.leader_epoch == status.epoch
+            ):
+                self._fail(f"{op.op_id}: NOT_LEADER_OR_FOLLOWER but the epoch did not change")
+            elif status.error is None:
+                self._fail(f"{op.op_id}: completed with {p.key} undecided")
+
+    def _check_fetch(self, op: DelayedFetch) -> None:
+        if op.error is not None:
+            if not any(s.partition.leader_epoch != s.epoch for s in op.statuses):
+                self._fail(f"{op.op_id}: completed with {op.error} but no leader changed")
+            return
+        available = 0
+        for status in op.statuses:
+            p = status.partition
+            log = p.leader_log
+            offset = status.required_offset
+            if offset < log.log_start_offset or offset > log.leo:
+                return  # answered because the log moved under it
+            end = log.leo if op.follower else p.hw
+            available += log.bytes_between(offset, end)
+        if available < op.min_bytes:
+            self._fail(f"{op.op_id}: completed with {available} < min_bytes {op.min_bytes}")
+
+    def _check_delete(self, op: DelayedDeleteRecords) -> None:
+        for status in op.statuses:
+            p = status.partition
+            low = p.low_watermark(self.cluster.is_alive)
+            if status.error is ErrorCode.NONE and low < status.required_offset:
+                self._fail(f"{op.op_id}: done with low watermark {low} < {status.required_offset}")
+
+    def check_accounting(self) -> None:
+        """After the cluster closed: every operation handed to a purgatory left it."""
+        total = 0
+        for purgatory in self.cluster.purgatories.values():
+            s = purgatory.statistics()
+            total += s.completed + s.expired + s.cancelled
+            if s.watched or s.num_delayed:
+                self._fail(f"{s.name}: {s.watched} watched, {s.num_delayed} delayed after close")
+        if total != self.finished:
+            self._fail(f"purgatories finished {total} operations, listeners saw {self.finished}")

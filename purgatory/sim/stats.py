@@ -1,0 +1,99 @@
+"""Per-purgatory outcome counts and latency percentiles, and the human summary table."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import Any, final
+
+from purgatory import DelayedOperationPurgatory, OperationRecord
+
+
+def percentile(sorted_values: array[float] | list[float], q: float) -> float:
+    """Nearest-rank percentile of already sorted values (0.0 when empty)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
+    return float(sorted_values[rank - 1])
+
+
+@final
+class PurgatoryStats:
+    """A listener counting one purgatory's finished operations by outcome and error."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.operations = 0
+        self.outcomes: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+        self.kinds: dict[str, int] = {}
+        self.durations: array[float] = array("d")
+        self.max_watched = 0
+        self.max_delayed = 0
+
+    def __call__(self, record: OperationRecord) -> None:
+        self.operations += 1
+        outcomes = self.outcomes
+        outcomes[record.outcome] = outcomes.get(record.outcome, 0) + 1
+        if record.error is not None:
+            self.errors[record.error] = self.errors.get(record.error, 0) + 1
+        kind = getattr(record.operation, "kind", "")
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        self.durations.append(record.finished_ms - record.started_ms)
+
+    def sample(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
+        self.max_watched = max(self.max_watched, purgatory.watched)
+        self.max_delayed = max(self.max_delayed, purgatory.num_delayed)
+
+    def summary(self) -> dict[str, Any]:
+        durations = sorted(self.durations)
+        return {
+            "operations": self.operations,
+            "completed": self.outcomes.get("completed", 0),
+            "expired": self.outcomes.get("expired", 0),
+            "cancelled": self.outcomes.get("cancelled", 0),
+            "errors": dict(sorted(self.errors.items())),
+            "kinds": dict(sorted(self.kinds.items())),
+            "duration_ms": {
+                "p50": round(percentile(durations, 50), 3),
+                "p99": round(percentile(durations, 99), 3),
+                "max": round(durations[-1], 3) if durations else 0.0,
+            },
+            "max_watched": self.max_watched,
+            "max_delayed": self.max_delayed,
+        }
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    """The final human summary of a run."""
+    lines = [
+        f"scenario {summary['scenario']}  seed {summary['seed']}  "
+        f"simulated {summary['duration_s']:g} s  wall {summary['wall_s']:.2f} s  "
+        f"({'virtual' if summary['virtual_time'] else 'real'} time)",
+        f"acked records {summary['acked_records']}  lost {summary['lost_records']}  "
+        f"requests/wall-s {summary['requests_per_wall_s']:,.0f}",
+        "",
+        f"{'purgatory':<14}{'ops':>9}{'completed':>11}{'expired':>9}{'p50 ms':>9}"
+        f"{'p99 ms':>9}{'max ms':>9}{'max watched':>13}  errors",
+    ]
+    for name, s in summary["purgatories"].items():
+        d = s["duration_ms"]
+        errors = ", ".join(f"{k}={v}" for k, v in s["errors"].items()) or "-"
+        lines.append(
+            f"{name:<14}{s['operations']:>9}{s['completed']:>11}{s['expired']:>9}"
+            f"{d['p50']:>9.1f}{d['p99']:>9.1f}{d['max']:>9.1f}{s['max_watched']:>13}  {errors}"
+        )
+    req = summary["requests"]
+    lines.append("")
+    lines.append(
+        "requests: " + "  ".join(f"{k}={v}" for k, v in req.items() if not k.startswith("_"))
+    )
+    if summary.get("client_errors"):
+        lines.append(
+            "client errors: " + "  ".join(f"{k}={v}" for k, v in summary["client_errors"].items())
+        )
+    violations = summary.get("violations")
+    if violations is not None:
+        lines.append(f"invariant violations: {len(violations)}")
+        lines.extend(f"  {v}" for v in violations[:10])
+    return "\n".join(lines)

@@ -1,0 +1,83 @@
+"""The replica log: append, read, truncate, delete, divergence."""
+
+from __future__ import annotations
+
+import pytest
+
+from purgatory.sim.log import RECORD_OVERHEAD, Log, RecordBatch
+
+
+def _log(*batches: tuple[int, int]) -> Log:
+    """A log with batches of (records, epoch)."""
+    log = Log()
+    for count, epoch in batches:
+        log.append([(None, b"v%d" % i) for i in range(count)], epoch)
+    return log
+
+
+def test_append_assigns_offsets_and_sizes() -> None:
+    log = Log()
+    batch = log.append([(b"k", b"abc"), (None, b"")], epoch=3)
+    assert (batch.base_offset, batch.end_offset, batch.epoch) == (0, 2, 3)
+    assert [r.offset for r in batch.records] == [0, 1]
+    assert batch.size == 2 * RECORD_OVERHEAD + 4
+    assert log.leo == 2
+    assert log.record_at(1) is not None
+    assert log.record_at(1).key is None
+    assert log.record_at(2) is None
+
+
+def test_bytes_between_counts_partial_batches_exactly() -> None:
+    log = _log((4, 0), (4, 0))
+    per = RECORD_OVERHEAD + 2
+    assert log.bytes_between(0, 8) == 8 * per
+    assert log.bytes_between(1, 7) == 6 * per
+    assert log.bytes_between(5, 5) == 0
+    assert log.bytes_between(8, 9) == 0
+
+
+def test_read_records_respects_end_and_max_bytes_but_returns_one() -> None:
+    log = _log((5, 0))
+    assert [r.offset for r in log.read_records(1, 4, 1 << 20)] == [1, 2, 3]
+    assert [r.offset for r in log.read_records(2, 5, 1)] == [2]  # at least one record
+
+
+def test_append_batch_must_be_contiguous() -> None:
+    log = _log((2, 0))
+    with pytest.raises(ValueError, match="starts at 5"):
+        log.append_batch(RecordBatch(5, 0, (), 0))
+
+
+def test_truncate_splits_a_batch() -> None:
+    log = _log((3, 0), (3, 1))
+    log.truncate_to(4)
+    assert log.leo == 4
+    assert log.epoch_at(3) == 1
+    assert log.epoch_at(4) is None
+    assert log.bytes_between(0, 4) == 4 * (RECORD_OVERHEAD + 2)
+    log.append([(None, b"x")], 2)
+    assert log.leo == 5
+    assert log.epoch_at(4) == 2
+
+
+def test_delete_before_moves_log_start_and_rejects_beyond_end() -> None:
+    log = _log((3, 0), (3, 0))
+    log.delete_before(4)
+    assert log.log_start_offset == 4
+    assert log.record_at(3) is None
+    assert log.record_at(4) is not None
+    assert log.batches == 1
+    with pytest.raises(ValueError, match="beyond log end"):
+        log.delete_before(7)
+
+
+def test_divergence_offset_follows_epochs() -> None:
+    leader = Log()
+    follower = Log()
+    shared = leader.append([(None, b"a"), (None, b"b")], 0)
+    follower.append_batch(shared)
+    follower.append([(None, b"stale")], 0)  # written by the old leader, never replicated
+    leader.append([(None, b"new")], 1)
+    assert follower.divergence_offset(leader) == 2
+    follower.truncate_to(follower.divergence_offset(leader))
+    assert follower.leo == 2
