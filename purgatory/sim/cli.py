@@ -132,9 +132,9 @@ def _run(coro: Any, *, virtual: bool, loop: str) -> dict[str, Any]:
     if virtual:
         from purgatory.testing import run_virtual
 
-        return run_virtual(coro)  # type: ignore[no-any-return]
+        return run_virtual(coro)
     if loop == "uvloop" and sys.platform != "win32":
         import uvloop
 
-        return uvloop.run(coro)  # type: ignore[no-any-return]
-    return asyncio.run(coro)  # type: ignore[no-any-return]
+        return uvloop.run(coro)
+    return asyncio.run(coro)

@@ -33,7 +33,7 @@ class Scenario:
     replication_factor: int = 3
     # explicit replica lists (first = preferred leader); None: round-robin
     assignment: list[list[int]] | None = None
-    cluster_options: dict[str, int] = field(default_factory=dict)
+    cluster_options: dict[str, Any] = field(default_factory=dict)  # Cluster keywords
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     faults: tuple[FaultEvent, ...] = ()
     # delete records every this many ms, keeping this many records per partition
@@ -112,12 +112,16 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "leader-failover",
-            "broker 0 (leader of half the partitions) crashes; the controller elects ISR "
-            "members; clients retry; broker 0 restarts, catches up and leads again",
+            "follower broker 2 turns very slow and drops out of the ISR; then broker 0 "
+            "(leader of half the partitions) crashes: the controller elects from the ISR "
+            "(never the lagging replica), clients retry; broker 0 restarts, catches up and "
+            "leads again",
             assignment=_FOLLOWER_2,
             cluster_options={"replica_lag_time_max_ms": 2_000},
             faults=(
+                FaultEvent(0.1, "broker 2 very slow (median 3 s)", _slow(2, 3000, 4000)),
                 FaultEvent(0.3, "crash leader broker 0", _crash(0)),
+                FaultEvent(0.45, "broker 2 back to normal", _heal(2)),
                 FaultEvent(0.55, "restart broker 0", _restart(0)),
                 FaultEvent(0.8, "preferred leader election", _preferred_leaders("events")),
             ),

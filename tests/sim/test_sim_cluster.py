@@ -1,0 +1,219 @@
+"""The Cluster API and each delayed operation, on virtual time (exact and instant)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from purgatory.sim import Cluster, ErrorCode, Latency
+from purgatory.testing import run_virtual
+
+Body = Callable[[Cluster, asyncio.AbstractEventLoop], Awaitable[Any]]
+
+
+def _run(body: Body, **options: Any) -> Any:
+    async def main() -> Any:
+        async with Cluster(3, seed=7, **options) as cluster:
+            await cluster.create_topic("t", 2, 3, assignment=[[0, 1, 2], [1, 0, 2]])
+            return await body(cluster, asyncio.get_running_loop())
+
+    return run_virtual(main())
+
+
+def test_acks_all_waits_for_replication_acks_1_does_not() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        c.set_replication_latency(1, Latency(40.0))
+        c.set_replication_latency(2, Latency(40.0))
+        start = loop.time()
+        r = await c.produce("t", 0, [(None, b"a")], acks=1)
+        assert (r.error, r.base_offset) == (ErrorCode.NONE, 0)
+        assert loop.time() == start  # the leader append is enough
+        r = await c.produce("t", 0, [(None, b"b")], acks=-1, timeout_ms=5000)
+        assert (r.error, r.base_offset) == (ErrorCode.NONE, 1)
+        assert loop.time() - start >= 0.040  # at least one slowed replication round
+        assert c.partition("t", 0).hw >= 2  # type: ignore[union-attr]
+        assert c.produce_purgatory.statistics().completed == 1
+
+    _run(body)
+
+
+def test_produce_times_out_when_followers_are_down_and_isr_has_not_shrunk() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        await c.crash_broker(1)
+        await c.crash_broker(2)
+        start = loop.time()
+        r = await c.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=300)
+        assert r.error is ErrorCode.REQUEST_TIMED_OUT
+        assert loop.time() - start >= 0.3
+        stats = c.produce_purgatory.statistics()
+        assert stats.expired == 1
+
+    _run(body, replica_lag_time_max_ms=10_000)
+
+
+def test_isr_shrink_lets_produce_complete_without_crashed_follower() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        await c.crash_broker(2)
+        start = loop.time()
+        r = await c.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000)
+        assert r.error is ErrorCode.NONE
+        waited = loop.time() - start
+        assert 1.0 <= waited < 5.0  # completed once the ISR shrank, not before
+        assert c.partition("t", 0).isr == {0, 1}  # type: ignore[union-attr]
+
+    _run(body, replica_lag_time_max_ms=1_000)
+
+
+def test_leader_crash_answers_parked_produce_with_not_leader_and_retry_succeeds() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        c.set_replication_latency(1, Latency(1000.0))
+        c.set_replication_latency(2, Latency(1000.0))
+        await c.produce("t", 0, [(None, b"warm")], acks=-1, timeout_ms=5000)
+        parked = loop.create_task(c.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000))
+        await asyncio.sleep(0.01)
+        await c.crash_broker(0)
+        r = await parked
+        assert r.error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+        p = c.partition("t", 0)
+        assert p is not None
+        assert (p.leader, p.leader_epoch) == (1, 1)
+        c.set_replication_latency(2, None)
+        r = await c.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000)
+        assert r.error is ErrorCode.NONE
+
+    _run(body)
+
+
+def test_fetch_waits_for_min_bytes_and_wakes_on_hw_advance() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        start = loop.time()
+        fetch = loop.create_task(c.fetch("t", 0, 0, min_bytes=1, max_wait_ms=5000))
+        await asyncio.sleep(1.0)
+        assert not fetch.done()
+        await c.produce("t", 0, [(b"k", b"v")], acks=1)
+        result = await fetch
+        assert result.error is ErrorCode.NONE
+        assert [(r.offset, r.key, r.value) for r in result.records] == [(0, b"k", b"v")]
+        assert 1.0 <= loop.time() - start < 1.1  # woke on replication, not on timeout
+
+    _run(body)
+
+
+def test_fetch_expires_with_what_is_there() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        await c.produce("t", 0, [(None, b"x")], acks=-1)
+        start = loop.time()
+        result = await c.fetch("t", 0, 0, min_bytes=10_000, max_wait_ms=250)
+        assert loop.time() - start >= 0.25
+        assert result.error is ErrorCode.NONE
+        assert len(result.records) == 1
+        assert c.fetch_purgatory.statistics().expired >= 1
+
+    _run(body)
+
+
+def test_fetch_errors_and_out_of_range() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        assert (await c.fetch("nope", 0, 0)).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (await c.fetch("t", 9, 0)).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (await c.fetch("t", 0, 5)).error is ErrorCode.OFFSET_OUT_OF_RANGE
+        parked = loop.create_task(c.fetch("t", 0, 0, max_wait_ms=5000))
+        await asyncio.sleep(0.01)
+        await c.fail_over("t", 0)
+        assert (await parked).error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    _run(body)
+
+
+def test_delete_records_waits_for_every_live_replica() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        for _ in range(5):
+            await c.produce("t", 0, [(None, b"x")], acks=-1)
+        c.set_replication_latency(2, Latency(300.0))
+        start = loop.time()
+        r = await c.delete_records("t", 0, 3, timeout_ms=5000)
+        assert (r.error, r.low_watermark) == (ErrorCode.NONE, 3)
+        assert loop.time() - start >= 0.3  # waited for the slow follower's next fetch
+        p = c.partition("t", 0)
+        assert p is not None
+        assert all(log.log_start_offset == 3 for log in p.logs.values())
+        assert (await c.fetch("t", 0, 1)).error is ErrorCode.OFFSET_OUT_OF_RANGE
+        beyond = await c.delete_records("t", 0, 99)
+        assert beyond.error is ErrorCode.OFFSET_OUT_OF_RANGE
+
+    _run(body)
+
+
+def test_restarted_follower_truncates_catches_up_and_rejoins_isr() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        await c.crash_broker(2)
+        for i in range(20):
+            await c.produce("t", 0, [(None, b"%d" % i)], acks=-1, timeout_ms=5000)
+        p = c.partition("t", 0)
+        assert p is not None
+        assert 2 not in p.isr
+        await c.restart_broker(2)
+        await asyncio.sleep(1.0)
+        assert 2 in p.isr
+        assert p.logs[2].leo == p.leo == 20
+
+    _run(body, replica_lag_time_max_ms=500)
+
+
+def test_close_answers_parked_requests() -> None:
+    async def main() -> tuple[Any, Any]:
+        cluster = Cluster(3)
+        await cluster.start()
+        await cluster.create_topic("t", 1, 3)
+        await cluster.crash_broker(1)
+        await cluster.crash_broker(2)
+        loop = asyncio.get_running_loop()
+        produce = loop.create_task(cluster.produce("t", 0, [(None, b"a")], timeout_ms=60_000))
+        fetch = loop.create_task(cluster.fetch("t", 0, 0, max_wait_ms=60_000))
+        await asyncio.sleep(0.01)
+        await cluster.close()
+        return await produce, await fetch
+
+    produce, fetch = run_virtual(main())
+    assert produce.error is ErrorCode.BROKER_NOT_AVAILABLE
+    assert fetch.error is ErrorCode.BROKER_NOT_AVAILABLE
+
+
+def test_bad_arguments_raise_clear_errors() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        with pytest.raises(ValueError, match="acks"):
+            await c.produce("t", 0, [(None, b"a")], acks=2)
+        with pytest.raises(ValueError, match="empty"):
+            await c.produce("t", 0, [])
+        with pytest.raises(TypeError, match="bytes"):
+            await c.produce("t", 0, [(None, "text")])  # type: ignore[list-item]
+        with pytest.raises(ValueError, match="max_wait_ms"):
+            await c.fetch("t", 0, 0, max_wait_ms=-1)
+        with pytest.raises(TypeError, match="offset"):
+            await c.fetch("t", 0, 1.5)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="TOPIC_ALREADY_EXISTS"):
+            await c.create_topic("t", 1, 1)
+        with pytest.raises(ValueError, match="INVALID_REPLICATION_FACTOR"):
+            await c.create_topic("u", 1, 4)
+        with pytest.raises(ValueError, match="no broker"):
+            await c.crash_broker(9)
+        with pytest.raises(ValueError, match="not a live in-sync"):
+            await c.fail_over("t", 0, new_leader=0)
+
+    _run(body)
+
+
+@pytest.mark.asyncio
+async def test_real_loop_smoke() -> None:
+    """The same API on asyncio and uvloop in real time."""
+    async with Cluster(3) as cluster:
+        await cluster.create_topic("t", 1, 3)
+        result = await cluster.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000)
+        assert result.error is ErrorCode.NONE
+        fetched = await cluster.fetch("t", 0, 0, max_wait_ms=1000)
+        assert [r.value for r in fetched.records] == [b"a"]
+        meta = cluster.metadata().to_dict()
+        assert meta["topics"][0]["partitions"][0]["high_watermark"] == 1
