@@ -147,13 +147,13 @@ class DelayedOperationPurgatory(Generic[Op]):
             op._report_error(exc, "try_complete")
         # _watch and _schedule_timeout, inlined: this is the hot path of every request
         watchers = self._watchers
-        keys = op.keys
-        for key in keys:
+        watch_keys = op.keys
+        for key in watch_keys:
             try:
                 watchers[key].append(op)
             except KeyError:
                 watchers[key] = [op]
-        op._entries = len(keys)
+        op._entries = len(watch_keys)
         self._watched += op._entries
         if op._state is _PENDING:
             if self._closed:
