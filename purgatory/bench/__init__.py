@@ -1,0 +1,2 @@
+"""``purgatory bench``: Kafka's purgatory workload and a timer micro-benchmark, measured
+against hand-written asyncio baselines (see ``cli.py``)."""
