@@ -53,7 +53,7 @@ FollowerResponse = tuple[Partition, int, ErrorCode, list[RecordBatch], int, int]
 
 # A replica fetch's network round trip within a data centre; it also lets a round
 # batch every append that arrived meanwhile, as in Kafka.
-DEFAULT_REPLICA_RTT = Latency(0.5, 0.25)
+DEFAULT_REPLICA_RTT = Latency(1.0, 0.25)
 
 
 @final
@@ -331,7 +331,8 @@ class Cluster:
             return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
         batch, hw_advanced = p.append(entries)
         key = p.key
-        await self.fetch_purgatory.check_and_complete(key)  # wake parked follower fetches
+        # new bytes for parked follower fetches (consumers wait for the HW)
+        await self.fetch_purgatory.check_and_complete(p.replica_key)
         if hw_advanced:
             await self.on_high_watermark(p, produce=False)
         if acks != -1:
@@ -405,7 +406,7 @@ class Cluster:
         if target > p.hw:
             return DeleteRecordsResult(ErrorCode.OFFSET_OUT_OF_RANGE)
         p.leader_log.delete_before(target)
-        await self.fetch_purgatory.check_and_complete(p.key)  # parked fetches below it
+        await self.on_leadership_change(p)  # parked fetches below the new log start
         status = PartitionStatus(p, target)
         op = DelayedDeleteRecords(timeout_ms, [status], self.next_op_id("delete"), self.is_alive)
         if not await self.delete_purgatory.try_complete_else_watch(op, (p.key,)):
@@ -421,6 +422,11 @@ class Cluster:
     ) -> list[FollowerResponse]:
         """The leader side of a replica fetch (used by :class:`ReplicaFetcher`)."""
         return await controller.handle_follower_fetch(self, follower, requests)
+
+    async def on_leadership_change(self, p: Partition) -> None:
+        """The epoch or the log start moved: every parked request on ``p`` may be done."""
+        await self.fetch_purgatory.check_and_complete(p.replica_key)
+        await self.on_high_watermark(p)
 
     async def on_high_watermark(self, p: Partition, *, produce: bool = True) -> None:
         """The HW moved: parked produces, consumer fetches and deletes may be done."""

@@ -56,7 +56,7 @@ async def crash_broker(cluster: Cluster, broker: Broker) -> None:
             touched.append(p)  # DeleteRecords no longer waits for it
     cluster.bump_metadata()
     for p in touched:
-        await cluster.on_high_watermark(p)
+        await cluster.on_leadership_change(p)
 
 
 async def restart_broker(cluster: Cluster, broker: Broker) -> None:
@@ -80,7 +80,7 @@ async def restart_broker(cluster: Cluster, broker: Broker) -> None:
     if not cluster.closed:
         cluster.ensure_fetchers()
     for p in touched:
-        await cluster.on_high_watermark(p)
+        await cluster.on_leadership_change(p)
 
 
 async def move_leader(cluster: Cluster, p: Partition, new_leader: int | None) -> int:
@@ -98,7 +98,7 @@ async def move_leader(cluster: Cluster, p: Partition, new_leader: int | None) ->
         if broker != new_leader and cluster.is_alive(broker):
             p.become_follower(broker)
     cluster.bump_metadata()
-    await cluster.on_high_watermark(p)
+    await cluster.on_leadership_change(p)
     return new_leader
 
 
@@ -152,7 +152,7 @@ async def handle_follower_fetch(
                 cluster.next_op_id("replica-fetch"),
                 follower=True,
             )
-            keys = [status.partition.key for status in statuses]
+            keys = [status.partition.replica_key for status in statuses]
             if not await cluster.fetch_purgatory.try_complete_else_watch(op, keys):
                 try:
                     await op

@@ -21,6 +21,9 @@ class Record(NamedTuple):
     value: bytes
 
 
+_new_record = tuple.__new__
+
+
 def record_size(key: bytes | None, value: bytes) -> int:
     return RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
 
@@ -65,13 +68,19 @@ class Log:
     def append(self, entries: Sequence[tuple[bytes | None, bytes]], epoch: int) -> RecordBatch:
         """Append records as the leader; returns the new batch."""
         base = self.leo
-        size = 0
+        size = RECORD_OVERHEAD * len(entries)
         records = []
-        for i, (key, value) in enumerate(entries):
-            records.append(Record(base + i, key, value))
-            size += record_size(key, value)
+        offset = base
+        for key, value in entries:  # the hot path: tuple.__new__ skips NamedTuple's lambda
+            records.append(_new_record(Record, (offset, key, value)))
+            size += len(value) if key is None else len(value) + len(key)
+            offset += 1
         batch = RecordBatch(base, epoch, tuple(records), size)
-        self.append_batch(batch)
+        self._batches.append(batch)
+        self._ends.append(offset)
+        self._total += size
+        self._cum.append(self._total)
+        self.leo = offset
         return batch
 
     def append_batch(self, batch: RecordBatch) -> None:
@@ -153,37 +162,29 @@ class Log:
         return total
 
     def read_batches(self, start: int, end: int, max_bytes: int) -> list[RecordBatch]:
-        """Whole batches from the one holding ``start`` up to ``end``; at least one batch
-        even when it exceeds ``max_bytes`` (Kafka's rule, so a consumer never stalls)."""
+        """Whole batches from the one holding ``start``, starting below ``end``, of at
+        most ``max_bytes`` in all but at least one (Kafka's rule, so a fetch always makes
+        progress). Bisects over offsets and running byte totals: no per-batch loop."""
         ends = self._ends
         i = bisect_right(ends, start)
-        out: list[RecordBatch] = []
-        size = 0
-        batches = self._batches
-        while i < len(batches):
-            batch = batches[i]
-            if batch.base_offset >= end or (out and size + batch.size > max_bytes):
-                break
-            out.append(batch)
-            size += batch.size
-            i += 1
-        return out
+        if i >= len(ends) or self._batches[i].base_offset >= end:
+            return []
+        cum = self._cum
+        limit = cum[i] - self._batches[i].size + max_bytes
+        j = max(bisect_right(cum, limit, i), i + 1)  # within max_bytes, at least one
+        k = bisect_left(ends, end, i) + 1  # batches starting below end
+        return self._batches[i : min(j, k)]
 
     def read_records(self, start: int, end: int, max_bytes: int) -> list[Record]:
-        """Records in ``[start, end)``, at most ``max_bytes`` (but at least one record)."""
+        """Records in ``[start, end)`` from whole batches of at most ``max_bytes`` in all
+        (but at least one batch), as Kafka answers a fetch."""
         out: list[Record] = []
-        size = 0
         for batch in self.read_batches(start, end, max_bytes):
-            for record in batch.records:
-                if record.offset < start:
-                    continue
-                if record.offset >= end:
-                    return out
-                rsize = record_size(record.key, record.value)
-                if out and size + rsize > max_bytes:
-                    return out
-                out.append(record)
-                size += rsize
+            records = batch.records
+            if batch.base_offset < start or batch.end_offset > end:
+                lo = max(start - batch.base_offset, 0)
+                records = records[lo : end - batch.base_offset]
+            out.extend(records)
         return out
 
     def record_at(self, offset: int) -> Record | None:

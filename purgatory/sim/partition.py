@@ -19,6 +19,34 @@ HighWatermarkListener = Callable[["Partition", int, int], None]
 
 
 @final
+class ReplicaFetchKey:
+    """The watch key of follower fetches on a topic-partition.
+
+    It prints as the topic-partition (traces show ``"topic-N"``) but is a separate
+    watcher list from consumer fetches: an append can only complete follower fetches
+    (consumers read up to the HW), so it need not re-check every parked consumer.
+    """
+
+    __slots__ = ("_hash", "tp")
+
+    def __init__(self, tp: str) -> None:
+        self.tp = tp
+        self._hash = hash(("replica", tp))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ReplicaFetchKey) and other.tp == self.tp
+
+    def __str__(self) -> str:
+        return self.tp
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetchKey({self.tp!r})"
+
+
+@final
 class FollowerState:
     """What the leader knows about one follower (Kafka's remote replica state)."""
 
@@ -47,6 +75,7 @@ class Partition:
         "leader",
         "leader_epoch",
         "logs",
+        "replica_key",
         "replicas",
         "topic",
     )
@@ -62,6 +91,7 @@ class Partition:
         self.topic = topic
         self.index = index
         self.key = f"{topic}-{index}"
+        self.replica_key = ReplicaFetchKey(self.key)
         self.replicas = tuple(replicas)
         if not self.replicas or len(set(self.replicas)) != len(self.replicas):
             raise ValueError(f"bad replica assignment {self.replicas}")

@@ -28,21 +28,24 @@ _RETRIABLE = frozenset(
 )
 
 
+ARRIVAL_TICK_S = 0.001
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadConfig:
     """Rates are requests per second of simulated time, over all partitions."""
 
     topic: str = "events"
-    produce_rate: float = 10_000.0
+    produce_rate: float = 3_000.0
     records_per_request: int = 4
     record_bytes: int = 100
     acks: int = -1
     produce_timeout_ms: int = 5_000
     retries: int = 5
     retry_backoff_ms: int = 100
-    fetch_rate: float = 10_000.0
+    fetch_rate: float = 3_000.0
     fetch_min_bytes: int = 1
-    fetch_max_bytes: int = 1 << 20
+    fetch_max_bytes: int = 16 << 10
     fetch_max_wait_ms: int = 500
 
     def __post_init__(self) -> None:
@@ -130,7 +133,9 @@ class Workload:
             while next_at <= now:
                 spawn(self._produce() if produce else self._fetch())
                 next_at += rng.expovariate(rate)
-            await asyncio.sleep(next_at - now)
+            # Arrivals due within the same millisecond go out together: one timer per ms
+            # instead of one per request, as a client's send loop would batch them.
+            await asyncio.sleep(max(next_at - now, ARRIVAL_TICK_S))
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
@@ -185,10 +190,10 @@ class Workload:
             self._error(result.error)
             return
         if result.records:
+            self.counts["records_consumed"] += len(result.records)
             end = result.records[-1].offset + 1
             if end > self.positions[partition]:
                 self.positions[partition] = end
-            self.counts["records_consumed"] += len(result.records)
 
     def lost_records(self) -> int:
         """Acked records missing from the current leader's log (deleted ones excepted)."""

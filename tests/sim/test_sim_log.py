@@ -36,10 +36,12 @@ def test_bytes_between_counts_partial_batches_exactly() -> None:
     assert log.bytes_between(8, 9) == 0
 
 
-def test_read_records_respects_end_and_max_bytes_but_returns_one() -> None:
-    log = _log((5, 0))
+def test_read_records_respects_end_and_reads_whole_batches_within_max_bytes() -> None:
+    log = _log((5, 0), (5, 0))
     assert [r.offset for r in log.read_records(1, 4, 1 << 20)] == [1, 2, 3]
-    assert [r.offset for r in log.read_records(2, 5, 1)] == [2]  # at least one record
+    assert [r.offset for r in log.read_records(1, 10, 1 << 20)] == list(range(1, 10))
+    # the first batch always comes whole (Kafka's rule: a fetch always makes progress)
+    assert [r.offset for r in log.read_records(2, 10, 1)] == [2, 3, 4]
 
 
 def test_append_batch_must_be_contiguous() -> None:
