@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Generator, Hashable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from purgatory._wheel import TimerTask
+from purgatory._wheel import TimerTask, validate_delay
 
 if TYPE_CHECKING:
     from purgatory._purgatory import DelayedOperationPurgatory
@@ -44,6 +44,12 @@ _COMPLETED = OperationState.COMPLETED
 _EXPIRED = OperationState.EXPIRED
 _CANCELLED = OperationState.CANCELLED
 
+# Check protocol: no check running / a check running / a check running that must go again
+# because a trigger arrived meanwhile (Kafka's tryCompletePending).
+_IDLE = "idle"
+_CHECKING = "checking"
+_RECHECK = "recheck"
+
 
 class DelayedOperation(TimerTask):
     """Subclass and implement ``try_complete``, ``on_complete`` and ``on_expiration``.
@@ -53,8 +59,7 @@ class DelayedOperation(TimerTask):
     """
 
     __slots__ = (
-        "_check_pending",
-        "_checking",
+        "_check",
         "_entries",
         "_failure",
         "_purgatory",
@@ -74,14 +79,16 @@ class DelayedOperation(TimerTask):
         cls.is_async = inspect.iscoroutinefunction(cls.try_complete)
 
     def __init__(self, delay_ms: int) -> None:
-        super().__init__(delay_ms)
+        # TimerTask.__init__, inlined: every request builds one of these
+        self._delay_ms = delay_ms if delay_ms.__class__ is int else validate_delay(delay_ms)
+        self._bucket = None
+        self.expiration_ms = -1
         self._state = _PENDING
-        self._checking = False
-        self._check_pending = False
+        self._check = _IDLE
         self._waiters: list[asyncio.Future[None]] | None = None
         self._purgatory: DelayedOperationPurgatory[Any] | None = None
         self._entries = 0  # watcher-list entries that refer to this operation
-        self._failure: BaseException | None = None  # what on_complete/on_expiration raised
+        # (slot _failure, what on_complete/on_expiration raised, is set only on failure)
         #: the keys it is watched on, once handed to a purgatory
         self.keys: tuple[Hashable, ...] = ()
         #: how many times try_complete ran
@@ -145,7 +152,14 @@ class DelayedOperation(TimerTask):
         if self._state is not _PENDING:
             return False
         self._state = state
-        self.cancel()  # the timer entry
+        bucket = self._bucket
+        if bucket is not None:  # self.cancel(), inlined: remove the timer entry
+            prev = self._prev
+            nxt = self._next
+            prev._next = nxt
+            nxt._prev = prev
+            self._bucket = None
+            bucket.core._size -= 1
         error: BaseException | None = None
         if state is not _CANCELLED:
             callback = "on_complete"
@@ -189,13 +203,12 @@ class DelayedOperation(TimerTask):
         """
         if self._state is not _PENDING:
             return False
-        if self._checking:
-            self._check_pending = True
+        if self._check is not _IDLE:
+            self._check = _RECHECK
             return False
-        self._checking = True
         try:
             while True:
-                self._check_pending = False
+                self._check = _CHECKING
                 self.checks += 1
                 done = self.try_complete()
                 if done.__class__ is not bool and inspect.isawaitable(done):
@@ -204,10 +217,10 @@ class DelayedOperation(TimerTask):
                         f"{type(self).__name__}.try_complete returned an awaitable: "
                         "declare it 'async def' or await it through maybe_try_complete()"
                     )
-                if done or self._state is not _PENDING or not self._check_pending:
+                if done or self._state is not _PENDING or self._check is _CHECKING:
                     return bool(done) and self._state is not _PENDING
         finally:
-            self._checking = False
+            self._check = _IDLE
 
     async def maybe_try_complete(self) -> bool:
         """Run ``try_complete`` unless a check is already running, in which case mark a
@@ -216,21 +229,20 @@ class DelayedOperation(TimerTask):
             return self.check_now()
         if self._state is not _PENDING:
             return False
-        if self._checking:
-            self._check_pending = True
+        if self._check is not _IDLE:
+            self._check = _RECHECK
             return False
-        self._checking = True
         try:
             while True:
-                self._check_pending = False
+                self._check = _CHECKING
                 self.checks += 1
                 done = self.try_complete()
                 if inspect.isawaitable(done):
                     done = await done
-                if done or self._state is not _PENDING or not self._check_pending:
+                if done or self._state is not _PENDING or self._check is _CHECKING:
                     return bool(done) and self._state is not _PENDING
         finally:
-            self._checking = False
+            self._check = _IDLE
 
     # -- awaiting ------------------------------------------------------------------------
 
@@ -245,8 +257,10 @@ class DelayedOperation(TimerTask):
             yield from waiter.__await__()
         elif self._state is _CANCELLED:
             raise OperationCancelled(f"{self!r} was cancelled")
-        elif self._failure is not None:
-            raise self._failure
+        else:
+            failure: BaseException | None = getattr(self, "_failure", None)
+            if failure is not None:
+                raise failure
 
     def __repr__(self) -> str:
         return (

@@ -159,7 +159,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             if self._closed:
                 op.abandon()
             elif self.timer_enabled:
-                self.timer.add(op)
+                self.timer._add_at(op, op.started_ms)  # the clock was read at _register
                 if self._reaper is None:
                     self._ensure_reaper()
         return False
@@ -270,7 +270,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         if op._purgatory is not None or op._state is not _PENDING:
             raise ValueError(f"{op!r} was already handed to a purgatory")
         if keys.__class__ is tuple:
-            watch_keys: tuple[Hashable, ...] = keys  # type: ignore[assignment]
+            watch_keys: tuple[Hashable, ...] = keys
         elif isinstance(keys, (str, bytes)):
             raise TypeError("keys must be a collection of keys, not a single str/bytes")
         else:
@@ -328,8 +328,13 @@ class DelayedOperationPurgatory(Generic[Op]):
         if self._listeners:
             self._notify(op, state)
         self._stale_entries += op._entries
+        # Purge once finished entries exceed purge_interval *and* outnumber live ones: a
+        # purge rewrites every list, so it must free at least as much as it visits
+        # (amortised O(1) per operation; CPython's timer heap uses the same rule).
+        stale = self._stale_entries
         if (
-            self._stale_entries > self.purge_interval
+            stale > self.purge_interval
+            and stale + stale > self._watched
             and self._purger is None
             and self._reaper is not None
         ):

@@ -60,6 +60,8 @@ class SystemTimer:
         self._waiter: asyncio.Future[None] | None = None
         self._wake_handle: asyncio.TimerHandle | None = None
         self._armed_for = math.inf  # deadline the waiter's wake-up is set for
+        self._give_up = math.inf  # when the current advance_clock times out
+        self._ran_while_waiting = 0
         self._tasks_run = 0
         self._task_errors = 0
         self._wakeups = 0
@@ -77,9 +79,12 @@ class SystemTimer:
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; re-adding moves it."""
+        self._add_at(task, self._now())
+
+    def _add_at(self, task: TimerTask, now: float) -> None:
+        """``add``, with the clock already read by the caller."""
         if self._closed:
             raise RuntimeError(f"timer {self.name!r} is closed")
-        now = self._now()
         core = self._core
         if core is None:
             core = self._core = TimerCore(self._tick_ms, self._wheel_size, math.floor(now))
@@ -130,29 +135,35 @@ class SystemTimer:
         """
         if self._waiter is not None:
             raise RuntimeError(f"timer {self.name!r}: advance_clock is already being awaited")
-        loop = asyncio.get_running_loop()
         give_up = math.inf
         if timeout_ms is not None:
             if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
                 raise ValueError(f"timeout_ms must be an int >= 0 or None, got {timeout_ms!r}")
             give_up = self._now() + timeout_ms
-        while not self._closed:
-            if self.run_due():
-                return True
-            if self._now() >= give_up:
-                return False
-            next_deadline = None if self._core is None else self._core.next_deadline()
-            self._waiter = loop.create_future()
-            self._arm(loop, min(give_up, math.inf if next_deadline is None else next_deadline))
-            try:
-                await self._waiter
-            finally:
-                self._disarm()
-                self._waiter = None
-            self._wakeups += 1
-        return False
+        if self.run_due():
+            return True
+        if self._closed or self._now() >= give_up:
+            return False
+        loop = asyncio.get_running_loop()
+        self._give_up = give_up
+        self._ran_while_waiting = 0
+        self._waiter = loop.create_future()
+        self._arm_next(loop)
+        try:
+            await self._waiter
+        finally:
+            self._disarm()
+            self._waiter = None
+        return self._ran_while_waiting > 0
+
+    def _arm_next(self, loop: asyncio.AbstractEventLoop) -> None:
+        deadline = None if self._core is None else self._core.next_deadline()
+        self._arm(loop, self._give_up if deadline is None else min(deadline, self._give_up))
 
     def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+            self._wake_handle = None
         self._armed_for = deadline
         if deadline == math.inf:
             return
@@ -169,24 +180,33 @@ class SystemTimer:
         self._armed_for = math.inf
 
     def _rearm(self, deadline: int) -> None:
-        if self._waiter is None:
-            return
-        if self._wake_handle is not None:
-            self._wake_handle.cancel()
-            self._wake_handle = None
-        self._arm(self._waiter.get_loop(), deadline)
+        if self._waiter is not None:
+            self._arm(self._waiter.get_loop(), deadline)
 
     def _wake(self) -> None:
+        """The armed deadline has come. Due tasks run right here, in the timer callback,
+        not one loop iteration later in the waiting task; a cascade that ran nothing just
+        re-arms for the next deadline."""
+        self._wake_handle = None
+        self._armed_for = math.inf
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
+        if waiter is None or waiter.done():
+            return
+        self._wakeups += 1
+        ran = self.run_due()
+        if ran or self._closed or self._now() >= self._give_up:
+            self._ran_while_waiting += ran
             waiter.set_result(None)
+        else:
+            self._arm_next(waiter.get_loop())
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> list[TimerTask]:
         """Stop the timer: pending tasks are unscheduled (and returned), waiters return."""
         self._closed = True
-        self._wake()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
         return [] if self._core is None else self._core.clear()
 
     def statistics(self) -> TimerStatistics:
