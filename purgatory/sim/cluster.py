@@ -28,13 +28,10 @@ from purgatory.sim.errors import ErrorCode
 from purgatory.sim.faults import Latency
 from purgatory.sim.log import RecordBatch
 from purgatory.sim.messages import (
-    BrokerMetadata,
     ClusterMetadata,
     DeleteRecordsResult,
     FetchResult,
-    PartitionMetadata,
     ProduceResult,
-    TopicMetadata,
 )
 from purgatory.sim.operations import (
     DelayedDeleteRecords,
@@ -212,24 +209,9 @@ class Cluster:
             )
         if self._closed:
             raise RuntimeError("cluster is closed")
-        n = len(self.brokers)
-        start = len(self.topics)
-        if assignment is None:
-            replicas = [
-                [(start + i + r) % n for r in range(replication_factor)] for i in range(partitions)
-            ]
-        else:
-            replicas = [list(r) for r in assignment]
-            if len(replicas) != partitions or any(
-                len(r) != replication_factor
-                or len(set(r)) != len(r)
-                or any(b not in self.brokers for b in r)
-                for r in replicas
-            ):
-                raise ValueError(
-                    f"assignment must list {partitions} partitions of {replication_factor} "
-                    f"distinct brokers out of {sorted(self.brokers)}: {assignment!r}"
-                )
+        replicas = controller.assign_replicas(
+            self, partitions, replication_factor, assignment, start=len(self.topics)
+        )
         now = loop_clock_ms()
         self.topics[name] = [
             Partition(name, i, r, now, self.hw_listeners) for i, r in enumerate(replicas)
@@ -253,29 +235,7 @@ class Cluster:
 
     def metadata(self) -> ClusterMetadata:
         """Brokers, and per partition: leader, epoch, replicas, ISR, HW, log offsets."""
-        brokers = [
-            BrokerMetadata(b.broker_id, b.alive, None if b.latency is None else b.latency.median_ms)
-            for b in self.brokers.values()
-        ]
-        topics = []
-        for name, parts in self.topics.items():
-            metas = []
-            for p in parts:
-                log = p.logs[p.leader] if p.leader is not None else None
-                metas.append(
-                    PartitionMetadata(
-                        p.index,
-                        p.leader,
-                        p.leader_epoch,
-                        list(p.replicas),
-                        sorted(p.isr),
-                        p.hw,
-                        -1 if log is None else log.log_start_offset,
-                        -1 if log is None else log.leo,
-                    )
-                )
-            topics.append(TopicMetadata(name, metas))
-        return ClusterMetadata(brokers, topics)
+        return controller.describe(self)
 
     def is_alive(self, broker: int) -> bool:
         return self.brokers[broker].alive

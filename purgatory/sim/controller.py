@@ -10,11 +10,18 @@ NOT_LEADER_OR_FOLLOWER and their clients retry on the new one.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from purgatory import OperationCancelled, loop_clock_ms
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import RecordBatch
+from purgatory.sim.messages import (
+    BrokerMetadata,
+    ClusterMetadata,
+    PartitionMetadata,
+    TopicMetadata,
+)
 from purgatory.sim.operations import DelayedFetch, PartitionStatus
 from purgatory.sim.partition import Partition
 
@@ -173,3 +180,54 @@ async def handle_follower_fetch(
         )
         out.append((p, epoch, ErrorCode.NONE, batches, p.hw, log.log_start_offset))
     return out
+
+
+def assign_replicas(
+    cluster: Cluster,
+    partitions: int,
+    replication_factor: int,
+    assignment: Sequence[Sequence[int]] | None,
+    start: int,
+) -> list[list[int]]:
+    """Round-robin replica lists, or ``assignment`` once checked."""
+    n = len(cluster.brokers)
+    if assignment is None:
+        return [[(start + i + r) % n for r in range(replication_factor)] for i in range(partitions)]
+    replicas = [list(r) for r in assignment]
+    if len(replicas) != partitions or any(
+        len(r) != replication_factor
+        or len(set(r)) != len(r)
+        or any(b not in cluster.brokers for b in r)
+        for r in replicas
+    ):
+        raise ValueError(
+            f"assignment must list {partitions} partitions of {replication_factor} "
+            f"distinct brokers out of {sorted(cluster.brokers)}: {assignment!r}"
+        )
+    return replicas
+
+
+def describe(cluster: Cluster) -> ClusterMetadata:
+    brokers = [
+        BrokerMetadata(b.broker_id, b.alive, None if b.latency is None else b.latency.median_ms)
+        for b in cluster.brokers.values()
+    ]
+    topics = []
+    for name, parts in cluster.topics.items():
+        metas = []
+        for p in parts:
+            log = p.logs[p.leader] if p.leader is not None else None
+            metas.append(
+                PartitionMetadata(
+                    p.index,
+                    p.leader,
+                    p.leader_epoch,
+                    list(p.replicas),
+                    sorted(p.isr),
+                    p.hw,
+                    -1 if log is None else log.log_start_offset,
+                    -1 if log is None else log.leo,
+                )
+            )
+        topics.append(TopicMetadata(name, metas))
+    return ClusterMetadata(brokers, topics)

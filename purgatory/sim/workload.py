@@ -36,14 +36,14 @@ class WorkloadConfig:
     """Rates are requests per second of simulated time, over all partitions."""
 
     topic: str = "events"
-    produce_rate: float = 3_000.0
+    produce_rate: float = 2_000.0
     records_per_request: int = 4
     record_bytes: int = 100
     acks: int = -1
     produce_timeout_ms: int = 5_000
     retries: int = 5
     retry_backoff_ms: int = 100
-    fetch_rate: float = 3_000.0
+    fetch_rate: float = 2_000.0
     fetch_min_bytes: int = 1
     fetch_max_bytes: int = 16 << 10
     fetch_max_wait_ms: int = 500
