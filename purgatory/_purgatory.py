@@ -265,13 +265,16 @@ class DelayedOperationPurgatory(Generic[Op]):
         """Check the arguments and bind ``op`` to this purgatory; registers no key yet."""
         if self._closed:
             raise RuntimeError(f"purgatory {self.name!r} is shut down")
-        if not isinstance(op, DelayedOperation):
-            raise TypeError(f"expected a DelayedOperation, got {type(op).__name__}")
-        if op._purgatory is not None or op._state is not _PENDING:
+        try:
+            taken = op._purgatory is not None or op._state is not _PENDING
+        except AttributeError:  # cheaper than an isinstance check on every request
+            raise TypeError(f"expected a DelayedOperation, got {type(op).__name__}") from None
+        if taken:
             raise ValueError(f"{op!r} was already handed to a purgatory")
-        if keys.__class__ is tuple:
-            watch_keys: tuple[Hashable, ...] = keys
-        elif isinstance(keys, (str, bytes)):
+        kind = keys.__class__
+        if kind is tuple:
+            watch_keys: tuple[Hashable, ...] = keys  # type: ignore[assignment]
+        elif kind is not list and isinstance(keys, (str, bytes)):
             raise TypeError("keys must be a collection of keys, not a single str/bytes")
         else:
             watch_keys = tuple(keys)
