@@ -304,6 +304,9 @@ class Cluster:
         if not await self.produce_purgatory.try_complete_else_watch(op, (key,)):
             try:
                 await op
+            except asyncio.CancelledError:  # the client went away: drop its op
+                op.abandon()
+                raise
             except OperationCancelled:
                 return ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
         error = status.error or ErrorCode.REQUEST_TIMED_OUT
@@ -339,6 +342,9 @@ class Cluster:
             if not await self.fetch_purgatory.try_complete_else_watch(op, (p.key,)):
                 try:
                     await op
+                except asyncio.CancelledError:  # the client went away: drop its op
+                    op.abandon()
+                    raise
                 except OperationCancelled:
                     return FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
             if status.error is not None or p.leader is None:
@@ -372,6 +378,9 @@ class Cluster:
         if not await self.delete_purgatory.try_complete_else_watch(op, (p.key,)):
             try:
                 await op
+            except asyncio.CancelledError:  # the client went away: drop its op
+                op.abandon()
+                raise
             except OperationCancelled:
                 return DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
         error = status.error or ErrorCode.REQUEST_TIMED_OUT

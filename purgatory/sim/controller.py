@@ -163,6 +163,9 @@ async def handle_follower_fetch(
             if not await cluster.fetch_purgatory.try_complete_else_watch(op, keys):
                 try:
                     await op
+                except asyncio.CancelledError:  # the client went away: drop its op
+                    op.abandon()
+                    raise
                 except OperationCancelled:
                     return []
     max_bytes = cluster.replica_fetch_max_bytes

@@ -217,3 +217,17 @@ async def test_real_loop_smoke() -> None:
         assert [r.value for r in fetched.records] == [b"a"]
         meta = cluster.metadata().to_dict()
         assert meta["topics"][0]["partitions"][0]["high_watermark"] == 1
+
+
+def test_cancelled_request_abandons_its_operation() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        fetch = loop.create_task(c.fetch("t", 0, 0, max_wait_ms=60_000))
+        await asyncio.sleep(0.01)
+        assert c.fetch_purgatory.num_delayed >= 1
+        before = c.fetch_purgatory.statistics().cancelled
+        fetch.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await fetch
+        assert c.fetch_purgatory.statistics().cancelled == before + 1
+
+    _run(body)
