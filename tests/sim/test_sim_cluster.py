@@ -231,3 +231,16 @@ def test_cancelled_request_abandons_its_operation() -> None:
         assert c.fetch_purgatory.statistics().cancelled == before + 1
 
     _run(body)
+
+
+def test_min_insync_replicas_rejects_acks_all_once_the_isr_is_too_small() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        await c.crash_broker(1)
+        await c.crash_broker(2)
+        late = await c.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000)
+        assert late.error is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND  # ISR shrank meanwhile
+        r = await c.produce("t", 0, [(None, b"b")], acks=-1, timeout_ms=5000)
+        assert r.error is ErrorCode.NOT_ENOUGH_REPLICAS
+        assert (await c.produce("t", 0, [(None, b"c")], acks=1)).error is ErrorCode.NONE
+
+    _run(body, replica_lag_time_max_ms=500, min_insync_replicas=2)
