@@ -5,6 +5,7 @@ and expire them on time with a hierarchical timing wheel.
 """
 
 from purgatory._clock import Clock, ManualClock, loop_clock_ms
+from purgatory._compiled import check_core
 from purgatory._operation import DelayedOperation, OperationCancelled, OperationState
 from purgatory._purgatory import (
     DelayedOperationPurgatory,
@@ -15,6 +16,7 @@ from purgatory._timer import SystemTimer, TimerStatistics
 from purgatory._wheel import TimerCore, TimerTask
 
 __all__ = [
+    "COMPILED",
     "Clock",
     "DelayedOperation",
     "DelayedOperationPurgatory",
@@ -31,3 +33,6 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+#: True when the core (wheel, timer, operation, purgatory) runs compiled by mypyc
+COMPILED = check_core()

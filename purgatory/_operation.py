@@ -16,7 +16,9 @@ import enum
 import inspect
 import logging
 from collections.abc import Awaitable, Generator, Hashable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, SupportsIndex
+
+from mypy_extensions import mypyc_attr
 
 from purgatory._wheel import TimerTask, validate_delay
 
@@ -51,6 +53,7 @@ _CHECKING = "checking"
 _RECHECK = "recheck"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation(TimerTask):
     """Subclass and implement ``try_complete``, ``on_complete`` and ``on_expiration``.
 
@@ -78,7 +81,7 @@ class DelayedOperation(TimerTask):
         super().__init_subclass__(**kwargs)
         cls.is_async = inspect.iscoroutinefunction(cls.try_complete)
 
-    def __init__(self, delay_ms: int) -> None:
+    def __init__(self, delay_ms: SupportsIndex) -> None:
         # TimerTask.__init__, inlined: every request builds one of these
         self._delay_ms = delay_ms if delay_ms.__class__ is int else validate_delay(delay_ms)
         self._bucket = None

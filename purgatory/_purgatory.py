@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Final, Generic, Self, TypeVar, final
+from typing import Final, Generic, Self, SupportsIndex, TypeVar, final
 
 from purgatory._clock import Clock
 from purgatory._operation import DelayedOperation, OperationState
@@ -57,6 +57,8 @@ Listener = Callable[[OperationRecord], None]
 
 @dataclass(frozen=True, slots=True)
 class PurgatoryStatistics:
+    """A purgatory's sizes and counters at one instant (what metrics and tests read)."""
+
     name: str
     watched: int
     keys: int
@@ -80,8 +82,8 @@ class DelayedOperationPurgatory(Generic[Op]):
         purge_interval: int = 1000,
         reaper_enabled: bool = True,
         timer_enabled: bool = True,
-        tick_ms: int = 1,
-        wheel_size: int = 20,
+        tick_ms: SupportsIndex = 1,
+        wheel_size: SupportsIndex = 20,
         clock: Clock | None = None,
     ) -> None:
         if isinstance(purge_interval, bool) or not isinstance(purge_interval, int):

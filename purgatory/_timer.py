@@ -12,7 +12,7 @@ import asyncio
 import logging
 import math
 from dataclasses import dataclass
-from typing import final
+from typing import SupportsIndex, final
 
 from purgatory._clock import CLOCK_EPSILON_MS, Clock, loop_clock_ms
 from purgatory._wheel import TimerCore, TimerTask
@@ -22,6 +22,8 @@ logger = logging.getLogger("purgatory.timer")
 
 @dataclass(frozen=True, slots=True)
 class TimerStatistics:
+    """A timer's size, shape and counters at one instant."""
+
     name: str
     size: int
     tick_ms: int
@@ -43,11 +45,17 @@ class SystemTimer:
     """
 
     def __init__(
-        self, name: str, tick_ms: int = 1, wheel_size: int = 20, *, clock: Clock | None = None
+        self,
+        name: str,
+        tick_ms: SupportsIndex = 1,
+        wheel_size: SupportsIndex = 20,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         self.name = name
-        self._tick_ms = tick_ms
-        self._wheel_size = wheel_size
+        probe = TimerCore(tick_ms, wheel_size)  # validate now, not at the first add
+        self._tick_ms = probe.tick_ms
+        self._wheel_size = probe.wheel_size
         if clock is None:
             clock = loop_clock_ms
         self._clock: Clock = clock
@@ -55,7 +63,6 @@ class SystemTimer:
         # costs more than the whole wheel insertion).
         self._now: Clock = self._bind_loop_clock if clock is loop_clock_ms else clock
         self._core: TimerCore | None = None
-        TimerCore(tick_ms, wheel_size)  # validate the arguments now, not at the first add
         self._closed = False
         self._waiter: asyncio.Future[None] | None = None
         self._wake_handle: asyncio.TimerHandle | None = None

@@ -21,7 +21,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import operator
-from typing import Final, final
+from typing import Final, SupportsIndex, final
+
+from mypy_extensions import mypyc_attr
 
 _UNSCHEDULED: Final = -1
 
@@ -39,6 +41,17 @@ def validate_delay(delay_ms: object) -> int:
         ) from None
 
 
+def _checked_int(name: str, value: object, least: int) -> int:
+    # Annotated SupportsIndex by callers so that the compiled build passes the object
+    # through unconverted (a bool would otherwise arrive as 0 or 1).
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < least:
+        raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+    return value
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
 class _Node:
     """A link in a bucket's circular list: a task, or the bucket's sentinel."""
 
@@ -48,6 +61,7 @@ class _Node:
     _prev: _Node
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TimerTask(_Node):
     """Something to run once its delay has passed. Subclasses implement :meth:`run`.
 
@@ -56,7 +70,7 @@ class TimerTask(_Node):
 
     __slots__ = ("_bucket", "_delay_ms", "expiration_ms")
 
-    def __init__(self, delay_ms: int) -> None:
+    def __init__(self, delay_ms: SupportsIndex) -> None:
         self._delay_ms = validate_delay(delay_ms)
         self._bucket: _Bucket | None = None
         #: absolute deadline (ms on the timer's clock) while scheduled, else -1
@@ -159,11 +173,11 @@ class TimerCore:
     ``schedule(task, expiration_ms)`` and ``advance_to(now_ms)`` are the whole protocol.
     """
 
-    def __init__(self, tick_ms: int = 1, wheel_size: int = 20, start_ms: int = 0) -> None:
-        if isinstance(tick_ms, bool) or not isinstance(tick_ms, int) or tick_ms < 1:
-            raise ValueError(f"tick_ms must be an int >= 1, got {tick_ms!r}")
-        if isinstance(wheel_size, bool) or not isinstance(wheel_size, int) or wheel_size < 2:
-            raise ValueError(f"wheel_size must be an int >= 2, got {wheel_size!r}")
+    def __init__(
+        self, tick_ms: SupportsIndex = 1, wheel_size: SupportsIndex = 20, start_ms: int = 0
+    ) -> None:
+        tick = _checked_int("tick_ms", tick_ms, 1)
+        size = _checked_int("wheel_size", wheel_size, 2)
         self._seq = itertools.count()
         self._size = 0
         # (expiration, seq, bucket): buckets waiting for their expiration
@@ -171,7 +185,7 @@ class TimerCore:
         # due tasks whose deadline is still ahead (tick_ms > 1 only): list + lazy heap
         self._ready = self._new_bucket()
         self._ready_heap: list[tuple[int, int, TimerTask]] = []
-        self._levels = [_Level(self, tick_ms, wheel_size, start_ms)]
+        self._levels = [_Level(self, tick, size, start_ms)]
 
     def _new_bucket(self) -> _Bucket:
         return _Bucket(self, next(self._seq))

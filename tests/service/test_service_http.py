@@ -204,12 +204,6 @@ async def test_disconnected_client_releases_its_parking_slot(served: Served) -> 
     assert status == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Cluster.fetch/produce do not abandon their op when the awaiting task is "
-    "cancelled (purgatory/sim/cluster.py: `await op` needs `except CancelledError: "
-    "op.abandon(); raise`); the op lingers until max_wait_ms",
-)
 @pytest.mark.asyncio
 async def test_disconnected_client_has_its_operation_removed(served: Served) -> None:
     await park_and_disconnect(served)
