@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable
 from types import TracebackType
 from typing import Final, Generic, Self, SupportsIndex, TypeVar, final
 
 from purgatory._clock import Clock
 from purgatory._operation import DelayedOperation, OperationState
+from purgatory._records import Listener, OperationRecord, PurgatoryStatistics
 from purgatory._timer import SystemTimer
 
 logger = logging.getLogger("purgatory")
@@ -29,46 +28,6 @@ Op = TypeVar("Op", bound=DelayedOperation)
 PURGE_SLICE: Final = 4096
 
 _PENDING = OperationState.PENDING
-
-
-@dataclass(frozen=True, slots=True)
-class OperationRecord:
-    """What a listener learns about each operation that leaves the purgatory."""
-
-    purgatory: str
-    operation: DelayedOperation
-    keys: tuple[Hashable, ...]
-    outcome: str  # "completed" | "expired" | "cancelled" | "error"
-    error: str | None
-    started_ms: float  # purgatory clock
-    finished_ms: float  # purgatory clock
-    created_at_unix_ms: int
-    lateness_ms: float | None  # expired only: finished minus deadline
-    timeout_ms: int
-    checks: int
-
-    @property
-    def duration_ms(self) -> float:
-        return self.finished_ms - self.started_ms
-
-
-Listener = Callable[[OperationRecord], None]
-
-
-@dataclass(frozen=True, slots=True)
-class PurgatoryStatistics:
-    """A purgatory's sizes and counters at one instant (what metrics and tests read)."""
-
-    name: str
-    watched: int
-    keys: int
-    num_delayed: int
-    completed: int
-    expired: int
-    cancelled: int
-    callback_errors: int
-    purges: int
-    purged_entries: int
 
 
 @final
@@ -348,28 +307,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             )
 
     def _notify(self, op: DelayedOperation, state: OperationState) -> None:
-        now = self.timer._now()
-        lateness = None
-        if state is OperationState.EXPIRED:
-            outcome = "expired"
-            lateness = now - op.expiration_ms if op.expiration_ms >= 0 else 0.0
-        elif state is OperationState.CANCELLED:
-            outcome = "cancelled"
-        else:
-            outcome = "error" if op.error is not None else "completed"
-        record = OperationRecord(
-            purgatory=self.name,
-            operation=op,
-            keys=op.keys,
-            outcome=outcome,
-            error=op.error,
-            started_ms=op.started_ms,
-            finished_ms=now,
-            created_at_unix_ms=int(time.time() * 1000 - (now - op.started_ms)),
-            lateness_ms=lateness,
-            timeout_ms=op.delay_ms,
-            checks=op.checks,
-        )
+        record = OperationRecord.of(self.name, op, self.timer._now())
         for listener in self._listeners:
             try:
                 listener(record)

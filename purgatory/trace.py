@@ -21,7 +21,7 @@ import os
 from types import TracebackType
 from typing import IO, Any, Self, final
 
-from purgatory._purgatory import OperationRecord
+from purgatory._records import OperationRecord
 
 
 def record_to_event(record: OperationRecord, op_id: str) -> dict[str, Any]:

@@ -1,0 +1,75 @@
+"""What purgatories report: a record per finished operation, and statistics snapshots."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+from purgatory._operation import DelayedOperation, OperationState
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRecord:
+    """What a listener learns about each operation that leaves the purgatory."""
+
+    purgatory: str
+    operation: DelayedOperation
+    keys: tuple[Hashable, ...]
+    outcome: str  # "completed" | "expired" | "cancelled" | "error"
+    error: str | None
+    started_ms: float  # purgatory clock
+    finished_ms: float  # purgatory clock
+    created_at_unix_ms: int
+    lateness_ms: float | None  # expired only: finished minus deadline
+    timeout_ms: int
+    checks: int
+
+    @property
+    def duration_ms(self) -> float:
+        return self.finished_ms - self.started_ms
+
+    @classmethod
+    def of(cls, purgatory: str, op: DelayedOperation, now: float) -> OperationRecord:
+        """The record of ``op``, which has just left ``purgatory`` at ``now`` (its clock)."""
+        state = op.operation_state
+        lateness = None
+        if state is OperationState.EXPIRED:
+            outcome = "expired"
+            lateness = now - op.expiration_ms if op.expiration_ms >= 0 else 0.0
+        elif state is OperationState.CANCELLED:
+            outcome = "cancelled"
+        else:
+            outcome = "error" if op.error is not None else "completed"
+        return cls(
+            purgatory=purgatory,
+            operation=op,
+            keys=op.keys,
+            outcome=outcome,
+            error=op.error,
+            started_ms=op.started_ms,
+            finished_ms=now,
+            created_at_unix_ms=int(time.time() * 1000 - (now - op.started_ms)),
+            lateness_ms=lateness,
+            timeout_ms=op.delay_ms,
+            checks=op.checks,
+        )
+
+
+Listener = Callable[[OperationRecord], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PurgatoryStatistics:
+    """A purgatory's sizes and counters at one instant (what metrics and tests read)."""
+
+    name: str
+    watched: int
+    keys: int
+    num_delayed: int
+    completed: int
+    expired: int
+    cancelled: int
+    callback_errors: int
+    purges: int
+    purged_entries: int
