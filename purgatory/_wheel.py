@@ -269,8 +269,7 @@ class TimerCore:
         bucket._prev = task
         task._bucket = bucket
         bucket_expiration = virtual_id * tick
-        if bucket.expiration_ms != bucket_expiration:
-            bucket.expiration_ms = bucket_expiration
+        if bucket.set_expiration(bucket_expiration):  # a new round for this bucket: queue it
             heapq.heappush(self._queue, (bucket_expiration, bucket.seq, bucket))
             return bucket_expiration
         return None
