@@ -6,25 +6,10 @@ from typing import Final, final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-#: Long polls dominate: latencies run from microseconds up to the timeout ceiling.
-HTTP_BUCKETS: Final = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-)
+from purgatory.metrics import DURATION_BUCKETS
+
+#: Long polls dominate: latencies span the same range as operation durations.
+HTTP_BUCKETS: Final = DURATION_BUCKETS
 
 #: Why a request was refused before reaching the broker.
 REJECT_REASONS: Final = ("invalid", "too_large", "timeout_ceiling", "overloaded", "shutting_down")

@@ -41,41 +41,32 @@ def _first_error(statuses: list[PartitionStatus]) -> str | None:
     return None
 
 
-@final
-class DelayedProduce(DelayedOperation):
-    """acks=all: wait until the HW covers ``required_offset`` (last offset + 1) on every
-    partition, with at least ``min_insync_replicas`` in the ISR."""
+class _PerPartitionOperation(DelayedOperation):
+    """A request that waits for a condition on every one of its partitions (Kafka's
+    DelayedProduce and DelayedDeleteRecords): a partition whose leader moved answers
+    NOT_LEADER_OR_FOLLOWER, one still undecided at expiry REQUEST_TIMED_OUT."""
 
-    __slots__ = ("min_insync_replicas", "op_id", "statuses")
-    kind: ClassVar[str] = "produce"
+    __slots__ = ("op_id", "statuses")
 
-    def __init__(
-        self,
-        delay_ms: int,
-        statuses: list[PartitionStatus],
-        op_id: str,
-        min_insync_replicas: int = 1,
-    ) -> None:
+    def __init__(self, delay_ms: int, statuses: list[PartitionStatus], op_id: str) -> None:
         super().__init__(delay_ms)
         self.statuses = statuses
         self.op_id = op_id
-        self.min_insync_replicas = min_insync_replicas
+
+    def decide(self, status: PartitionStatus) -> ErrorCode | None:
+        """The partition's answer once its condition holds; None while it must wait."""
+        raise NotImplementedError
 
     def try_complete(self) -> bool:
         pending = False
         for status in self.statuses:
             if status.error is not None:
                 continue
-            partition = status.partition
-            if partition.leader_epoch != status.epoch:
+            if status.partition.leader_epoch != status.epoch:
                 status.error = _NOT_LEADER
-            elif partition.hws[partition.leader] >= status.required_offset:  # type: ignore[index]
-                if len(partition.isr) < self.min_insync_replicas:
-                    status.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                else:
-                    status.error = _NONE
             else:
-                pending = True
+                status.error = self.decide(status)
+                pending = pending or status.error is None
         if pending:
             return False
         self.error = _first_error(self.statuses)
@@ -87,6 +78,33 @@ class DelayedProduce(DelayedOperation):
                 if status.error is None:
                     status.error = _TIMED_OUT
             self.error = _first_error(self.statuses)
+
+
+@final
+class DelayedProduce(_PerPartitionOperation):
+    """acks=all: wait until the HW covers ``required_offset`` (last offset + 1) on every
+    partition, with at least ``min_insync_replicas`` in the ISR."""
+
+    __slots__ = ("min_insync_replicas",)
+    kind: ClassVar[str] = "produce"
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: list[PartitionStatus],
+        op_id: str,
+        min_insync_replicas: int = 1,
+    ) -> None:
+        super().__init__(delay_ms, statuses, op_id)
+        self.min_insync_replicas = min_insync_replicas
+
+    def decide(self, status: PartitionStatus) -> ErrorCode | None:
+        partition = status.partition
+        if partition.hws[partition.leader] < status.required_offset:  # type: ignore[index]
+            return None
+        if len(partition.isr) < self.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return _NONE
 
 
 @final
@@ -136,10 +154,10 @@ class DelayedFetch(DelayedOperation):
 
 
 @final
-class DelayedDeleteRecords(DelayedOperation):
+class DelayedDeleteRecords(_PerPartitionOperation):
     """Wait until every live replica's log start offset reached the requested offset."""
 
-    __slots__ = ("alive", "op_id", "statuses")
+    __slots__ = ("alive",)
     kind: ClassVar[str] = "delete-records"
 
     def __init__(
@@ -149,31 +167,10 @@ class DelayedDeleteRecords(DelayedOperation):
         op_id: str,
         alive: Callable[[int], bool],
     ) -> None:
-        super().__init__(delay_ms)
-        self.statuses = statuses
-        self.op_id = op_id
+        super().__init__(delay_ms, statuses, op_id)
         self.alive = alive
 
-    def try_complete(self) -> bool:
-        pending = False
-        for status in self.statuses:
-            if status.error is not None:
-                continue
-            partition = status.partition
-            if partition.leader_epoch != status.epoch:
-                status.error = _NOT_LEADER
-            elif partition.low_watermark(self.alive) >= status.required_offset:
-                status.error = _NONE
-            else:
-                pending = True
-        if pending:
-            return False
-        self.error = _first_error(self.statuses)
-        return self.force_complete()
-
-    def on_complete(self) -> None:
-        if self.is_expired:
-            for status in self.statuses:
-                if status.error is None:
-                    status.error = _TIMED_OUT
-            self.error = _first_error(self.statuses)
+    def decide(self, status: PartitionStatus) -> ErrorCode | None:
+        if status.partition.low_watermark(self.alive) >= status.required_offset:
+            return _NONE
+        return None
