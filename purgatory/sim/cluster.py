@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Self, final
 
-from purgatory import DelayedOperationPurgatory, OperationCancelled, loop_clock_ms
+from purgatory import DelayedOperationPurgatory, loop_clock_ms
 from purgatory.sim import controller
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.faults import Latency
@@ -38,6 +38,7 @@ from purgatory.sim.operations import (
     DelayedFetch,
     DelayedProduce,
     PartitionStatus,
+    park,
 )
 from purgatory.sim.partition import HighWatermarkListener, Partition
 from purgatory.sim.replication import ReplicaFetcher
@@ -301,14 +302,8 @@ class Cluster:
         op = DelayedProduce(
             timeout_ms, [status], self.next_op_id("produce"), self.min_insync_replicas
         )
-        if not await self.produce_purgatory.try_complete_else_watch(op, (key,)):
-            try:
-                await op
-            except asyncio.CancelledError:  # the client went away: drop its op
-                op.abandon()
-                raise
-            except OperationCancelled:
-                return ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        if not await park(self.produce_purgatory, op, (key,)):
+            return ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
         error = status.error or ErrorCode.REQUEST_TIMED_OUT
         return ProduceResult(error, batch.base_offset if error is ErrorCode.NONE else -1)
 
@@ -339,14 +334,8 @@ class Cluster:
         if max_wait_ms > 0 and (hw <= offset or log.bytes_between(offset, hw) < min_bytes):
             status = PartitionStatus(p, offset)
             op = DelayedFetch(max_wait_ms, [status], min_bytes, self.next_op_id("fetch"), False)
-            if not await self.fetch_purgatory.try_complete_else_watch(op, (p.key,)):
-                try:
-                    await op
-                except asyncio.CancelledError:  # the client went away: drop its op
-                    op.abandon()
-                    raise
-                except OperationCancelled:
-                    return FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
+            if not await park(self.fetch_purgatory, op, (p.key,)):
+                return FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
             if status.error is not None or p.leader is None:
                 return FetchResult(status.error or ErrorCode.NOT_LEADER_OR_FOLLOWER)
             log = p.leader_log
@@ -375,14 +364,8 @@ class Cluster:
         await self.on_leadership_change(p)  # parked fetches below the new log start
         status = PartitionStatus(p, target)
         op = DelayedDeleteRecords(timeout_ms, [status], self.next_op_id("delete"), self.is_alive)
-        if not await self.delete_purgatory.try_complete_else_watch(op, (p.key,)):
-            try:
-                await op
-            except asyncio.CancelledError:  # the client went away: drop its op
-                op.abandon()
-                raise
-            except OperationCancelled:
-                return DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        if not await park(self.delete_purgatory, op, (p.key,)):
+            return DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
         error = status.error or ErrorCode.REQUEST_TIMED_OUT
         return DeleteRecordsResult(error, p.low_watermark(self.is_alive))
 

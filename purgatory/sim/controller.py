@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from purgatory import OperationCancelled, loop_clock_ms
+from purgatory import loop_clock_ms
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import RecordBatch
 from purgatory.sim.messages import (
@@ -22,7 +22,7 @@ from purgatory.sim.messages import (
     PartitionMetadata,
     TopicMetadata,
 )
-from purgatory.sim.operations import DelayedFetch, PartitionStatus
+from purgatory.sim.operations import DelayedFetch, PartitionStatus, park
 from purgatory.sim.partition import Partition
 
 if TYPE_CHECKING:
@@ -160,14 +160,8 @@ async def handle_follower_fetch(
                 follower=True,
             )
             keys = [status.partition.replica_key for status in statuses]
-            if not await cluster.fetch_purgatory.try_complete_else_watch(op, keys):
-                try:
-                    await op
-                except asyncio.CancelledError:  # the client went away: drop its op
-                    op.abandon()
-                    raise
-                except OperationCancelled:
-                    return []
+            if not await park(cluster.fetch_purgatory, op, keys):
+                return []
     max_bytes = cluster.replica_fetch_max_bytes
     out: list[FollowerResponse] = []
     for i, (p, epoch, offset, _lso) in enumerate(requests):

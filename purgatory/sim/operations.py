@@ -8,16 +8,37 @@ NOT_LEADER_OR_FOLLOWER for that partition and the client retries on the new lead
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import ClassVar, final
+import asyncio
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, ClassVar, final
 
-from purgatory import DelayedOperation
+from purgatory import DelayedOperation, DelayedOperationPurgatory, OperationCancelled
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.partition import Partition
 
 _NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 _TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT
 _NONE = ErrorCode.NONE
+
+
+async def park(
+    purgatory: DelayedOperationPurgatory[Any], op: DelayedOperation, keys: Sequence[Hashable]
+) -> bool:
+    """Watch ``op`` and wait for it; False if the purgatory shut down before it finished.
+
+    If the waiting task is cancelled (the client went away), the op is abandoned: nobody
+    is left to answer, so it must not stay watched until its timeout.
+    """
+    if await purgatory.try_complete_else_watch(op, keys):
+        return True
+    try:
+        await op
+    except asyncio.CancelledError:
+        op.abandon()
+        raise
+    except OperationCancelled:
+        return False
+    return True
 
 
 @final
