@@ -17,7 +17,12 @@ from purgatory.sim.messages import (
     ProduceResult,
     TopicMetadata,
 )
-from purgatory.sim.operations import DelayedDeleteRecords, DelayedFetch, DelayedProduce
+from purgatory.sim.operations import (
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedProduce,
+    DelayedReplicaFetch,
+)
 
 __all__ = [
     "Broker",
@@ -27,6 +32,7 @@ __all__ = [
     "DelayedDeleteRecords",
     "DelayedFetch",
     "DelayedProduce",
+    "DelayedReplicaFetch",
     "DeleteRecordsResult",
     "ErrorCode",
     "FetchResult",

@@ -18,15 +18,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Self, final
+from typing import Self, TypeVar, final
 
-from purgatory import DelayedOperationPurgatory, loop_clock_ms
-from purgatory.sim import controller
+from purgatory import DelayedOperationPurgatory, OperationCancelled, loop_clock_ms
+from purgatory.sim import controller, handlers
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.faults import Latency
-from purgatory.sim.log import RecordBatch
 from purgatory.sim.messages import (
     ClusterMetadata,
     DeleteRecordsResult,
@@ -37,16 +36,31 @@ from purgatory.sim.operations import (
     DelayedDeleteRecords,
     DelayedFetch,
     DelayedProduce,
-    PartitionStatus,
-    park,
+    DelayedReplicaFetch,
+    _Replying,
 )
 from purgatory.sim.partition import HighWatermarkListener, Partition
 from purgatory.sim.replication import ReplicaFetcher
 from purgatory.sim.validate import check_int, check_records
 
 Entries = Sequence[tuple[bytes | None, bytes]]
-# (partition, epoch, error, batches, leader hw, leader log start): one partition's answer
-FollowerResponse = tuple[Partition, int, ErrorCode, list[RecordBatch], int, int]
+R = TypeVar("R")
+
+
+async def _wait(op: _Replying[R]) -> R | None:
+    """Wait for a parked request's answer; None if the broker shut down first.
+
+    If the waiting task is cancelled (the client went away), the op is abandoned: nobody
+    is left to answer, so it must not stay watched until its timeout.
+    """
+    try:
+        await op
+    except asyncio.CancelledError:
+        op.abandon()
+        raise
+    except OperationCancelled:
+        return None
+    return op.result
 
 
 # A replica fetch's network round trip within a data centre; it also lets a round
@@ -104,8 +118,8 @@ class Cluster:
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
             DelayedOperationPurgatory("Produce", purge_interval=purge_interval)
         )
-        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
-            "Fetch", purge_interval=purge_interval
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch | DelayedReplicaFetch] = (
+            DelayedOperationPurgatory("Fetch", purge_interval=purge_interval)
         )
         self.delete_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
             DelayedOperationPurgatory("DeleteRecords", purge_interval=purge_interval)
@@ -114,7 +128,7 @@ class Cluster:
         self.purgatories: dict[
             str,
             DelayedOperationPurgatory[DelayedProduce]
-            | DelayedOperationPurgatory[DelayedFetch]
+            | DelayedOperationPurgatory[DelayedFetch | DelayedReplicaFetch]
             | DelayedOperationPurgatory[DelayedDeleteRecords],
         ] = {
             p.name: p for p in (self.produce_purgatory, self.fetch_purgatory, self.delete_purgatory)
@@ -131,6 +145,7 @@ class Cluster:
         #: bumped on every leadership or liveness change (fetchers recompute their targets)
         self.metadata_version = 0
         self._metadata_event = asyncio.Event()
+        self._metadata_callbacks: list[Callable[[], None]] = []
         self._ids = itertools.count(1)
         self._isr_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -164,8 +179,12 @@ class Cluster:
             except asyncio.CancelledError:
                 pass
         for fetcher in self.fetchers.values():
-            await fetcher.stop()
+            fetcher.stop()
         for purgatory in self.purgatories.values():
+            for p in self.partitions():
+                for key in (p.key, p.replica_key):
+                    for op in purgatory.cancel_for_key(key):
+                        op.answer_unavailable()
             await purgatory.shutdown()
 
     async def __aenter__(self) -> Self:
@@ -245,6 +264,15 @@ class Cluster:
         self.metadata_version += 1
         event, self._metadata_event = self._metadata_event, asyncio.Event()
         event.set()
+        callbacks, self._metadata_callbacks = self._metadata_callbacks, []
+        if callbacks:
+            loop = asyncio.get_running_loop()
+            for callback in callbacks:
+                loop.call_soon(callback)
+
+    def call_on_metadata_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once, soon after the next leadership or liveness change."""
+        self._metadata_callbacks.append(callback)
 
     async def metadata_changed(self) -> None:
         """Wait for the next leadership or liveness change."""
@@ -261,12 +289,32 @@ class Cluster:
     # -- requests ------------------------------------------------------------------------------
 
     def _leader_partition(self, topic: str, partition: int) -> Partition | ErrorCode:
+        if self._closed:
+            return ErrorCode.BROKER_NOT_AVAILABLE
         p = self.partition(topic, partition)
         if p is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if p.leader is None or not self.brokers[p.leader].alive:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return p
+
+    def _produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Entries,
+        acks: int,
+        timeout_ms: int,
+        reply: Callable[[ProduceResult], None] | None,
+    ) -> ProduceResult | DelayedProduce:
+        if acks not in (-1, 0, 1) or isinstance(acks, bool):
+            raise ValueError(f"{ErrorCode.INVALID_REQUIRED_ACKS}: acks must be -1, 0 or 1")
+        check_int("timeout_ms", timeout_ms, 0)
+        entries = check_records(records)
+        p = self._leader_partition(topic, partition)
+        if isinstance(p, ErrorCode):
+            return ProduceResult(p)
+        return handlers.produce(self, p, entries, acks, timeout_ms, reply)
 
     async def produce(
         self,
@@ -279,33 +327,47 @@ class Cluster:
         """Append ``records`` (``(key, value)`` pairs) on the leader. acks=-1 (all) waits
         in DelayedProduce until the HW covers them; acks=1 answers after the leader
         append; acks=0 too, with base_offset -1 (Kafka sends no response)."""
-        if acks not in (-1, 0, 1) or isinstance(acks, bool):
-            raise ValueError(f"{ErrorCode.INVALID_REQUIRED_ACKS}: acks must be -1, 0 or 1")
-        check_int("timeout_ms", timeout_ms, 0)
-        entries = check_records(records)
-        if self._closed:
-            return ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        answer = self._produce(topic, partition, records, acks, timeout_ms, None)
+        if isinstance(answer, ProduceResult):
+            return answer
+        return await _wait(answer) or ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
+
+    def send_produce(
+        self,
+        topic: str,
+        partition: int,
+        records: Entries,
+        acks: int,
+        timeout_ms: int,
+        reply: Callable[[ProduceResult], None],
+    ) -> DelayedProduce | None:
+        """:meth:`produce` for callback clients: ``reply(result)`` runs exactly once, maybe
+        before this returns. Returns the parked operation, if any (``abandon()`` drops
+        it). No task or future per request: the simulated clients use this."""
+        answer = self._produce(topic, partition, records, acks, timeout_ms, reply)
+        if isinstance(answer, ProduceResult):
+            reply(answer)
+            return None
+        return answer
+
+    def _fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        min_bytes: int,
+        max_bytes: int,
+        max_wait_ms: int,
+        reply: Callable[[FetchResult], None] | None,
+    ) -> FetchResult | DelayedFetch:
+        check_int("offset", offset, 0)
+        check_int("min_bytes", min_bytes, 0)
+        check_int("max_bytes", max_bytes, 1)
+        check_int("max_wait_ms", max_wait_ms, 0)
         p = self._leader_partition(topic, partition)
         if isinstance(p, ErrorCode):
-            return ProduceResult(p)
-        if acks == -1 and len(p.isr) < self.min_insync_replicas:
-            return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
-        batch, hw_advanced = p.append(entries)
-        key = p.key
-        # new bytes for parked follower fetches (consumers wait for the HW)
-        await self.fetch_purgatory.check_and_complete(p.replica_key)
-        if hw_advanced:
-            await self.on_high_watermark(p, produce=False)
-        if acks != -1:
-            return ProduceResult(ErrorCode.NONE, batch.base_offset if acks == 1 else -1)
-        status = PartitionStatus(p, batch.end_offset, batch.base_offset)
-        op = DelayedProduce(
-            timeout_ms, [status], self.next_op_id("produce"), self.min_insync_replicas
-        )
-        if not await park(self.produce_purgatory, op, (key,)):
-            return ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
-        error = status.error or ErrorCode.REQUEST_TIMED_OUT
-        return ProduceResult(error, batch.base_offset if error is ErrorCode.NONE else -1)
+            return FetchResult(p)
+        return handlers.fetch(self, p, offset, min_bytes, max_bytes, max_wait_ms, reply)
 
     async def fetch(
         self,
@@ -318,32 +380,27 @@ class Cluster:
     ) -> FetchResult:
         """A consumer fetch: records from ``offset`` up to the HW. Waits in DelayedFetch
         until ``min_bytes`` are readable or ``max_wait_ms`` passes."""
-        check_int("offset", offset, 0)
-        check_int("min_bytes", min_bytes, 0)
-        check_int("max_bytes", max_bytes, 1)
-        check_int("max_wait_ms", max_wait_ms, 0)
-        if self._closed:
-            return FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
-        p = self._leader_partition(topic, partition)
-        if isinstance(p, ErrorCode):
-            return FetchResult(p)
-        log = p.leader_log
-        if offset < log.log_start_offset or offset > log.leo:
-            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
-        hw = p.hw
-        if max_wait_ms > 0 and (hw <= offset or log.bytes_between(offset, hw) < min_bytes):
-            status = PartitionStatus(p, offset)
-            op = DelayedFetch(max_wait_ms, [status], min_bytes, self.next_op_id("fetch"), False)
-            if not await park(self.fetch_purgatory, op, (p.key,)):
-                return FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
-            if status.error is not None or p.leader is None:
-                return FetchResult(status.error or ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            log = p.leader_log
-            if offset < log.log_start_offset or offset > log.leo:
-                return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
-            hw = p.hw
-        records = log.read_records(offset, hw, max_bytes) if hw > offset else []
-        return FetchResult(ErrorCode.NONE, hw, records, log.log_start_offset)
+        answer = self._fetch(topic, partition, offset, min_bytes, max_bytes, max_wait_ms, None)
+        if isinstance(answer, FetchResult):
+            return answer
+        return await _wait(answer) or FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
+
+    def send_fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        min_bytes: int,
+        max_bytes: int,
+        max_wait_ms: int,
+        reply: Callable[[FetchResult], None],
+    ) -> DelayedFetch | None:
+        """:meth:`fetch` for callback clients, like :meth:`send_produce`."""
+        answer = self._fetch(topic, partition, offset, min_bytes, max_bytes, max_wait_ms, reply)
+        if isinstance(answer, FetchResult):
+            reply(answer)
+            return None
+        return answer
 
     async def delete_records(
         self, topic: str, partition: int, offset: int, timeout_ms: int = 30_000
@@ -352,41 +409,26 @@ class Cluster:
         DelayedDeleteRecords until every live replica's log start reached it."""
         check_int("offset", offset, -1)
         check_int("timeout_ms", timeout_ms, 0)
-        if self._closed:
-            return DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
         p = self._leader_partition(topic, partition)
         if isinstance(p, ErrorCode):
             return DeleteRecordsResult(p)
-        target = p.hw if offset == -1 else offset
-        if target > p.hw:
-            return DeleteRecordsResult(ErrorCode.OFFSET_OUT_OF_RANGE)
-        p.leader_log.delete_before(target)
-        await self.on_leadership_change(p)  # parked fetches below the new log start
-        status = PartitionStatus(p, target)
-        op = DelayedDeleteRecords(timeout_ms, [status], self.next_op_id("delete"), self.is_alive)
-        if not await park(self.delete_purgatory, op, (p.key,)):
-            return DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
-        error = status.error or ErrorCode.REQUEST_TIMED_OUT
-        return DeleteRecordsResult(error, p.low_watermark(self.is_alive))
+        answer = handlers.delete_records(self, p, offset, timeout_ms, None)
+        if isinstance(answer, DeleteRecordsResult):
+            return answer
+        return await _wait(answer) or DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
 
-    async def handle_follower_fetch(
-        self, follower: int, requests: list[tuple[Partition, int, int, int]]
-    ) -> list[FollowerResponse]:
-        """The leader side of a replica fetch (used by :class:`ReplicaFetcher`)."""
-        return await controller.handle_follower_fetch(self, follower, requests)
-
-    async def on_leadership_change(self, p: Partition) -> None:
+    def on_leadership_change(self, p: Partition) -> None:
         """The epoch or the log start moved: every parked request on ``p`` may be done."""
-        await self.fetch_purgatory.check_and_complete(p.replica_key)
-        await self.on_high_watermark(p)
+        self.fetch_purgatory.check_and_complete_nowait(p.replica_key)
+        self.on_high_watermark(p)
 
-    async def on_high_watermark(self, p: Partition, *, produce: bool = True) -> None:
+    def on_high_watermark(self, p: Partition, *, produce: bool = True) -> None:
         """The HW moved: parked produces, consumer fetches and deletes may be done."""
         key = p.key
         if produce:
-            await self.produce_purgatory.check_and_complete(key)
-        await self.fetch_purgatory.check_and_complete(key)
-        await self.delete_purgatory.check_and_complete(key)
+            self.produce_purgatory.check_and_complete_nowait(key)
+        self.fetch_purgatory.check_and_complete_nowait(key)
+        self.delete_purgatory.check_and_complete_nowait(key)
 
     # -- faults --------------------------------------------------------------------------------
 
@@ -400,11 +442,11 @@ class Cluster:
         """Kill ``broker``: its fetchers stop; partitions it led fail over to an ISR
         member (or go offline); as a follower it leaves the ISR once it lags
         ``replica_lag_time_max_ms``."""
-        await controller.crash_broker(self, self._broker(broker))
+        controller.crash_broker(self, self._broker(broker))
 
     async def restart_broker(self, broker: int) -> None:
         """Bring ``broker`` back: it truncates to the leaders' logs and catches up."""
-        await controller.restart_broker(self, self._broker(broker))
+        controller.restart_broker(self, self._broker(broker))
 
     async def fail_over(self, topic: str, partition: int, new_leader: int | None = None) -> int:
         """Move leadership to ``new_leader`` (default: the next live ISR member); the old
@@ -413,7 +455,7 @@ class Cluster:
         p = self.partition(topic, partition)
         if p is None:
             raise ValueError(f"{ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}: {topic}-{partition}")
-        return await controller.move_leader(self, p, new_leader)
+        return controller.move_leader(self, p, new_leader)
 
     def _broker(self, broker: int) -> Broker:
         if isinstance(broker, bool) or broker not in self.brokers:

@@ -1,5 +1,4 @@
-"""Controller and leader-side replica logic: elections, crashes, restarts, ISR shrink,
-and answering follower fetches.
+"""Controller logic: elections, crashes, restarts, ISR shrink, metadata.
 
 Kept apart from :mod:`purgatory.sim.cluster` so the public API reads on its own. Every
 leadership change bumps the partition's leader epoch and then checks all three
@@ -14,19 +13,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from purgatory import loop_clock_ms
-from purgatory.sim.errors import ErrorCode
-from purgatory.sim.log import RecordBatch
 from purgatory.sim.messages import (
     BrokerMetadata,
     ClusterMetadata,
     PartitionMetadata,
     TopicMetadata,
 )
-from purgatory.sim.operations import DelayedFetch, PartitionStatus, park
 from purgatory.sim.partition import Partition
 
 if TYPE_CHECKING:
-    from purgatory.sim.cluster import Broker, Cluster, FollowerResponse
+    from purgatory.sim.cluster import Broker, Cluster
 
 
 def elect_leader(cluster: Cluster, p: Partition, exclude: int | None) -> int | None:
@@ -47,13 +43,13 @@ def elect_leader(cluster: Cluster, p: Partition, exclude: int | None) -> int | N
     return candidates[0]
 
 
-async def crash_broker(cluster: Cluster, broker: Broker) -> None:
+def crash_broker(cluster: Cluster, broker: Broker) -> None:
     if not broker.alive:
         return
     broker.alive = False
     for (follower, _leader), fetcher in cluster.fetchers.items():
         if follower == broker.broker_id:
-            await fetcher.stop()
+            fetcher.stop()
     touched = []
     for p in cluster.partitions():
         if p.leader == broker.broker_id:
@@ -63,10 +59,10 @@ async def crash_broker(cluster: Cluster, broker: Broker) -> None:
             touched.append(p)  # DeleteRecords no longer waits for it
     cluster.bump_metadata()
     for p in touched:
-        await cluster.on_leadership_change(p)
+        cluster.on_leadership_change(p)
 
 
-async def restart_broker(cluster: Cluster, broker: Broker) -> None:
+def restart_broker(cluster: Cluster, broker: Broker) -> None:
     if broker.alive:
         return
     broker.alive = True
@@ -87,10 +83,10 @@ async def restart_broker(cluster: Cluster, broker: Broker) -> None:
     if not cluster.closed:
         cluster.ensure_fetchers()
     for p in touched:
-        await cluster.on_leadership_change(p)
+        cluster.on_leadership_change(p)
 
 
-async def move_leader(cluster: Cluster, p: Partition, new_leader: int | None) -> int:
+def move_leader(cluster: Cluster, p: Partition, new_leader: int | None) -> int:
     candidates = [b for b in p.replicas if b != p.leader and b in p.isr and cluster.is_alive(b)]
     if new_leader is None:
         if not candidates:
@@ -105,7 +101,7 @@ async def move_leader(cluster: Cluster, p: Partition, new_leader: int | None) ->
         if broker != new_leader and cluster.is_alive(broker):
             p.become_follower(broker)
     cluster.bump_metadata()
-    await cluster.on_leadership_change(p)
+    cluster.on_leadership_change(p)
     return new_leader
 
 
@@ -120,63 +116,7 @@ async def isr_shrink_loop(cluster: Cluster) -> None:
             if p.leader is None or not cluster.is_alive(p.leader):
                 continue
             if p.shrink_isr(now, lag) and p.maybe_increment_hw():
-                await cluster.on_high_watermark(p)
-
-
-async def handle_follower_fetch(
-    cluster: Cluster, follower: int, requests: list[tuple[Partition, int, int, int]]
-) -> list[FollowerResponse]:
-    """Record each follower's fetch offset (which may advance the HW), then park the fetch
-    until ``replica_fetch_min_bytes`` past the offsets or the max wait, then read."""
-    now = loop_clock_ms()
-    errors: dict[int, ErrorCode] = {}
-    statuses: list[PartitionStatus] = []
-    for i, (p, epoch, offset, lso) in enumerate(requests):
-        if p.leader_epoch != epoch or p.leader is None:
-            errors[i] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            continue
-        log = p.leader_log
-        if offset > log.leo or offset < log.log_start_offset:
-            errors[i] = ErrorCode.OFFSET_OUT_OF_RANGE
-            continue
-        hw_advanced, lso_moved, _ = p.update_follower(follower, offset, lso, now)
-        if hw_advanced:
-            await cluster.on_high_watermark(p)
-        elif lso_moved:
-            await cluster.delete_purgatory.check_and_complete(p.key)
-        statuses.append(PartitionStatus(p, offset))
-    wait = cluster.replica_fetch_wait_max_ms
-    if statuses and not errors and wait > 0:
-        available = 0
-        for status in statuses:
-            log = status.partition.leader_log
-            available += log.bytes_between(status.required_offset, log.leo)
-        if available < cluster.replica_fetch_min_bytes:
-            op = DelayedFetch(
-                wait,
-                statuses,
-                cluster.replica_fetch_min_bytes,
-                cluster.next_op_id("replica-fetch"),
-                follower=True,
-            )
-            keys = [status.partition.replica_key for status in statuses]
-            if not await park(cluster.fetch_purgatory, op, keys):
-                return []
-    max_bytes = cluster.replica_fetch_max_bytes
-    out: list[FollowerResponse] = []
-    for i, (p, epoch, offset, _lso) in enumerate(requests):
-        error = errors.get(i)
-        if error is None and (p.leader_epoch != epoch or p.leader is None):
-            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if error is not None:
-            out.append((p, epoch, error, [], -1, -1))
-            continue
-        log = p.leader_log
-        batches: list[RecordBatch] = (
-            log.read_batches(offset, log.leo, max_bytes) if log.leo > offset else []
-        )
-        out.append((p, epoch, ErrorCode.NONE, batches, p.hw, log.log_start_offset))
-    return out
+                cluster.on_high_watermark(p)
 
 
 def assign_replicas(

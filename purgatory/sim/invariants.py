@@ -15,7 +15,12 @@ from typing import final
 from purgatory import OperationRecord
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.errors import ErrorCode
-from purgatory.sim.operations import DelayedDeleteRecords, DelayedFetch, DelayedProduce
+from purgatory.sim.operations import (
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedProduce,
+    DelayedReplicaFetch,
+)
 from purgatory.sim.partition import Partition
 
 # The timer works in whole ms on a float clock; the loop may fire a hair early.
@@ -76,7 +81,7 @@ class InvariantChecker:
             return
         if isinstance(op, DelayedProduce):
             self._check_produce(op)
-        elif isinstance(op, DelayedFetch):
+        elif isinstance(op, DelayedFetch | DelayedReplicaFetch):
             self._check_fetch(op)
         elif isinstance(op, DelayedDeleteRecords):
             self._check_delete(op)
@@ -97,7 +102,7 @@ class InvariantChecker:
             elif status.error is None:
                 self._fail(f"{op.op_id}: completed with {p.key} undecided")
 
-    def _check_fetch(self, op: DelayedFetch) -> None:
+    def _check_fetch(self, op: DelayedFetch | DelayedReplicaFetch) -> None:
         if op.error is not None:
             if not any(s.partition.leader_epoch != s.epoch for s in op.statuses):
                 self._fail(f"{op.op_id}: completed with {op.error} but no leader changed")

@@ -1,44 +1,36 @@
-"""The broker's delayed operations: DelayedProduce, DelayedFetch, DelayedDeleteRecords.
+"""The broker's delayed operations: DelayedProduce, DelayedFetch, DelayedReplicaFetch and
+DelayedDeleteRecords.
 
 Each keeps one status per topic-partition, remembers the leader epoch it was created
 under, and decides from the partition state alone (synchronous ``try_complete``), as in
 Kafka's replica manager. A changed epoch means leadership moved: the op completes with
 NOT_LEADER_OR_FOLLOWER for that partition and the client retries on the new leader.
+
+Completion builds the response in ``on_complete`` (Kafka's ``onComplete``), keeps it in
+``result`` and hands it to ``reply`` if one was given: callback clients need no task
+and no future per request; ``await op`` then reading ``op.result`` serves async callers.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Hashable, Sequence
-from typing import Any, ClassVar, final
+from collections.abc import Callable
+from typing import ClassVar, Generic, TypeVar, final
 
-from purgatory import DelayedOperation, DelayedOperationPurgatory, OperationCancelled
+from purgatory import DelayedOperation
 from purgatory.sim.errors import ErrorCode
+from purgatory.sim.log import RecordBatch
+from purgatory.sim.messages import DeleteRecordsResult, FetchResult, ProduceResult
 from purgatory.sim.partition import Partition
 
 _NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 _TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT
 _NONE = ErrorCode.NONE
+_UNAVAILABLE = ErrorCode.BROKER_NOT_AVAILABLE
 
+R = TypeVar("R")
 
-async def park(
-    purgatory: DelayedOperationPurgatory[Any], op: DelayedOperation, keys: Sequence[Hashable]
-) -> bool:
-    """Watch ``op`` and wait for it; False if the purgatory shut down before it finished.
-
-    If the waiting task is cancelled (the client went away), the op is abandoned: nobody
-    is left to answer, so it must not stay watched until its timeout.
-    """
-    if await purgatory.try_complete_else_watch(op, keys):
-        return True
-    try:
-        await op
-    except asyncio.CancelledError:
-        op.abandon()
-        raise
-    except OperationCancelled:
-        return False
-    return True
+# (partition, epoch, error, batches, leader hw, leader log start): one partition's answer
+FollowerResponse = tuple[Partition, int, ErrorCode, list[RecordBatch], int, int]
 
 
 @final
@@ -55,6 +47,27 @@ class PartitionStatus:
         self.error: ErrorCode | None = None  # None while undecided
 
 
+def read_consumer_fetch(p: Partition, offset: int, max_bytes: int) -> FetchResult:
+    """A consumer's answer from the leader's current state: records up to the HW."""
+    if p.leader is None:
+        return FetchResult(_NOT_LEADER)
+    log = p.logs[p.leader]
+    hw = p.hws[p.leader]
+    if offset < log.log_start_offset or offset > log.leo:
+        return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, [], log.log_start_offset)
+    records = log.read_records(offset, hw, max_bytes) if hw > offset else []
+    return FetchResult(_NONE, hw, records, log.log_start_offset)
+
+
+def read_follower_fetch(p: Partition, epoch: int, offset: int, max_bytes: int) -> FollowerResponse:
+    """A follower's answer for one partition: whole batches up to the leader's LEO."""
+    if p.leader_epoch != epoch or p.leader is None:
+        return (p, epoch, _NOT_LEADER, [], -1, -1)
+    log = p.logs[p.leader]
+    batches = log.read_batches(offset, log.leo, max_bytes) if log.leo > offset else []
+    return (p, epoch, _NONE, batches, p.hws[p.leader], log.log_start_offset)
+
+
 def _first_error(statuses: list[PartitionStatus]) -> str | None:
     for status in statuses:
         if status.error is not None and status.error is not _NONE:
@@ -62,17 +75,51 @@ def _first_error(statuses: list[PartitionStatus]) -> str | None:
     return None
 
 
-class _PerPartitionOperation(DelayedOperation):
+class _Replying(DelayedOperation, Generic[R]):
+    """An operation that answers its client once, from ``on_complete``."""
+
+    __slots__ = ("op_id", "reply", "result", "statuses")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: list[PartitionStatus],
+        op_id: str,
+        reply: Callable[[R], None] | None,
+    ) -> None:
+        super().__init__(delay_ms)
+        self.statuses = statuses
+        self.op_id = op_id
+        self.reply = reply
+        self.result: R | None = None
+
+    def response(self) -> R:
+        """The answer, built from the state at completion."""
+        raise NotImplementedError
+
+    def unavailable(self) -> R:
+        """The answer when the broker shuts down under the request."""
+        raise NotImplementedError
+
+    def on_complete(self) -> None:
+        self.result = result = self.response()
+        if self.reply is not None:
+            self.reply(result)
+
+    def answer_unavailable(self) -> None:
+        """Drop the request (broker shutdown) and tell its client so."""
+        if self.abandon():
+            self.result = result = self.unavailable()
+            if self.reply is not None:
+                self.reply(result)
+
+
+class _PerPartitionOperation(_Replying[R]):
     """A request that waits for a condition on every one of its partitions (Kafka's
     DelayedProduce and DelayedDeleteRecords): a partition whose leader moved answers
     NOT_LEADER_OR_FOLLOWER, one still undecided at expiry REQUEST_TIMED_OUT."""
 
-    __slots__ = ("op_id", "statuses")
-
-    def __init__(self, delay_ms: int, statuses: list[PartitionStatus], op_id: str) -> None:
-        super().__init__(delay_ms)
-        self.statuses = statuses
-        self.op_id = op_id
+    __slots__ = ()
 
     def decide(self, status: PartitionStatus) -> ErrorCode | None:
         """The partition's answer once its condition holds; None while it must wait."""
@@ -99,10 +146,11 @@ class _PerPartitionOperation(DelayedOperation):
                 if status.error is None:
                     status.error = _TIMED_OUT
             self.error = _first_error(self.statuses)
+        super().on_complete()
 
 
 @final
-class DelayedProduce(_PerPartitionOperation):
+class DelayedProduce(_PerPartitionOperation[ProduceResult]):
     """acks=all: wait until the HW covers ``required_offset`` (last offset + 1) on every
     partition, with at least ``min_insync_replicas`` in the ISR."""
 
@@ -115,8 +163,9 @@ class DelayedProduce(_PerPartitionOperation):
         statuses: list[PartitionStatus],
         op_id: str,
         min_insync_replicas: int = 1,
+        reply: Callable[[ProduceResult], None] | None = None,
     ) -> None:
-        super().__init__(delay_ms, statuses, op_id)
+        super().__init__(delay_ms, statuses, op_id, reply)
         self.min_insync_replicas = min_insync_replicas
 
     def decide(self, status: PartitionStatus) -> ErrorCode | None:
@@ -127,15 +176,56 @@ class DelayedProduce(_PerPartitionOperation):
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return _NONE
 
+    def response(self) -> ProduceResult:
+        status = self.statuses[0]  # the cluster's requests name one partition
+        error = status.error or _TIMED_OUT
+        return ProduceResult(error, status.base_offset if error is _NONE else -1)
+
+    def unavailable(self) -> ProduceResult:
+        return ProduceResult(_UNAVAILABLE)
+
 
 @final
-class DelayedFetch(DelayedOperation):
+class DelayedDeleteRecords(_PerPartitionOperation[DeleteRecordsResult]):
+    """Wait until every live replica's log start offset reached the requested offset."""
+
+    __slots__ = ("alive",)
+    kind: ClassVar[str] = "delete-records"
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: list[PartitionStatus],
+        op_id: str,
+        alive: Callable[[int], bool],
+        reply: Callable[[DeleteRecordsResult], None] | None = None,
+    ) -> None:
+        super().__init__(delay_ms, statuses, op_id, reply)
+        self.alive = alive
+
+    def decide(self, status: PartitionStatus) -> ErrorCode | None:
+        if status.partition.low_watermark(self.alive) >= status.required_offset:
+            return _NONE
+        return None
+
+    def response(self) -> DeleteRecordsResult:
+        status = self.statuses[0]
+        return DeleteRecordsResult(
+            status.error or _TIMED_OUT, status.partition.low_watermark(self.alive)
+        )
+
+    def unavailable(self) -> DeleteRecordsResult:
+        return DeleteRecordsResult(_UNAVAILABLE)
+
+
+class _FetchCondition(_Replying[R]):
     """Wait until ``min_bytes`` are readable past the fetch offsets (up to the HW for a
     consumer, up to the LEO for a follower) or ``max_wait_ms`` passes. Expiry is not an
-    error: the fetch answers with whatever is there. The response is read afterwards,
-    from the current state, like Kafka's ``onComplete``."""
+    error: the fetch answers with whatever is there, read at completion like Kafka's
+    ``onComplete``."""
 
-    __slots__ = ("follower", "kind", "min_bytes", "op_id", "statuses")
+    __slots__ = ("max_bytes", "min_bytes")
+    follower: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -143,14 +233,12 @@ class DelayedFetch(DelayedOperation):
         statuses: list[PartitionStatus],
         min_bytes: int,
         op_id: str,
-        follower: bool,
+        max_bytes: int = 1 << 20,
+        reply: Callable[[R], None] | None = None,
     ) -> None:
-        super().__init__(delay_ms)
-        self.statuses = statuses  # required_offset holds the fetch offset
-        self.min_bytes = min_bytes
-        self.op_id = op_id
-        self.follower = follower
-        self.kind = "fetch-follower" if follower else "fetch-consumer"
+        super().__init__(delay_ms, statuses, op_id, reply)
+        self.min_bytes = min_bytes  # statuses' required_offset holds the fetch offset
+        self.max_bytes = max_bytes
 
     def try_complete(self) -> bool:
         available = 0
@@ -175,23 +263,37 @@ class DelayedFetch(DelayedOperation):
 
 
 @final
-class DelayedDeleteRecords(_PerPartitionOperation):
-    """Wait until every live replica's log start offset reached the requested offset."""
+class DelayedFetch(_FetchCondition[FetchResult]):
+    """A consumer's long poll on one partition: records up to the HW."""
 
-    __slots__ = ("alive",)
-    kind: ClassVar[str] = "delete-records"
+    __slots__ = ()
+    kind: ClassVar[str] = "fetch-consumer"
 
-    def __init__(
-        self,
-        delay_ms: int,
-        statuses: list[PartitionStatus],
-        op_id: str,
-        alive: Callable[[int], bool],
-    ) -> None:
-        super().__init__(delay_ms, statuses, op_id)
-        self.alive = alive
+    def response(self) -> FetchResult:
+        status = self.statuses[0]
+        if status.error is not None:
+            return FetchResult(status.error)
+        return read_consumer_fetch(status.partition, status.required_offset, self.max_bytes)
 
-    def decide(self, status: PartitionStatus) -> ErrorCode | None:
-        if status.partition.low_watermark(self.alive) >= status.required_offset:
-            return _NONE
-        return None
+    def unavailable(self) -> FetchResult:
+        return FetchResult(_UNAVAILABLE)
+
+
+@final
+class DelayedReplicaFetch(_FetchCondition[list[FollowerResponse]]):
+    """A follower's fetch for every partition it follows on one leader: whole batches up
+    to the leader's LEO."""
+
+    __slots__ = ()
+    kind: ClassVar[str] = "fetch-follower"
+    follower: ClassVar[bool] = True
+
+    def response(self) -> list[FollowerResponse]:
+        max_bytes = self.max_bytes
+        return [
+            read_follower_fetch(s.partition, s.epoch, s.required_offset, max_bytes)
+            for s in self.statuses
+        ]
+
+    def unavailable(self) -> list[FollowerResponse]:
+        return []

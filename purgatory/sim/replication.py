@@ -1,10 +1,15 @@
-"""Follower replication: one fetcher task per (follower broker, leader broker) pair.
+"""Follower replication: one fetcher per (follower broker, leader broker) pair.
 
 Like Kafka's ReplicaFetcherThread, a fetcher sends one fetch for every partition it
 follows on that leader, from its log end offset. The leader parks the fetch in the
 ``Fetch`` purgatory until there are new bytes (or ``replica_fetch_wait_max_ms`` passes),
 and learns the follower's LEO from the offset it fetched at, which is what moves the HW.
-A slow follower adds a sampled latency to each round trip.
+The answer reaches the follower one network round trip later (plus a sampled latency
+for a slow follower), and the next fetch goes out at once: an idle cluster costs one
+round per fetcher per max wait, a busy one batches every append of a round trip.
+
+The fetcher is a chain of loop callbacks (send, reply, apply, send...), not a task: a
+round costs no coroutine, future or task switch.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, final
 
+from purgatory.sim import handlers
 from purgatory.sim.errors import ErrorCode
 
 if TYPE_CHECKING:
     from purgatory.sim.cluster import Cluster
+    from purgatory.sim.operations import DelayedReplicaFetch, FollowerResponse
     from purgatory.sim.partition import Partition
 
 
@@ -28,24 +35,39 @@ class ReplicaFetcher:
         self.follower = follower
         self.leader = leader
         self.rounds = 0
-        self._task: asyncio.Task[None] | None = None
+        self._running = False
+        self._generation = 0  # a callback from before a stop/start finds a newer one
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.Handle | None = None
+        self._parked: DelayedReplicaFetch | None = None
         self._version = -1
         self._targets: list[Partition] = []
 
-    def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"replica-fetcher-{self.follower}-from-{self.leader}"
-            )
+    @property
+    def running(self) -> bool:
+        return self._running
 
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+    def start(self) -> None:
+        """Start fetching (soon, from the running loop); no-op if running."""
+        if self._running:
+            return
+        self._running = True
+        self._generation += 1
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_soon(self._send)
+
+    def stop(self) -> None:
+        """Stop at once: a pending answer is dropped, a parked fetch abandoned."""
+        if not self._running:
+            return
+        self._running = False
+        self._generation += 1
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            parked.abandon()
 
     def _current_targets(self) -> list[Partition]:
         cluster = self.cluster
@@ -58,35 +80,69 @@ class ReplicaFetcher:
             ]
         return self._targets
 
-    async def _run(self) -> None:
+    def _send(self) -> None:
+        """Send the next fetch, or wait for a metadata change if there is nothing to do."""
+        self._handle = None
+        if not self._running:
+            return
         cluster = self.cluster
+        targets = self._current_targets()
+        if not targets or not cluster.is_alive(self.leader):
+            generation = self._generation
+            cluster.call_on_metadata_change(lambda: self._resume(generation))
+            return
         follower = self.follower
+        requests = []
+        for p in targets:
+            log = p.logs[follower]
+            requests.append((p, p.leader_epoch, log.leo, log.log_start_offset))
+        answer = handlers.replica_fetch(cluster, follower, requests, self._on_response)
+        if isinstance(answer, list):
+            self._on_response(answer)
+        elif not answer.is_done:
+            self._parked = answer
+
+    def _resume(self, generation: int) -> None:
+        if self._running and generation == self._generation and self._handle is None:
+            self._send()
+
+    def _on_response(self, responses: list[FollowerResponse]) -> None:
+        """The leader answered: deliver it after the round trip."""
+        self._parked = None
+        if not self._running:
+            return
+        self.rounds += 1
+        cluster = self.cluster
         rng = cluster.rng
-        while True:
-            targets = self._current_targets()
-            if not targets or not cluster.is_alive(self.leader):
-                await cluster.metadata_changed()
-                continue
-            requests = [
-                (p, p.leader_epoch, p.logs[follower].leo, p.logs[follower].log_start_offset)
-                for p in targets
-            ]
-            responses = await cluster.handle_follower_fetch(follower, requests)
-            self.rounds += 1
-            delay_ms = 0.0 if cluster.replica_rtt is None else cluster.replica_rtt.sample_ms(rng)
-            latency = cluster.brokers[follower].latency
-            if latency is not None:
-                delay_ms += latency.sample_ms(rng)
-            if delay_ms > 0:
-                await asyncio.sleep(delay_ms / 1000.0)
-            for partition, epoch, error, batches, hw, lso in responses:
-                if partition.leader_epoch != epoch:
-                    continue  # leadership moved while in flight; the controller truncated us
-                if error is ErrorCode.NONE:
-                    partition.apply_fetch(follower, batches, hw, lso)
-                elif error is ErrorCode.OFFSET_OUT_OF_RANGE:
-                    log = partition.logs[follower]
-                    if log.leo > partition.leo:
-                        partition.become_follower(follower)
-                    else:
-                        log.reset_to(partition.leader_log.log_start_offset)
+        delay_ms = 0.0 if cluster.replica_rtt is None else cluster.replica_rtt.sample_ms(rng)
+        latency = cluster.brokers[self.follower].latency
+        if latency is not None:
+            delay_ms += latency.sample_ms(rng)
+        loop = self._loop
+        assert loop is not None
+        if delay_ms > 0:
+            self._handle = loop.call_later(delay_ms / 1000.0, self._apply, responses)
+        else:
+            self._handle = loop.call_soon(self._apply, responses)
+
+    def _apply(self, responses: list[FollowerResponse]) -> None:
+        self._handle = None
+        if not self._running:
+            return
+        follower = self.follower
+        for partition, epoch, error, batches, hw, lso in responses:
+            if partition.leader_epoch != epoch:
+                continue  # leadership moved while in flight; the controller truncated us
+            if error is ErrorCode.NONE:
+                partition.apply_fetch(follower, batches, hw, lso)
+            elif error is ErrorCode.OFFSET_OUT_OF_RANGE:
+                log = partition.logs[follower]
+                if log.leo > partition.leo:
+                    partition.become_follower(follower)
+                else:
+                    log.reset_to(partition.leader_log.log_start_offset)
+        self._send()
+
+    def __repr__(self) -> str:
+        state = "running" if self._running else "stopped"
+        return f"<ReplicaFetcher {self.follower} from {self.leader} {state} rounds={self.rounds}>"

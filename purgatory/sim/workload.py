@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass
-from typing import Any, final
+from typing import final
 
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.errors import ErrorCode
+from purgatory.sim.messages import FetchResult, ProduceResult
 from purgatory.sim.validate import check_int
 
 _RETRIABLE = frozenset(
@@ -95,17 +96,19 @@ class Workload:
         self.errors: dict[str, int] = {}
         self._seq = 0
         self._pad = b"x" * (config.record_bytes - 12)
-        self._inflight: set[asyncio.Task[None]] = set()
+        self._acked_records = 0
+        self._in_flight = 0  # requests sent and not answered yet
+        self._drained: asyncio.Future[None] | None = None  # set when in-flight drops to 0
         self._arrivals: list[asyncio.Task[None]] = []
         self._stopping = False
 
     @property
     def acked_records(self) -> int:
-        return sum(len(entries) for _p, _base, entries in self.acked)
+        return self._acked_records
 
     @property
     def in_flight(self) -> int:
-        return len(self._inflight)
+        return self._in_flight
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -120,80 +123,73 @@ class Workload:
         for task in self._arrivals:
             task.cancel()
         await asyncio.gather(*self._arrivals, return_exceptions=True)
-        while self._inflight:
-            await asyncio.gather(*list(self._inflight))
+        if self._in_flight:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
 
     async def _arrive(self, rate: float, produce: bool) -> None:
         loop = asyncio.get_running_loop()
         rng = self.rng
-        spawn = self._spawn
+        send = self._produce if produce else self._fetch
         next_at = loop.time() + rng.expovariate(rate)
         while not self._stopping:
             now = loop.time()
             while next_at <= now:
-                spawn(self._produce() if produce else self._fetch())
+                send()
                 next_at += rng.expovariate(rate)
             # Arrivals due within the same millisecond go out together: one timer per ms
             # instead of one per request, as a client's send loop would batch them.
             await asyncio.sleep(max(next_at - now, ARRIVAL_TICK_S))
 
-    def _spawn(self, coro: Any) -> None:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
-        self._inflight.add(task)
-        task.add_done_callback(self._inflight.discard)
+    def _done(self) -> None:
+        self._in_flight -= 1
+        if not self._in_flight and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
 
     def _error(self, code: ErrorCode) -> None:
         self.errors[code.value] = self.errors.get(code.value, 0) + 1
 
-    async def _produce(self) -> None:
+    def _produce(self) -> None:
         config = self.config
-        counts = self.counts
-        partition = self.rng.randrange(self.partitions)
         entries: list[tuple[bytes | None, bytes]] = []
+        seq = self._seq
+        pad = self._pad
         for _ in range(config.records_per_request):
-            self._seq += 1
-            entries.append((None, b"%012d" % self._seq + self._pad))
-        counts["produce_requests"] += 1
-        for attempt in range(config.retries + 1):
-            result = await self.cluster.produce(
-                config.topic, partition, entries, config.acks, config.produce_timeout_ms
-            )
-            if result.error is ErrorCode.NONE:
-                counts["produce_ok"] += 1
-                if config.acks == -1:
-                    self.acked.append((partition, result.base_offset, entries))
-                return
-            self._error(result.error)
-            if result.error not in _RETRIABLE or attempt == config.retries:
-                break
-            counts["produce_retries"] += 1
-            await asyncio.sleep(config.retry_backoff_ms / 1000.0)
-        counts["produce_failed"] += 1
+            seq += 1
+            entries.append((None, b"%012d" % seq + pad))
+        self._seq = seq
+        self.counts["produce_requests"] += 1
+        self._in_flight += 1
+        _ProduceRequest(self, self.rng.randrange(self.partitions), entries).send()
 
-    async def _fetch(self) -> None:
+    def _fetch(self) -> None:
         config = self.config
         partition = self.rng.randrange(self.partitions)
-        offset = self.positions[partition]
         self.counts["fetch_requests"] += 1
-        result = await self.cluster.fetch(
+        self._in_flight += 1
+        self.cluster.send_fetch(
             config.topic,
             partition,
-            offset,
+            self.positions[partition],
             config.fetch_min_bytes,
             config.fetch_max_bytes,
             config.fetch_max_wait_ms,
+            lambda result: self._fetched(partition, result),
         )
+
+    def _fetched(self, partition: int, result: FetchResult) -> None:
+        counts = self.counts
         if result.error is ErrorCode.OFFSET_OUT_OF_RANGE and result.log_start_offset >= 0:
             self.positions[partition] = max(self.positions[partition], result.log_start_offset)
         if result.error is not ErrorCode.NONE:
-            self.counts["fetch_errors"] += 1
+            counts["fetch_errors"] += 1
             self._error(result.error)
-            return
-        if result.records:
-            self.counts["records_consumed"] += len(result.records)
+        elif result.records:
+            counts["records_consumed"] += len(result.records)
             end = result.records[-1].offset + 1
             if end > self.positions[partition]:
                 self.positions[partition] = end
+        self._done()
 
     def lost_records(self) -> int:
         """Acked records missing from the current leader's log (deleted ones excepted)."""
@@ -213,3 +209,53 @@ class Workload:
                 if record is None or record.value != value or record.key != key:
                     lost += 1
         return lost
+
+
+@final
+class _ProduceRequest:
+    """One producer request and its retries: sent through the cluster's callback API,
+    so that a request costs no task; a retry waits its backoff on a loop timer."""
+
+    __slots__ = ("attempt", "entries", "partition", "workload")
+
+    def __init__(
+        self, workload: Workload, partition: int, entries: list[tuple[bytes | None, bytes]]
+    ) -> None:
+        self.workload = workload
+        self.partition = partition
+        self.entries = entries
+        self.attempt = 0
+
+    def send(self) -> None:
+        w = self.workload
+        config = w.config
+        w.cluster.send_produce(
+            config.topic,
+            self.partition,
+            self.entries,
+            config.acks,
+            config.produce_timeout_ms,
+            self.on_result,
+        )
+
+    def on_result(self, result: ProduceResult) -> None:
+        w = self.workload
+        config = w.config
+        counts = w.counts
+        error = result.error
+        if error is ErrorCode.NONE:
+            counts["produce_ok"] += 1
+            if config.acks == -1:
+                w.acked.append((self.partition, result.base_offset, self.entries))
+                w._acked_records += len(self.entries)
+            w._done()
+            return
+        w._error(error)
+        if error in _RETRIABLE and self.attempt < config.retries and not w.cluster.closed:
+            self.attempt += 1
+            counts["produce_retries"] += 1
+            loop = asyncio.get_running_loop()
+            loop.call_later(config.retry_backoff_ms / 1000.0, self.send)
+            return
+        counts["produce_failed"] += 1
+        w._done()
