@@ -20,7 +20,7 @@ import itertools
 import random
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Self, TypeVar, final
+from typing import Any, Self, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory, OperationCancelled, loop_clock_ms
 from purgatory.sim import controller, handlers
@@ -33,11 +33,12 @@ from purgatory.sim.messages import (
     ProduceResult,
 )
 from purgatory.sim.operations import (
+    BrokerOperation,
     DelayedDeleteRecords,
     DelayedFetch,
     DelayedProduce,
     DelayedReplicaFetch,
-    _Replying,
+    Observer,
 )
 from purgatory.sim.partition import HighWatermarkListener, Partition
 from purgatory.sim.replication import ReplicaFetcher
@@ -47,7 +48,7 @@ Entries = Sequence[tuple[bytes | None, bytes]]
 R = TypeVar("R")
 
 
-async def _wait(op: _Replying[R]) -> R | None:
+async def _wait(op: BrokerOperation[R]) -> R | None:
     """Wait for a parked request's answer; None if the broker shut down first.
 
     If the waiting task is cancelled (the client went away), the op is abandoned: nobody
@@ -56,7 +57,7 @@ async def _wait(op: _Replying[R]) -> R | None:
     try:
         await op
     except asyncio.CancelledError:
-        op.abandon()
+        op.drop()
         raise
     except OperationCancelled:
         return None
@@ -146,6 +147,9 @@ class Cluster:
         self.metadata_version = 0
         self._metadata_event = asyncio.Event()
         self._metadata_callbacks: list[Callable[[], None]] = []
+        self._op_observers: list[Callable[[BrokerOperation[Any], float], None]] = []
+        #: handed to every request operation; None while nobody observes them
+        self.op_observer: Observer | None = None
         self._ids = itertools.count(1)
         self._isr_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -277,6 +281,19 @@ class Cluster:
     async def metadata_changed(self) -> None:
         """Wait for the next leadership or liveness change."""
         await self._metadata_event.wait()
+
+    def add_op_observer(self, observer: Callable[[BrokerOperation[Any], float], None]) -> None:
+        """Call ``observer(op, now_ms)`` for every request operation created from now on,
+        when it finishes: completed, expired, or dropped (cancelled). Cheaper than a
+        purgatory listener (no record is built); the simulation's statistics and
+        invariant checker use it."""
+        self._op_observers.append(observer)
+        self.op_observer = self._op_finished
+
+    def _op_finished(self, op: BrokerOperation[Any]) -> None:
+        now = self.produce_purgatory.timer.now_ms()  # every purgatory reads the loop clock
+        for observer in self._op_observers:
+            observer(op, now)
 
     def next_op_id(self, kind: str) -> str:
         return f"{kind}-{next(self._ids)}"

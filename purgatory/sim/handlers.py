@@ -22,6 +22,7 @@ from purgatory.sim.operations import (
     PartitionStatus,
     read_consumer_fetch,
     read_follower_fetch,
+    readable_at_least,
 )
 from purgatory.sim.partition import Partition
 
@@ -57,7 +58,12 @@ def produce(
         return ProduceResult(_NONE, batch.base_offset if acks == 1 else -1)
     status = PartitionStatus(p, batch.end_offset, batch.base_offset)
     op = DelayedProduce(
-        timeout_ms, [status], cluster.next_op_id("produce"), cluster.min_insync_replicas, reply
+        timeout_ms,
+        [status],
+        cluster.next_op_id("produce"),
+        cluster.min_insync_replicas,
+        reply,
+        cluster.op_observer,
     )
     cluster.produce_purgatory.try_complete_else_watch_nowait(op, (p.key,))
     return op
@@ -78,10 +84,18 @@ def fetch(
     if offset < log.log_start_offset or offset > log.leo:
         return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
     hw = p.hw
-    if max_wait_ms > 0 and (hw <= offset or log.bytes_between(offset, hw) < min_bytes):
+    if max_wait_ms > 0 and (
+        hw <= offset or readable_at_least(log, offset, hw, min_bytes) < min_bytes
+    ):
         status = PartitionStatus(p, offset)
         op = DelayedFetch(
-            max_wait_ms, [status], min_bytes, cluster.next_op_id("fetch"), max_bytes, reply
+            max_wait_ms,
+            [status],
+            min_bytes,
+            cluster.next_op_id("fetch"),
+            max_bytes,
+            reply,
+            cluster.op_observer,
         )
         cluster.fetch_purgatory.try_complete_else_watch_nowait(op, (p.key,))
         return op
@@ -103,7 +117,12 @@ def delete_records(
     cluster.on_leadership_change(p)  # parked fetches below the new log start
     status = PartitionStatus(p, target)
     op = DelayedDeleteRecords(
-        timeout_ms, [status], cluster.next_op_id("delete"), cluster.is_alive, reply
+        timeout_ms,
+        [status],
+        cluster.next_op_id("delete"),
+        cluster.is_alive,
+        reply,
+        cluster.op_observer,
     )
     cluster.delete_purgatory.try_complete_else_watch_nowait(op, (p.key,))
     return op
@@ -119,14 +138,19 @@ def replica_fetch(
     advance the HW), then park until ``replica_fetch_min_bytes`` past the offsets or the
     max wait; the answer is read when it completes."""
     now = loop_clock_ms()
-    errors: dict[int, ErrorCode] = {}
+    errors: dict[int, ErrorCode] | None = None  # by request index, rare
     statuses: list[PartitionStatus] = []
-    for i, (p, epoch, offset, lso) in enumerate(requests):
-        if p.leader_epoch != epoch or p.leader is None:
+    i = -1
+    for p, epoch, offset, lso in requests:
+        i += 1
+        leader = p.leader
+        if p.leader_epoch != epoch or leader is None:
+            errors = errors or {}
             errors[i] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             continue
-        log = p.logs[p.leader]
+        log = p.logs[leader]
         if offset > log.leo or offset < log.log_start_offset:
+            errors = errors or {}
             errors[i] = ErrorCode.OFFSET_OUT_OF_RANGE
             continue
         hw_advanced, lso_moved, _ = p.update_follower(follower, offset, lso, now)
@@ -137,26 +161,33 @@ def replica_fetch(
         statuses.append(PartitionStatus(p, offset))
     max_bytes = cluster.replica_fetch_max_bytes
     wait = cluster.replica_fetch_wait_max_ms
-    if statuses and not errors and wait > 0:
+    if statuses and errors is None and wait > 0:
+        need = cluster.replica_fetch_min_bytes
         available = 0
         for status in statuses:
-            log = status.partition.leader_log
-            available += log.bytes_between(status.required_offset, log.leo)
-        if available < cluster.replica_fetch_min_bytes:
+            p = status.partition
+            log = p.logs[p.leader]  # type: ignore[index]
+            offset = status.required_offset
+            if log.leo > offset:
+                available += readable_at_least(log, offset, log.leo, need - available)
+        if available < need:
             op = DelayedReplicaFetch(
                 wait,
                 statuses,
-                cluster.replica_fetch_min_bytes,
+                need,
                 cluster.next_op_id("replica-fetch"),
                 max_bytes,
                 reply,
+                cluster.op_observer,
             )
             keys = tuple([status.partition.replica_key for status in statuses])
             cluster.fetch_purgatory.try_complete_else_watch_nowait(op, keys)
             return op
     out: list[FollowerResponse] = []
-    for i, (p, epoch, offset, _lso) in enumerate(requests):
-        error = errors.get(i)
+    i = -1
+    for p, epoch, offset, _lso in requests:
+        i += 1
+        error = None if errors is None else errors.get(i)
         if error is None:
             out.append(read_follower_fetch(p, epoch, offset, max_bytes))
         else:

@@ -14,11 +14,11 @@ and no future per request; ``await op`` then reading ``op.result`` serves async 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar, Generic, TypeVar, final
+from typing import Any, ClassVar, Generic, TypeVar, final
 
 from purgatory import DelayedOperation
 from purgatory.sim.errors import ErrorCode
-from purgatory.sim.log import RecordBatch
+from purgatory.sim.log import RECORD_OVERHEAD, Log, RecordBatch
 from purgatory.sim.messages import DeleteRecordsResult, FetchResult, ProduceResult
 from purgatory.sim.partition import Partition
 
@@ -75,10 +75,19 @@ def _first_error(statuses: list[PartitionStatus]) -> str | None:
     return None
 
 
-class _Replying(DelayedOperation, Generic[R]):
-    """An operation that answers its client once, from ``on_complete``."""
+class BrokerOperation(DelayedOperation, Generic[R]):
+    """An operation that answers its client once, from ``on_complete``.
 
-    __slots__ = ("op_id", "reply", "result", "statuses")
+    ``observer(op)``, if set, sees every operation that finishes (completed, expired, or
+    dropped through :meth:`drop`): the simulation's statistics and invariant checker
+    read it there, at no cost to the purgatory's listeners (which still see every op).
+    """
+
+    __slots__ = ("observer", "op_id", "reply", "result", "statuses")
+    #: the purgatory it waits in (statistics are per purgatory)
+    purgatory_name: ClassVar[str] = ""
+    #: what traces call it
+    kind: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -86,11 +95,13 @@ class _Replying(DelayedOperation, Generic[R]):
         statuses: list[PartitionStatus],
         op_id: str,
         reply: Callable[[R], None] | None,
+        observer: Observer | None = None,
     ) -> None:
         super().__init__(delay_ms)
         self.statuses = statuses
         self.op_id = op_id
         self.reply = reply
+        self.observer = observer
         self.result: R | None = None
 
     def response(self) -> R:
@@ -103,18 +114,32 @@ class _Replying(DelayedOperation, Generic[R]):
 
     def on_complete(self) -> None:
         self.result = result = self.response()
+        if self.observer is not None:
+            self.observer(self)
         if self.reply is not None:
             self.reply(result)
 
+    def drop(self) -> bool:
+        """Abandon the request (nobody waits for it any more); True if it was pending."""
+        if not self.abandon():
+            return False
+        if self.observer is not None:
+            self.observer(self)
+        return True
+
     def answer_unavailable(self) -> None:
         """Drop the request (broker shutdown) and tell its client so."""
-        if self.abandon():
+        if self.drop():
             self.result = result = self.unavailable()
             if self.reply is not None:
                 self.reply(result)
 
 
-class _PerPartitionOperation(_Replying[R]):
+# sees each finished operation (see BrokerOperation)
+Observer = Callable[[BrokerOperation[Any]], None]
+
+
+class _PerPartitionOperation(BrokerOperation[R]):
     """A request that waits for a condition on every one of its partitions (Kafka's
     DelayedProduce and DelayedDeleteRecords): a partition whose leader moved answers
     NOT_LEADER_OR_FOLLOWER, one still undecided at expiry REQUEST_TIMED_OUT."""
@@ -156,6 +181,7 @@ class DelayedProduce(_PerPartitionOperation[ProduceResult]):
 
     __slots__ = ("min_insync_replicas",)
     kind: ClassVar[str] = "produce"
+    purgatory_name: ClassVar[str] = "Produce"
 
     def __init__(
         self,
@@ -164,8 +190,9 @@ class DelayedProduce(_PerPartitionOperation[ProduceResult]):
         op_id: str,
         min_insync_replicas: int = 1,
         reply: Callable[[ProduceResult], None] | None = None,
+        observer: Observer | None = None,
     ) -> None:
-        super().__init__(delay_ms, statuses, op_id, reply)
+        super().__init__(delay_ms, statuses, op_id, reply, observer)
         self.min_insync_replicas = min_insync_replicas
 
     def decide(self, status: PartitionStatus) -> ErrorCode | None:
@@ -191,6 +218,7 @@ class DelayedDeleteRecords(_PerPartitionOperation[DeleteRecordsResult]):
 
     __slots__ = ("alive",)
     kind: ClassVar[str] = "delete-records"
+    purgatory_name: ClassVar[str] = "DeleteRecords"
 
     def __init__(
         self,
@@ -199,8 +227,9 @@ class DelayedDeleteRecords(_PerPartitionOperation[DeleteRecordsResult]):
         op_id: str,
         alive: Callable[[int], bool],
         reply: Callable[[DeleteRecordsResult], None] | None = None,
+        observer: Observer | None = None,
     ) -> None:
-        super().__init__(delay_ms, statuses, op_id, reply)
+        super().__init__(delay_ms, statuses, op_id, reply, observer)
         self.alive = alive
 
     def decide(self, status: PartitionStatus) -> ErrorCode | None:
@@ -218,7 +247,7 @@ class DelayedDeleteRecords(_PerPartitionOperation[DeleteRecordsResult]):
         return DeleteRecordsResult(_UNAVAILABLE)
 
 
-class _FetchCondition(_Replying[R]):
+class _FetchCondition(BrokerOperation[R]):
     """Wait until ``min_bytes`` are readable past the fetch offsets (up to the HW for a
     consumer, up to the LEO for a follower) or ``max_wait_ms`` passes. Expiry is not an
     error: the fetch answers with whatever is there, read at completion like Kafka's
@@ -226,6 +255,7 @@ class _FetchCondition(_Replying[R]):
 
     __slots__ = ("max_bytes", "min_bytes")
     follower: ClassVar[bool] = False
+    purgatory_name: ClassVar[str] = "Fetch"
 
     def __init__(
         self,
@@ -235,13 +265,15 @@ class _FetchCondition(_Replying[R]):
         op_id: str,
         max_bytes: int = 1 << 20,
         reply: Callable[[R], None] | None = None,
+        observer: Observer | None = None,
     ) -> None:
-        super().__init__(delay_ms, statuses, op_id, reply)
+        super().__init__(delay_ms, statuses, op_id, reply, observer)
         self.min_bytes = min_bytes  # statuses' required_offset holds the fetch offset
         self.max_bytes = max_bytes
 
     def try_complete(self) -> bool:
         available = 0
+        need = self.min_bytes
         follower = self.follower
         for status in self.statuses:
             partition = status.partition
@@ -256,10 +288,18 @@ class _FetchCondition(_Replying[R]):
                 # the log moved under the request (deleted or truncated): answer now
                 return self.force_complete()
             if end > offset:
-                available += log.bytes_between(offset, end)
-        if available >= self.min_bytes:
+                available += readable_at_least(log, offset, end, need - available)
+        if available >= need:
             return self.force_complete()
         return False
+
+
+def readable_at_least(log: Log, start: int, end: int, need: int) -> int:
+    """Bytes in ``[start, end)``, or a lower bound of them when that already reaches
+    ``need``: every record holds at least RECORD_OVERHEAD bytes, so a min_bytes of 1
+    needs no byte count at all."""
+    lower = RECORD_OVERHEAD * (end - start)
+    return lower if lower >= need else log.bytes_between(start, end)
 
 
 @final

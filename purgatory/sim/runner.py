@@ -47,8 +47,8 @@ async def run_scenario(
     sim_start = loop.time()
     cluster = Cluster(scenario.brokers, seed=seed, **scenario.cluster_options)
     stats = {name: PurgatoryStats(name) for name in cluster.purgatories}
-    for name, purgatory in cluster.purgatories.items():
-        purgatory.add_listener(stats[name])
+    cluster.add_op_observer(lambda op, now: stats[op.purgatory_name].add(op, now))
+    for purgatory in cluster.purgatories.values():
         for listener in listeners:
             purgatory.add_listener(listener)
     checker = InvariantChecker(cluster) if check else None

@@ -1,4 +1,8 @@
-"""Per-purgatory outcome counts and latency percentiles, and the human summary table."""
+"""Per-purgatory outcome counts and latency percentiles, and the human summary table.
+
+Fed by the cluster's operation observer (:meth:`Cluster.add_op_observer`), not by a
+purgatory listener: same operations, same clock, without building a record per op.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,11 @@ import math
 from array import array
 from typing import Any, final
 
-from purgatory import DelayedOperationPurgatory, OperationRecord
+from purgatory import DelayedOperationPurgatory, OperationState
+from purgatory.sim.operations import BrokerOperation
+
+_EXPIRED = OperationState.EXPIRED
+_CANCELLED = OperationState.CANCELLED
 
 
 def percentile(sorted_values: array[float] | list[float], q: float) -> float:
@@ -17,9 +25,19 @@ def percentile(sorted_values: array[float] | list[float], q: float) -> float:
     return float(sorted_values[rank - 1])
 
 
+def outcome(op: BrokerOperation[Any]) -> str:
+    """The outcome a trace would show: completed, expired, cancelled or error."""
+    state = op.operation_state
+    if state is _EXPIRED:
+        return "expired"
+    if state is _CANCELLED:
+        return "cancelled"
+    return "error" if op.error is not None else "completed"
+
+
 @final
 class PurgatoryStats:
-    """A listener counting one purgatory's finished operations by outcome and error."""
+    """One purgatory's finished operations by outcome, error and kind, with durations."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -31,15 +49,18 @@ class PurgatoryStats:
         self.max_watched = 0
         self.max_delayed = 0
 
-    def __call__(self, record: OperationRecord) -> None:
+    def add(self, op: BrokerOperation[Any], now_ms: float) -> None:
+        """Count ``op``, which finished at ``now_ms`` (the purgatory's clock)."""
         self.operations += 1
         outcomes = self.outcomes
-        outcomes[record.outcome] = outcomes.get(record.outcome, 0) + 1
-        if record.error is not None:
-            self.errors[record.error] = self.errors.get(record.error, 0) + 1
-        kind = getattr(record.operation, "kind", "")
-        self.kinds[kind] = self.kinds.get(kind, 0) + 1
-        self.durations.append(record.finished_ms - record.started_ms)
+        result = outcome(op)
+        outcomes[result] = outcomes.get(result, 0) + 1
+        error = op.error
+        if error is not None:
+            self.errors[error] = self.errors.get(error, 0) + 1
+        kinds = self.kinds
+        kinds[op.kind] = kinds.get(op.kind, 0) + 1
+        self.durations.append(now_ms - op.started_ms)
 
     def sample(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
         self.max_watched = max(self.max_watched, purgatory.watched)

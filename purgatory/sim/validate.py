@@ -19,15 +19,17 @@ def check_records(
     records: Sequence[tuple[bytes | None, bytes]],
 ) -> list[tuple[bytes | None, bytes]]:
     """A non-empty list of ``(key, value)`` pairs with bytes (or None) keys, bytes values."""
-    if isinstance(records, str | bytes) or not isinstance(records, Sequence):
-        raise TypeError("records must be a sequence of (key, value) pairs")
+    if records.__class__ is not list:  # the common case skips the Sequence ABC check
+        if isinstance(records, str | bytes) or not isinstance(records, Sequence):
+            raise TypeError("records must be a sequence of (key, value) pairs")
     if not records:
         raise ValueError("records must not be empty")
-    out = list(records)
-    for item in out:
-        if not isinstance(item, tuple) or len(item) != 2:
-            raise TypeError(f"each record must be a (key, value) tuple, got {item!r}")
+    for item in records:
+        if item.__class__ is not tuple or len(item) != 2:
+            if not isinstance(item, tuple) or len(item) != 2:
+                raise TypeError(f"each record must be a (key, value) tuple, got {item!r}")
         key, value = item
-        if not isinstance(value, bytes) or not (key is None or isinstance(key, bytes)):
-            raise TypeError(f"record key must be bytes or None and value bytes, got {item!r}")
-    return out
+        if value.__class__ is not bytes or not (key is None or key.__class__ is bytes):
+            if not isinstance(value, bytes) or not (key is None or isinstance(key, bytes)):
+                raise TypeError(f"record key must be bytes or None and value bytes, got {item!r}")
+    return list(records) if records.__class__ is not list else records

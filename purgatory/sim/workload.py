@@ -11,6 +11,7 @@ the furthest offset consumed so far.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from dataclasses import dataclass
 from typing import final
@@ -99,7 +100,10 @@ class Workload:
         self._acked_records = 0
         self._in_flight = 0  # requests sent and not answered yet
         self._drained: asyncio.Future[None] | None = None  # set when in-flight drops to 0
-        self._arrivals: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._next_produce = math.inf  # loop time of the next arrival
+        self._next_fetch = math.inf
         self._stopping = False
 
     @property
@@ -111,35 +115,48 @@ class Workload:
         return self._in_flight
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self.config.produce_rate > 0:
-            self._arrivals.append(loop.create_task(self._arrive(self.config.produce_rate, True)))
-        if self.config.fetch_rate > 0:
-            self._arrivals.append(loop.create_task(self._arrive(self.config.fetch_rate, False)))
+        """Start the arrivals: one loop timer per millisecond at most, no task."""
+        loop = self._loop = asyncio.get_running_loop()
+        now = loop.time()
+        config = self.config
+        rng = self.rng
+        if config.produce_rate > 0:
+            self._next_produce = now + rng.expovariate(config.produce_rate)
+        if config.fetch_rate > 0:
+            self._next_fetch = now + rng.expovariate(config.fetch_rate)
+        self._arrive()
 
     async def stop(self) -> None:
         """Stop new arrivals and wait for every request in flight to be answered."""
         self._stopping = True
-        for task in self._arrivals:
-            task.cancel()
-        await asyncio.gather(*self._arrivals, return_exceptions=True)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._in_flight:
             self._drained = asyncio.get_running_loop().create_future()
             await self._drained
 
-    async def _arrive(self, rate: float, produce: bool) -> None:
-        loop = asyncio.get_running_loop()
-        rng = self.rng
-        send = self._produce if produce else self._fetch
-        next_at = loop.time() + rng.expovariate(rate)
-        while not self._stopping:
-            now = loop.time()
-            while next_at <= now:
-                send()
-                next_at += rng.expovariate(rate)
-            # Arrivals due within the same millisecond go out together: one timer per ms
-            # instead of one per request, as a client's send loop would batch them.
-            await asyncio.sleep(max(next_at - now, ARRIVAL_TICK_S))
+    def _arrive(self) -> None:
+        """Send every request due by now, then sleep until the next one is due. Arrivals
+        within the same millisecond go out together: one timer per ms instead of one per
+        request, as a client's send loop would batch them."""
+        self._timer = None
+        if self._stopping:
+            return
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        config = self.config
+        expovariate = self.rng.expovariate
+        while self._next_produce <= now:
+            self._produce()
+            self._next_produce += expovariate(config.produce_rate)
+        while self._next_fetch <= now:
+            self._fetch()
+            self._next_fetch += expovariate(config.fetch_rate)
+        next_at = min(self._next_produce, self._next_fetch)
+        if next_at != math.inf:
+            self._timer = loop.call_at(max(next_at, now + ARRIVAL_TICK_S), self._arrive)
 
     def _done(self) -> None:
         self._in_flight -= 1
@@ -201,12 +218,19 @@ class Workload:
                 lost += len(entries)
                 continue
             log = p.leader_log
-            for i, (key, value) in enumerate(entries):
-                offset = base + i
-                if offset < log.log_start_offset:
+            start = max(base, log.log_start_offset)
+            end = base + len(entries)
+            if start >= end:
+                continue  # deleted by DeleteRecords
+            # one read per acked batch: the log holds consecutive offsets from its start
+            records = log.read_records(start, end, 1 << 62)
+            for i in range(end - start):
+                key, value = entries[start - base + i]
+                if i >= len(records):
+                    lost += 1
                     continue
-                record = log.record_at(offset)
-                if record is None or record.value != value or record.key != key:
+                record = records[i]
+                if record.offset != start + i or record.value != value or record.key != key:
                     lost += 1
         return lost
 
