@@ -148,6 +148,7 @@ class Cluster:
         self._metadata_event = asyncio.Event()
         self._metadata_callbacks: list[Callable[[], None]] = []
         self._op_observers: list[Callable[[BrokerOperation[Any], float], None]] = []
+        self._now: Callable[[], float] = self._bind_clock  # bound to the loop on first use
         #: handed to every request operation; None while nobody observes them
         self.op_observer: Observer | None = None
         self._ids = itertools.count(1)
@@ -291,9 +292,18 @@ class Cluster:
         self.op_observer = self._op_finished
 
     def _op_finished(self, op: BrokerOperation[Any]) -> None:
-        now = self.produce_purgatory.timer.now_ms()  # every purgatory reads the loop clock
+        now = self.now_ms()
         for observer in self._op_observers:
             observer(op, now)
+
+    def now_ms(self) -> float:
+        """The purgatories' clock: the running loop's, in ms."""
+        return self._now()
+
+    def _bind_clock(self) -> float:
+        loop_time = asyncio.get_running_loop().time
+        self._now = lambda: loop_time() * 1000.0
+        return self._now()
 
     def next_op_id(self, kind: str) -> str:
         return f"{kind}-{next(self._ids)}"

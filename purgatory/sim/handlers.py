@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from purgatory import loop_clock_ms
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import DeleteRecordsResult, FetchResult, ProduceResult
 from purgatory.sim.operations import (
@@ -137,7 +136,7 @@ def replica_fetch(
     """The leader side of a replica fetch: record each follower's fetch offset (which may
     advance the HW), then park until ``replica_fetch_min_bytes`` past the offsets or the
     max wait; the answer is read when it completes."""
-    now = loop_clock_ms()
+    now = cluster.now_ms()
     errors: dict[int, ErrorCode] | None = None  # by request index, rare
     statuses: list[PartitionStatus] = []
     i = -1

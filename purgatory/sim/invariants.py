@@ -14,8 +14,10 @@ purgatory any other way (or twice) is caught too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, final
 
+from purgatory import OperationState
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.operations import (
@@ -30,6 +32,8 @@ from purgatory.sim.partition import Partition
 
 # The timer works in whole ms on a float clock; the loop may fire a hair early.
 _EPSILON_MS = 1e-3
+_EXPIRED = OperationState.EXPIRED
+_CANCELLED = OperationState.CANCELLED
 
 
 @final
@@ -43,6 +47,13 @@ class InvariantChecker:
         self.finished = 0
         self._seen: set[str] = set()  # op ids (ids of objects could be reused)
         self._hw: dict[str, tuple[int, int | None, int]] = {}
+        # what "done" must mean, per operation class
+        self._checks: dict[type, Callable[[Any], None]] = {
+            DelayedProduce: self._check_produce,
+            DelayedFetch: self._check_fetch,
+            DelayedReplicaFetch: self._check_fetch,
+            DelayedDeleteRecords: self._check_delete,
+        }
         cluster.hw_listeners.append(self._on_hw)
         cluster.add_op_observer(self.on_finished)
 
@@ -70,25 +81,20 @@ class InvariantChecker:
     def on_finished(self, op: BrokerOperation[Any], now_ms: float) -> None:
         """The observer: ``op`` just finished at ``now_ms``."""
         self.finished += 1
-        op_id = op.op_id
-        if op_id in self._seen:
+        seen = self._seen
+        before = len(seen)
+        seen.add(op.op_id)
+        if len(seen) == before:
             self._fail(f"{op.purgatory_name}: {op!r} finished twice")
-        self._seen.add(op_id)
-        if op.is_expired:
+        state = op.operation_state
+        if state is _EXPIRED:
             if now_ms - op.started_ms + _EPSILON_MS < op.delay_ms:
                 self._fail(
-                    f"{op_id} expired after {now_ms - op.started_ms:.3f} ms, "
+                    f"{op.op_id} expired after {now_ms - op.started_ms:.3f} ms, "
                     f"before its {op.delay_ms} ms timeout"
                 )
-            return
-        if op.is_cancelled:
-            return
-        if isinstance(op, DelayedProduce):
-            self._check_produce(op)
-        elif isinstance(op, DelayedFetch | DelayedReplicaFetch):
-            self._check_fetch(op)
-        elif isinstance(op, DelayedDeleteRecords):
-            self._check_delete(op)
+        elif state is not _CANCELLED:
+            self._checks[op.__class__](op)
 
     def _check_produce(self, op: DelayedProduce) -> None:
         for status in op.statuses:

@@ -32,18 +32,15 @@ def record_size(key: bytes | None, value: bytes) -> int:
 class RecordBatch:
     """Records appended together by one leader in one epoch."""
 
-    __slots__ = ("base_offset", "epoch", "records", "size")
+    __slots__ = ("base_offset", "end_offset", "epoch", "records", "size")
 
     def __init__(self, base_offset: int, epoch: int, records: tuple[Record, ...], size: int):
         self.base_offset = base_offset
+        #: one past the last offset
+        self.end_offset = base_offset + len(records)
         self.epoch = epoch
         self.records = records
         self.size = size
-
-    @property
-    def end_offset(self) -> int:
-        """One past the last offset."""
-        return self.base_offset + len(self.records)
 
     def __repr__(self) -> str:
         return f"<RecordBatch [{self.base_offset}, {self.end_offset}) epoch={self.epoch}>"
@@ -75,12 +72,13 @@ class Log:
             records.append(_new_record(Record, (offset, key, value)))
             size += len(value) if key is None else len(value) + len(key)
             offset += 1
+        end = offset
         batch = RecordBatch(base, epoch, tuple(records), size)
         self._batches.append(batch)
-        self._ends.append(offset)
+        self._ends.append(end)
         self._total += size
         self._cum.append(self._total)
-        self.leo = offset
+        self.leo = end
         return batch
 
     def append_batch(self, batch: RecordBatch) -> None:
@@ -166,14 +164,24 @@ class Log:
         most ``max_bytes`` in all but at least one (Kafka's rule, so a fetch always makes
         progress). Bisects over offsets and running byte totals: no per-batch loop."""
         ends = self._ends
-        i = bisect_right(ends, start)
-        if i >= len(ends) or self._batches[i].base_offset >= end:
+        n = len(ends)
+        # Followers and caught-up consumers read the tail: look there before bisecting.
+        if n >= 2 and ends[-2] <= start < ends[-1]:
+            i = n - 1
+        else:
+            i = bisect_right(ends, start)
+            if i >= n:
+                return []
+        batches = self._batches
+        if batches[i].base_offset >= end:
             return []
+        if i == n - 1:
+            return [batches[i]]
         cum = self._cum
-        limit = cum[i] - self._batches[i].size + max_bytes
+        limit = cum[i] - batches[i].size + max_bytes
         j = max(bisect_right(cum, limit, i), i + 1)  # within max_bytes, at least one
-        k = bisect_left(ends, end, i) + 1  # batches starting below end
-        return self._batches[i : min(j, k)]
+        k = n if end >= ends[-1] else bisect_left(ends, end, i) + 1  # batches below end
+        return batches[i : min(j, k)]
 
     def read_records(self, start: int, end: int, max_bytes: int) -> list[Record]:
         """Records in ``[start, end)`` from whole batches of at most ``max_bytes`` in all

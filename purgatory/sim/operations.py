@@ -192,7 +192,13 @@ class DelayedProduce(_PerPartitionOperation[ProduceResult]):
         reply: Callable[[ProduceResult], None] | None = None,
         observer: Observer | None = None,
     ) -> None:
-        super().__init__(delay_ms, statuses, op_id, reply, observer)
+        # BrokerOperation.__init__, inlined: every request builds one of these
+        DelayedOperation.__init__(self, delay_ms)
+        self.statuses = statuses
+        self.op_id = op_id
+        self.reply = reply
+        self.observer = observer
+        self.result = None
         self.min_insync_replicas = min_insync_replicas
 
     def decide(self, status: PartitionStatus) -> ErrorCode | None:
@@ -229,7 +235,13 @@ class DelayedDeleteRecords(_PerPartitionOperation[DeleteRecordsResult]):
         reply: Callable[[DeleteRecordsResult], None] | None = None,
         observer: Observer | None = None,
     ) -> None:
-        super().__init__(delay_ms, statuses, op_id, reply, observer)
+        # BrokerOperation.__init__, inlined: every request builds one of these
+        DelayedOperation.__init__(self, delay_ms)
+        self.statuses = statuses
+        self.op_id = op_id
+        self.reply = reply
+        self.observer = observer
+        self.result = None
         self.alive = alive
 
     def decide(self, status: PartitionStatus) -> ErrorCode | None:
@@ -267,7 +279,13 @@ class _FetchCondition(BrokerOperation[R]):
         reply: Callable[[R], None] | None = None,
         observer: Observer | None = None,
     ) -> None:
-        super().__init__(delay_ms, statuses, op_id, reply, observer)
+        # BrokerOperation.__init__, inlined: every request builds one of these
+        DelayedOperation.__init__(self, delay_ms)
+        self.statuses = statuses
+        self.op_id = op_id
+        self.reply = reply
+        self.observer = observer
+        self.result = None
         self.min_bytes = min_bytes  # statuses' required_offset holds the fetch offset
         self.max_bytes = max_bytes
 

@@ -121,7 +121,7 @@ class ReplicaFetcher:
         loop = self._loop
         assert loop is not None
         if delay_ms > 0:
-            self._handle = loop.call_later(delay_ms / 1000.0, self._apply, responses)
+            self._handle = loop.call_at(loop.time() + delay_ms / 1000.0, self._apply, responses)
         else:
             self._handle = loop.call_soon(self._apply, responses)
 

@@ -25,16 +25,6 @@ def percentile(sorted_values: array[float] | list[float], q: float) -> float:
     return float(sorted_values[rank - 1])
 
 
-def outcome(op: BrokerOperation[Any]) -> str:
-    """The outcome a trace would show: completed, expired, cancelled or error."""
-    state = op.operation_state
-    if state is _EXPIRED:
-        return "expired"
-    if state is _CANCELLED:
-        return "cancelled"
-    return "error" if op.error is not None else "completed"
-
-
 @final
 class PurgatoryStats:
     """One purgatory's finished operations by outcome, error and kind, with durations."""
@@ -52,10 +42,16 @@ class PurgatoryStats:
     def add(self, op: BrokerOperation[Any], now_ms: float) -> None:
         """Count ``op``, which finished at ``now_ms`` (the purgatory's clock)."""
         self.operations += 1
-        outcomes = self.outcomes
-        result = outcome(op)
-        outcomes[result] = outcomes.get(result, 0) + 1
         error = op.error
+        state = op.operation_state
+        if state is _EXPIRED:
+            result = "expired"
+        elif state is _CANCELLED:
+            result = "cancelled"
+        else:
+            result = "completed" if error is None else "error"
+        outcomes = self.outcomes
+        outcomes[result] = outcomes.get(result, 0) + 1
         if error is not None:
             self.errors[error] = self.errors.get(error, 0) + 1
         kinds = self.kinds
