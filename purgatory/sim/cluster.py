@@ -148,7 +148,8 @@ class Cluster:
         self._metadata_event = asyncio.Event()
         self._metadata_callbacks: list[Callable[[], None]] = []
         self._op_observers: list[Callable[[BrokerOperation[Any], float], None]] = []
-        self._now: Callable[[], float] = self._bind_clock  # bound to the loop on first use
+        #: the purgatories' clock (the running loop's, in ms); bound on first use
+        self.now_ms: Callable[[], float] = self._bind_clock
         #: handed to every request operation; None while nobody observes them
         self.op_observer: Observer | None = None
         self._ids = itertools.count(1)
@@ -296,14 +297,14 @@ class Cluster:
         for observer in self._op_observers:
             observer(op, now)
 
-    def now_ms(self) -> float:
-        """The purgatories' clock: the running loop's, in ms."""
-        return self._now()
-
     def _bind_clock(self) -> float:
         loop_time = asyncio.get_running_loop().time
-        self._now = lambda: loop_time() * 1000.0
-        return self._now()
+
+        def now_ms() -> float:
+            return loop_time() * 1000.0
+
+        self.now_ms = now_ms
+        return now_ms()
 
     def next_op_id(self, kind: str) -> str:
         return f"{kind}-{next(self._ids)}"
@@ -334,9 +335,11 @@ class Cluster:
         timeout_ms: int,
         reply: Callable[[ProduceResult], None] | None,
     ) -> ProduceResult | DelayedProduce:
-        if acks not in (-1, 0, 1) or isinstance(acks, bool):
-            raise ValueError(f"{ErrorCode.INVALID_REQUIRED_ACKS}: acks must be -1, 0 or 1")
-        check_int("timeout_ms", timeout_ms, 0)
+        if acks.__class__ is not int or acks not in (-1, 0, 1):
+            if acks not in (-1, 0, 1) or isinstance(acks, bool):
+                raise ValueError(f"{ErrorCode.INVALID_REQUIRED_ACKS}: acks must be -1, 0 or 1")
+        if timeout_ms.__class__ is not int or timeout_ms < 0:
+            check_int("timeout_ms", timeout_ms, 0)
         entries = check_records(records)
         p = self._leader_partition(topic, partition)
         if isinstance(p, ErrorCode):
@@ -387,10 +390,20 @@ class Cluster:
         max_wait_ms: int,
         reply: Callable[[FetchResult], None] | None,
     ) -> FetchResult | DelayedFetch:
-        check_int("offset", offset, 0)
-        check_int("min_bytes", min_bytes, 0)
-        check_int("max_bytes", max_bytes, 1)
-        check_int("max_wait_ms", max_wait_ms, 0)
+        if not (  # the common case without four calls; check_int names the culprit
+            offset.__class__ is int
+            and min_bytes.__class__ is int
+            and max_bytes.__class__ is int
+            and max_wait_ms.__class__ is int
+            and offset >= 0
+            and min_bytes >= 0
+            and max_bytes >= 1
+            and max_wait_ms >= 0
+        ):
+            check_int("offset", offset, 0)
+            check_int("min_bytes", min_bytes, 0)
+            check_int("max_bytes", max_bytes, 1)
+            check_int("max_wait_ms", max_wait_ms, 0)
         p = self._leader_partition(topic, partition)
         if isinstance(p, ErrorCode):
             return FetchResult(p)

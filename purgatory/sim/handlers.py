@@ -79,10 +79,10 @@ def fetch(
 ) -> FetchResult | DelayedFetch:
     """A consumer fetch: answer now if ``min_bytes`` are below the HW (or no wait is
     allowed), else park a DelayedFetch."""
-    log = p.leader_log
+    log = p.logs[p.leader]  # type: ignore[index]
     if offset < log.log_start_offset or offset > log.leo:
         return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
-    hw = p.hw
+    hw = p.hws[p.leader]  # type: ignore[index]
     if max_wait_ms > 0 and (
         hw <= offset or readable_at_least(log, offset, hw, min_bytes) < min_bytes
     ):

@@ -19,25 +19,23 @@ HighWatermarkListener = Callable[["Partition", int, int], None]
 
 
 @final
-class ReplicaFetchKey:
+class ReplicaFetchKey(str):
     """The watch key of follower fetches on a topic-partition.
 
     It prints as the topic-partition (traces show ``"topic-N"``) but is a separate
     watcher list from consumer fetches: an append can only complete follower fetches
-    (consumers read up to the HW), so it need not re-check every parked consumer.
+    (consumers read up to the HW), so it need not re-check every parked consumer. A str
+    underneath (``"topic-N/replica"``), so the purgatory hashes and compares it in C.
     """
 
-    __slots__ = ("_hash", "tp")
+    __slots__ = ()
 
-    def __init__(self, tp: str) -> None:
-        self.tp = tp
-        self._hash = hash(("replica", tp))
+    def __new__(cls, tp: str) -> ReplicaFetchKey:
+        return super().__new__(cls, tp + "/replica")
 
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ReplicaFetchKey) and other.tp == self.tp
+    @property
+    def tp(self) -> str:
+        return str.__str__(self)[: -len("/replica")]
 
     def __str__(self) -> str:
         return self.tp
@@ -123,7 +121,7 @@ class Partition:
 
     def append(self, entries: list[tuple[bytes | None, bytes]]) -> tuple[RecordBatch, bool]:
         """Leader append; returns the batch and whether the HW advanced (ISR of one)."""
-        batch = self.leader_log.append(entries, self.leader_epoch)
+        batch = self.logs[self.leader].append(entries, self.leader_epoch)  # type: ignore[index]
         return batch, self.maybe_increment_hw()
 
     def maybe_increment_hw(self) -> bool:
@@ -152,7 +150,7 @@ class Partition:
         put it back in the ISR and advance the HW. Returns (hw_advanced, lso_moved,
         isr_expanded)."""
         state = self.followers[broker]
-        leader_leo = self.leader_log.leo
+        leader_leo = self.logs[self.leader].leo  # type: ignore[index]
         # Kafka's lastCaughtUpTime rule: caught up to the leader's LEO now, or to the LEO
         # the leader had at this follower's previous fetch.
         if fetch_offset >= leader_leo:

@@ -114,7 +114,8 @@ class ReplicaFetcher:
         self.rounds += 1
         cluster = self.cluster
         rng = cluster.rng
-        delay_ms = 0.0 if cluster.replica_rtt is None else cluster.replica_rtt.sample_ms(rng)
+        rtt = cluster.replica_rtt
+        delay_ms = 0.0 if rtt is None else rtt.sample_ms(rng)
         latency = cluster.brokers[self.follower].latency
         if latency is not None:
             delay_ms += latency.sample_ms(rng)

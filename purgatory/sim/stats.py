@@ -45,13 +45,13 @@ class PurgatoryStats:
         error = op.error
         state = op.operation_state
         if state is _EXPIRED:
-            result = "expired"
+            outcome = "expired"
         elif state is _CANCELLED:
-            result = "cancelled"
+            outcome = "cancelled"
         else:
-            result = "completed" if error is None else "error"
+            outcome = "completed" if error is None else "error"
         outcomes = self.outcomes
-        outcomes[result] = outcomes.get(result, 0) + 1
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
         if error is not None:
             self.errors[error] = self.errors.get(error, 0) + 1
         kinds = self.kinds

@@ -168,13 +168,14 @@ class Workload:
 
     def _produce(self) -> None:
         config = self.config
-        entries: list[tuple[bytes | None, bytes]] = []
         seq = self._seq
         pad = self._pad
-        for _ in range(config.records_per_request):
-            seq += 1
-            entries.append((None, b"%012d" % seq + pad))
-        self._seq = seq
+        n = config.records_per_request
+        # a unique value per record (its sequence number), so that a loss shows
+        entries: list[tuple[bytes | None, bytes]] = [
+            (None, b"%012d%b" % (s, pad)) for s in range(seq + 1, seq + n + 1)
+        ]
+        self._seq = seq + n
         self.counts["produce_requests"] += 1
         self._in_flight += 1
         _ProduceRequest(self, self.rng.randrange(self.partitions), entries).send()
