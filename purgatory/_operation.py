@@ -16,7 +16,7 @@ import enum
 import inspect
 import logging
 from collections.abc import Awaitable, Generator, Hashable
-from typing import TYPE_CHECKING, Any, ClassVar, SupportsIndex
+from typing import TYPE_CHECKING, Any, ClassVar, Final, SupportsIndex
 
 from mypy_extensions import mypyc_attr
 
@@ -41,16 +41,17 @@ class OperationState(enum.Enum):
     CANCELLED = "cancelled"
 
 
-_PENDING = OperationState.PENDING
-_COMPLETED = OperationState.COMPLETED
-_EXPIRED = OperationState.EXPIRED
-_CANCELLED = OperationState.CANCELLED
+# Final: the compiled core keeps these in C statics instead of looking them up per use.
+_PENDING: Final = OperationState.PENDING
+_COMPLETED: Final = OperationState.COMPLETED
+_EXPIRED: Final = OperationState.EXPIRED
+_CANCELLED: Final = OperationState.CANCELLED
 
 # Check protocol: no check running / a check running / a check running that must go again
 # because a trigger arrived meanwhile (Kafka's tryCompletePending).
-_IDLE = "idle"
-_CHECKING = "checking"
-_RECHECK = "recheck"
+_IDLE: Final = 0
+_CHECKING: Final = 1
+_RECHECK: Final = 2
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -74,6 +75,9 @@ class DelayedOperation(TimerTask):
         "started_ms",
     )
 
+    # what on_complete/on_expiration raised; set only on failure
+    _failure: BaseException
+
     #: whether ``try_complete`` is a coroutine function (computed per subclass)
     is_async: ClassVar[bool] = False
 
@@ -91,7 +95,6 @@ class DelayedOperation(TimerTask):
         self._waiters: list[asyncio.Future[None]] | None = None
         self._purgatory: DelayedOperationPurgatory[Any] | None = None
         self._entries = 0  # watcher-list entries that refer to this operation
-        # (slot _failure, what on_complete/on_expiration raised, is set only on failure)
         #: the keys it is watched on, once handed to a purgatory
         self.keys: tuple[Hashable, ...] = ()
         #: how many times try_complete ran
@@ -140,62 +143,16 @@ class DelayedOperation(TimerTask):
 
     def force_complete(self) -> bool:
         """Complete now. True only for the caller that completed it."""
-        return self._finish(_COMPLETED)
+        return finish_operation(self, _COMPLETED)
 
     def run(self) -> None:
         """Expiration: the timer calls this when the delay has passed."""
-        self._finish(_EXPIRED)
+        finish_operation(self, _EXPIRED)
 
     def abandon(self) -> bool:
         """Drop the operation: it neither completes nor expires; ``await op`` raises
         :class:`OperationCancelled`. True if it was pending."""
-        return self._finish(_CANCELLED)
-
-    def _finish(self, state: OperationState) -> bool:
-        if self._state is not _PENDING:
-            return False
-        self._state = state
-        bucket = self._bucket
-        if bucket is not None:  # self.cancel(), inlined: remove the timer entry
-            prev = self._prev
-            nxt = self._next
-            prev._next = nxt
-            nxt._prev = prev
-            self._bucket = None
-            bucket.core._size -= 1
-        error: BaseException | None = None
-        if state is not _CANCELLED:
-            callback = "on_complete"
-            try:
-                self.on_complete()
-                if state is _EXPIRED:
-                    callback = "on_expiration"
-                    self.on_expiration()
-            except Exception as exc:
-                error = self._failure = exc
-                self._report_error(exc, callback)
-        purgatory = self._purgatory
-        if purgatory is not None:
-            purgatory._operation_finished(self)
-        waiters = self._waiters
-        if waiters is not None:
-            self._waiters = None
-            for waiter in waiters:
-                if waiter.done():
-                    continue
-                if error is not None:
-                    waiter.set_exception(error)
-                elif state is _CANCELLED:
-                    waiter.set_exception(OperationCancelled(f"{self!r} was cancelled"))
-                else:
-                    waiter.set_result(None)
-        return True
-
-    def _report_error(self, exc: BaseException, where: str) -> None:
-        purgatory = self._purgatory
-        if purgatory is not None:
-            purgatory._callback_errors += 1
-        logger.error("%r: %s raised", self, where, exc_info=exc)
+        return finish_operation(self, _CANCELLED)
 
     # -- checking --------------------------------------------------------------------------
 
@@ -204,35 +161,16 @@ class DelayedOperation(TimerTask):
 
         True if this call completed the operation.
         """
-        if self._state is not _PENDING:
-            return False
-        if self._check is not _IDLE:
-            self._check = _RECHECK
-            return False
-        try:
-            while True:
-                self._check = _CHECKING
-                self.checks += 1
-                done = self.try_complete()
-                if done.__class__ is not bool and inspect.isawaitable(done):
-                    _discard(done)
-                    raise TypeError(
-                        f"{type(self).__name__}.try_complete returned an awaitable: "
-                        "declare it 'async def' or await it through maybe_try_complete()"
-                    )
-                if done or self._state is not _PENDING or self._check is _CHECKING:
-                    return bool(done) and self._state is not _PENDING
-        finally:
-            self._check = _IDLE
+        return check_operation(self)
 
     async def maybe_try_complete(self) -> bool:
         """Run ``try_complete`` unless a check is already running, in which case mark a
         check pending for that one to redo. True if this call completed the operation."""
         if not self.is_async:
-            return self.check_now()
+            return check_operation(self)
         if self._state is not _PENDING:
             return False
-        if self._check is not _IDLE:
+        if self._check != _IDLE:
             self._check = _RECHECK
             return False
         try:
@@ -242,7 +180,7 @@ class DelayedOperation(TimerTask):
                 done = self.try_complete()
                 if inspect.isawaitable(done):
                     done = await done
-                if done or self._state is not _PENDING or self._check is _CHECKING:
+                if done or self._state is not _PENDING or self._check == _CHECKING:
                     return bool(done) and self._state is not _PENDING
         finally:
             self._check = _IDLE
@@ -270,6 +208,86 @@ class DelayedOperation(TimerTask):
             f"<{type(self).__name__} {self._state.value} delay={self._delay_ms}ms "
             f"checks={self.checks}>"
         )
+
+
+# The protocol lives in functions rather than methods: a method call on an instance of an
+# interpreted subclass goes through a Python attribute lookup in the compiled build (the
+# subclass might override it), a function call is a direct C call.
+
+
+def finish_operation(op: DelayedOperation, state: OperationState) -> bool:
+    """Move a pending ``op`` to its final ``state``, exactly once; run its callbacks, tell
+    its purgatory and its awaiters. False if it was already done."""
+    if op._state is not _PENDING:
+        return False
+    op._state = state
+    bucket = op._bucket
+    if bucket is not None:  # op.cancel(), inlined: remove the timer entry
+        prev = op._prev
+        nxt = op._next
+        prev._next = nxt
+        nxt._prev = prev
+        op._bucket = None
+        bucket.core._size -= 1
+    error: BaseException | None = None
+    if state is not _CANCELLED:
+        callback = "on_complete"
+        try:
+            op.on_complete()
+            if state is _EXPIRED:
+                callback = "on_expiration"
+                op.on_expiration()
+        except Exception as exc:
+            error = op._failure = exc
+            report_callback_error(op, exc, callback)
+    purgatory = op._purgatory
+    if purgatory is not None:
+        purgatory._operation_finished(op)
+    waiters = op._waiters
+    if waiters is not None:
+        op._waiters = None
+        for waiter in waiters:
+            if waiter.done():
+                continue
+            if error is not None:
+                waiter.set_exception(error)
+            elif state is _CANCELLED:
+                waiter.set_exception(OperationCancelled(f"{op!r} was cancelled"))
+            else:
+                waiter.set_result(None)
+    return True
+
+
+def check_operation(op: DelayedOperation) -> bool:
+    """``op.check_now()``: a synchronous check under the pending-check protocol."""
+    if op._state is not _PENDING:
+        return False
+    if op._check != _IDLE:
+        op._check = _RECHECK
+        return False
+    try:
+        while True:
+            op._check = _CHECKING
+            op.checks += 1
+            done = op.try_complete()
+            if done.__class__ is not bool and inspect.isawaitable(done):
+                _discard(done)
+                raise TypeError(
+                    f"{type(op).__name__}.try_complete returned an awaitable: "
+                    "declare it 'async def' or await it through maybe_try_complete()"
+                )
+            if done or op._state is not _PENDING or op._check == _CHECKING:
+                return bool(done) and op._state is not _PENDING
+    finally:
+        op._check = _IDLE
+
+
+def report_callback_error(op: DelayedOperation, exc: BaseException, where: str) -> None:
+    """Log and count an exception raised by one of ``op``'s callbacks."""
+    purgatory = op._purgatory
+    if purgatory is not None:
+        purgatory._callback_errors += 1
+    logger.error("%r: %s raised", op, where, exc_info=exc)
 
 
 def _discard(awaitable: object) -> None:

@@ -16,7 +16,12 @@ from types import TracebackType
 from typing import Final, Generic, Self, SupportsIndex, TypeVar, final
 
 from purgatory._clock import Clock
-from purgatory._operation import DelayedOperation, OperationState
+from purgatory._operation import (
+    DelayedOperation,
+    OperationState,
+    check_operation,
+    report_callback_error,
+)
 from purgatory._records import Listener, OperationRecord, PurgatoryStatistics
 from purgatory._timer import SystemTimer
 
@@ -27,7 +32,7 @@ Op = TypeVar("Op", bound=DelayedOperation)
 # Watcher-list entries a purge handles before yielding to the loop.
 PURGE_SLICE: Final = 4096
 
-_PENDING = OperationState.PENDING
+_PENDING: Final = OperationState.PENDING
 
 
 @final
@@ -102,10 +107,10 @@ class DelayedOperationPurgatory(Generic[Op]):
             op._purgatory = None
             raise TypeError(f"{type(op).__name__}.try_complete is async: use the async method")
         try:
-            if op.check_now():
+            if check_operation(op):
                 return True
         except Exception as exc:
-            op._report_error(exc, "try_complete")
+            report_callback_error(op, exc, "try_complete")
         # _watch and _schedule_timeout, inlined: this is the hot path of every request
         watchers = self._watchers
         watch_keys = op.keys
@@ -210,16 +215,16 @@ class DelayedOperationPurgatory(Generic[Op]):
 
     def _try_now(self, op: Op) -> bool:
         try:
-            return op.check_now()
+            return check_operation(op)
         except Exception as exc:
-            op._report_error(exc, "try_complete")
+            report_callback_error(op, exc, "try_complete")
             return False
 
     async def _try(self, op: Op) -> bool:
         try:
             return await op.maybe_try_complete()
         except Exception as exc:
-            op._report_error(exc, "try_complete")
+            report_callback_error(op, exc, "try_complete")
             return False
 
     def _register(self, op: Op, keys: Iterable[Hashable]) -> None:
@@ -244,7 +249,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         hash(watch_keys)  # TypeError for an unhashable key, before anything is registered
         op._purgatory = self
         op.keys = watch_keys
-        op.started_ms = self.timer._now()
+        op.started_ms = self.timer.now_ms()
 
     def _watch(self, op: Op) -> None:
         watchers = self._watchers
@@ -307,7 +312,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             )
 
     def _notify(self, op: DelayedOperation, state: OperationState) -> None:
-        record = OperationRecord.of(self.name, op, self.timer._now())
+        record = OperationRecord.of(self.name, op, self.timer.now_ms())
         for listener in self._listeners:
             try:
                 listener(record)

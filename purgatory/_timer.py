@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import SupportsIndex, final
 
@@ -59,9 +61,10 @@ class SystemTimer:
         if clock is None:
             clock = loop_clock_ms
         self._clock: Clock = clock
-        # The clock read on every add: the loop's own time() once bound (get_running_loop
-        # costs more than the whole wheel insertion).
-        self._now: Clock = self._bind_loop_clock if clock is loop_clock_ms else clock
+        self._on_loop_clock = clock is loop_clock_ms
+        # The loop clock, bound on first use: get_running_loop() on every read would cost
+        # more than the whole wheel insertion.
+        self._loop_time: Callable[[], float] | None = None
         self._core: TimerCore | None = None
         self._closed = False
         self._waiter: asyncio.Future[None] | None = None
@@ -75,18 +78,19 @@ class SystemTimer:
 
     # -- scheduling ----------------------------------------------------------------------
 
-    def _bind_loop_clock(self) -> float:
-        loop_time = asyncio.get_running_loop().time
-
-        def now_ms() -> float:
+    def now_ms(self) -> float:
+        """The timer's clock, in milliseconds."""
+        loop_time = self._loop_time
+        if loop_time is not None:
             return loop_time() * 1000.0
-
-        self._now = now_ms
-        return now_ms()
+        if not self._on_loop_clock:
+            return self._clock()
+        loop_time = self._loop_time = _time_source(asyncio.get_running_loop())
+        return loop_time() * 1000.0
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; re-adding moves it."""
-        self._add_at(task, self._now())
+        self._add_at(task, self.now_ms())
 
     def _add_at(self, task: TimerTask, now: float) -> None:
         """``add``, with the clock already read by the caller."""
@@ -115,9 +119,6 @@ class SystemTimer:
     def closed(self) -> bool:
         return self._closed
 
-    def now_ms(self) -> float:
-        return self._now()
-
     # -- expiry --------------------------------------------------------------------------
 
     def run_due(self) -> int:
@@ -125,7 +126,7 @@ class SystemTimer:
         core = self._core
         if core is None:
             return 0
-        due = core.advance_to(math.floor(self._now() + CLOCK_EPSILON_MS))
+        due = core.advance_to(math.floor(self.now_ms() + CLOCK_EPSILON_MS))
         for task in due:
             try:
                 task.run()
@@ -146,10 +147,10 @@ class SystemTimer:
         if timeout_ms is not None:
             if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
                 raise ValueError(f"timeout_ms must be an int >= 0 or None, got {timeout_ms!r}")
-            give_up = self._now() + timeout_ms
+            give_up = self.now_ms() + timeout_ms
         if self.run_due():
             return True
-        if self._closed or self._now() >= give_up:
+        if self._closed or self.now_ms() >= give_up:
             return False
         loop = asyncio.get_running_loop()
         self._give_up = give_up
@@ -174,10 +175,10 @@ class SystemTimer:
         self._armed_for = deadline
         if deadline == math.inf:
             return
-        if self._clock is loop_clock_ms:
+        if self._on_loop_clock:
             self._wake_handle = loop.call_at(deadline / 1000.0, self._wake)
         else:
-            delay_s = max(0.0, deadline - self._now()) / 1000.0
+            delay_s = max(0.0, deadline - self.now_ms()) / 1000.0
             self._wake_handle = loop.call_later(delay_s, self._wake)
 
     def _disarm(self) -> None:
@@ -201,7 +202,7 @@ class SystemTimer:
             return
         self._wakeups += 1
         ran = self.run_due()
-        if ran or self._closed or self._now() >= self._give_up:
+        if ran or self._closed or self.now_ms() >= self._give_up:
             self._ran_while_waiting += ran
             waiter.set_result(None)
         else:
@@ -233,3 +234,11 @@ class SystemTimer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<SystemTimer {self.name!r} {state} size={self.size} tick={self._tick_ms}ms>"
+
+
+def _time_source(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """``loop.time``, or ``time.monotonic`` itself when that is all the loop's time() does
+    (asyncio's own loops): one Python frame less on every read."""
+    if type(loop).time is asyncio.BaseEventLoop.time:
+        return time.monotonic
+    return loop.time
