@@ -319,9 +319,11 @@ class Cluster:
     def _leader_partition(self, topic: str, partition: int) -> Partition | ErrorCode:
         if self._closed:
             return ErrorCode.BROKER_NOT_AVAILABLE
-        p = self.partition(topic, partition)
-        if p is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        parts = self.topics.get(topic)  # self.partition(), inlined: every request asks
+        if parts is None or partition.__class__ is not int or not 0 <= partition < len(parts):
+            if parts is None or self.partition(topic, partition) is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        p = parts[partition]
         if p.leader is None or not self.brokers[p.leader].alive:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return p

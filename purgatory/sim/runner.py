@@ -141,6 +141,8 @@ async def run_scenario(
     counts = workload.counts
     requests = counts["produce_requests"] + counts["fetch_requests"] + fetcher_rounds
     operations = sum(s.operations for s in stats.values())
+    # the throughput goal counts produce and fetch operations (consumer and follower)
+    produce_fetch = stats["Produce"].operations + stats["Fetch"].operations
     summary: dict[str, Any] = {
         "scenario": scenario.name,
         "seed": seed,
@@ -159,12 +161,14 @@ async def run_scenario(
         "wall_s": round(wall_s, 3),
         "requests_per_wall_s": round(requests / wall_s, 1),
         "operations_per_wall_s": round(operations / wall_s, 1),
+        "produce_fetch_operations": produce_fetch,
+        "ops_per_wall_s": round(produce_fetch / wall_s, 1),
     }
     return summary
 
 
 # Wall-clock fields: they differ between runs even on virtual time.
-WALL_CLOCK_FIELDS = ("wall_s", "requests_per_wall_s", "operations_per_wall_s")
+WALL_CLOCK_FIELDS = ("wall_s", "requests_per_wall_s", "operations_per_wall_s", "ops_per_wall_s")
 
 
 def error_names() -> list[str]:

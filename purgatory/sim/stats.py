@@ -89,6 +89,9 @@ def format_table(summary: dict[str, Any]) -> str:
         f"({'virtual' if summary['virtual_time'] else 'real'} time)",
         f"acked records {summary['acked_records']}  lost {summary['lost_records']}  "
         f"requests/wall-s {summary['requests_per_wall_s']:,.0f}",
+        f"purgatory ops/wall-s {summary['ops_per_wall_s']:,.0f} "
+        f"({summary['produce_fetch_operations']:,} Produce + Fetch operations"
+        f"{'' if summary['virtual_time'] else '; real time: paced by the offered load'})",
         "",
         f"{'purgatory':<14}{'ops':>9}{'completed':>11}{'expired':>9}{'p50 ms':>9}"
         f"{'p99 ms':>9}{'max ms':>9}{'max watched':>13}  errors",
