@@ -9,8 +9,10 @@ Requests parked because they cannot be answered yet wait in three purgatories, K
 ``cluster.purgatories["Produce" | "Fetch" | "DeleteRecords"]``, watched on the
 topic-partition key ``"topic-N"``. Arguments of the wrong type or range raise
 ``ValueError``/``TypeError``; conditions a Kafka client would see come back as an
-:class:`ErrorCode` in the result. Faults (slow, crashed and restarted brokers, leader
-failover) are methods here, driven by the controller logic in :mod:`purgatory.sim.controller`.
+:class:`ErrorCode` in the result. ``send_produce``/``send_fetch`` are the callback forms
+of ``produce``/``fetch`` (no task or future per request), which the simulated clients
+use. Faults (slow, crashed and restarted brokers, leader failover) are methods here,
+driven by the controller logic in :mod:`purgatory.sim.controller`.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ import itertools
 import random
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar, final
+from typing import Any, Self, final
 
-from purgatory import DelayedOperationPurgatory, OperationCancelled, loop_clock_ms
-from purgatory.sim import controller, handlers
+from purgatory import DelayedOperationPurgatory, loop_clock_ms
+from purgatory.sim import controller, handlers, requests
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.faults import Latency
 from purgatory.sim.messages import (
@@ -42,27 +44,8 @@ from purgatory.sim.operations import (
 )
 from purgatory.sim.partition import HighWatermarkListener, Partition
 from purgatory.sim.replication import ReplicaFetcher
-from purgatory.sim.validate import check_int, check_records
-
-Entries = Sequence[tuple[bytes | None, bytes]]
-R = TypeVar("R")
-
-
-async def _wait(op: BrokerOperation[R]) -> R | None:
-    """Wait for a parked request's answer; None if the broker shut down first.
-
-    If the waiting task is cancelled (the client went away), the op is abandoned: nobody
-    is left to answer, so it must not stay watched until its timeout.
-    """
-    try:
-        await op
-    except asyncio.CancelledError:
-        op.drop()
-        raise
-    except OperationCancelled:
-        return None
-    return op.result
-
+from purgatory.sim.requests import Entries
+from purgatory.sim.validate import check_int
 
 # A replica fetch's network round trip within a data centre; it also lets a round
 # batch every append that arrived meanwhile, as in Kafka.
@@ -316,38 +299,6 @@ class Cluster:
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _leader_partition(self, topic: str, partition: int) -> Partition | ErrorCode:
-        if self._closed:
-            return ErrorCode.BROKER_NOT_AVAILABLE
-        parts = self.topics.get(topic)  # self.partition(), inlined: every request asks
-        if parts is None or partition.__class__ is not int or not 0 <= partition < len(parts):
-            if parts is None or self.partition(topic, partition) is None:
-                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        p = parts[partition]
-        if p.leader is None or not self.brokers[p.leader].alive:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return p
-
-    def _produce(
-        self,
-        topic: str,
-        partition: int,
-        records: Entries,
-        acks: int,
-        timeout_ms: int,
-        reply: Callable[[ProduceResult], None] | None,
-    ) -> ProduceResult | DelayedProduce:
-        if acks.__class__ is not int or acks not in (-1, 0, 1):
-            if acks not in (-1, 0, 1) or isinstance(acks, bool):
-                raise ValueError(f"{ErrorCode.INVALID_REQUIRED_ACKS}: acks must be -1, 0 or 1")
-        if timeout_ms.__class__ is not int or timeout_ms < 0:
-            check_int("timeout_ms", timeout_ms, 0)
-        entries = check_records(records)
-        p = self._leader_partition(topic, partition)
-        if isinstance(p, ErrorCode):
-            return ProduceResult(p)
-        return handlers.produce(self, p, entries, acks, timeout_ms, reply)
-
     async def produce(
         self,
         topic: str,
@@ -359,10 +310,10 @@ class Cluster:
         """Append ``records`` (``(key, value)`` pairs) on the leader. acks=-1 (all) waits
         in DelayedProduce until the HW covers them; acks=1 answers after the leader
         append; acks=0 too, with base_offset -1 (Kafka sends no response)."""
-        answer = self._produce(topic, partition, records, acks, timeout_ms, None)
+        answer = requests.produce(self, topic, partition, records, acks, timeout_ms, None)
         if isinstance(answer, ProduceResult):
             return answer
-        return await _wait(answer) or ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        return await requests.answer(answer) or ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
 
     def send_produce(
         self,
@@ -376,40 +327,11 @@ class Cluster:
         """:meth:`produce` for callback clients: ``reply(result)`` runs exactly once, maybe
         before this returns. Returns the parked operation, if any (``abandon()`` drops
         it). No task or future per request: the simulated clients use this."""
-        answer = self._produce(topic, partition, records, acks, timeout_ms, reply)
+        answer = requests.produce(self, topic, partition, records, acks, timeout_ms, reply)
         if isinstance(answer, ProduceResult):
             reply(answer)
             return None
         return answer
-
-    def _fetch(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        min_bytes: int,
-        max_bytes: int,
-        max_wait_ms: int,
-        reply: Callable[[FetchResult], None] | None,
-    ) -> FetchResult | DelayedFetch:
-        if not (  # the common case without four calls; check_int names the culprit
-            offset.__class__ is int
-            and min_bytes.__class__ is int
-            and max_bytes.__class__ is int
-            and max_wait_ms.__class__ is int
-            and offset >= 0
-            and min_bytes >= 0
-            and max_bytes >= 1
-            and max_wait_ms >= 0
-        ):
-            check_int("offset", offset, 0)
-            check_int("min_bytes", min_bytes, 0)
-            check_int("max_bytes", max_bytes, 1)
-            check_int("max_wait_ms", max_wait_ms, 0)
-        p = self._leader_partition(topic, partition)
-        if isinstance(p, ErrorCode):
-            return FetchResult(p)
-        return handlers.fetch(self, p, offset, min_bytes, max_bytes, max_wait_ms, reply)
 
     async def fetch(
         self,
@@ -422,10 +344,12 @@ class Cluster:
     ) -> FetchResult:
         """A consumer fetch: records from ``offset`` up to the HW. Waits in DelayedFetch
         until ``min_bytes`` are readable or ``max_wait_ms`` passes."""
-        answer = self._fetch(topic, partition, offset, min_bytes, max_bytes, max_wait_ms, None)
+        answer = requests.fetch(
+            self, topic, partition, offset, min_bytes, max_bytes, max_wait_ms, None
+        )
         if isinstance(answer, FetchResult):
             return answer
-        return await _wait(answer) or FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        return await requests.answer(answer) or FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
 
     def send_fetch(
         self,
@@ -438,7 +362,9 @@ class Cluster:
         reply: Callable[[FetchResult], None],
     ) -> DelayedFetch | None:
         """:meth:`fetch` for callback clients, like :meth:`send_produce`."""
-        answer = self._fetch(topic, partition, offset, min_bytes, max_bytes, max_wait_ms, reply)
+        answer = requests.fetch(
+            self, topic, partition, offset, min_bytes, max_bytes, max_wait_ms, reply
+        )
         if isinstance(answer, FetchResult):
             reply(answer)
             return None
@@ -451,13 +377,13 @@ class Cluster:
         DelayedDeleteRecords until every live replica's log start reached it."""
         check_int("offset", offset, -1)
         check_int("timeout_ms", timeout_ms, 0)
-        p = self._leader_partition(topic, partition)
+        p = requests.leader_partition(self, topic, partition)
         if isinstance(p, ErrorCode):
             return DeleteRecordsResult(p)
         answer = handlers.delete_records(self, p, offset, timeout_ms, None)
         if isinstance(answer, DeleteRecordsResult):
             return answer
-        return await _wait(answer) or DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        return await requests.answer(answer) or DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
 
     def on_leadership_change(self, p: Partition) -> None:
         """The epoch or the log start moved: every parked request on ``p`` may be done."""
