@@ -87,7 +87,7 @@ class ReplicaFetcher:
             return
         cluster = self.cluster
         targets = self._current_targets()
-        if not targets or not cluster.is_alive(self.leader):
+        if not targets or not cluster.brokers[self.leader].alive:
             generation = self._generation
             cluster.call_on_metadata_change(lambda: self._resume(generation))
             return
