@@ -85,7 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_int_at_least(1),
         default=1,
         metavar="N",
-        help="runs per implementation; the least-CPU run is reported",
+        help="rounds: each implementation runs once per round, interleaved; the table shows "
+        "each one's least-CPU run, the CPU target the median of the per-round ratios",
     )
     parser.add_argument("--seed", type=int, default=d.seed, help="random seed (same for all)")
     work = parser.add_argument_group("workload options")

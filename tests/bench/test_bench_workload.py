@@ -10,8 +10,10 @@ import pytest
 
 from purgatory import DelayedOperationPurgatory
 from purgatory.bench.baselines import Floor
+from purgatory.bench.report import round_ratios
 from purgatory.bench.runner import (
     IMPLEMENTATIONS,
+    LatenessSummary,
     RunResult,
     WorkloadStuck,
     percentile,
@@ -176,3 +178,36 @@ def test_lost_operations_fail_instead_of_hanging(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(Floor, "expires", lambda self: True)
     with pytest.raises(WorkloadStuck, match=r"neither completed nor expired"):
         run_workload(SMALL, "floor", "virtual")
+
+
+def _cpu_run(name: str, us_per_request: float) -> RunResult:
+    return RunResult(
+        implementation=name,
+        loop="asyncio",
+        num=1_000_000,
+        target_rate=None,
+        achieved_rate=1.0,
+        cpu_s=us_per_request,  # 1M requests: seconds == us per request
+        wall_s=1.0,
+        completed=0,
+        expired=0,
+        drawn_expired=0,
+        duplicates=0,
+        lateness=LatenessSummary.of([]),
+    )
+
+
+def test_round_ratios_compare_runs_of_the_same_round() -> None:
+    # Round 2 ran on a slower machine state: all three are slower, the ratio is unchanged.
+    samples = [
+        _cpu_run("floor", 5.0),
+        _cpu_run("call_later", 11.0),
+        _cpu_run("purgatory", 8.0),
+        _cpu_run("floor", 10.0),
+        _cpu_run("call_later", 22.0),
+        _cpu_run("purgatory", 16.0),
+    ]
+    assert round_ratios(samples, "purgatory", "call_later") == pytest.approx([0.5, 0.5])
+    # A floor run that was disturbed in one round changes that round's ratio only.
+    samples[3] = _cpu_run("floor", 4.0)
+    assert round_ratios(samples, "purgatory", "call_later") == pytest.approx([0.5, 12 / 18])
