@@ -122,7 +122,9 @@ class Partition:
     def append(self, entries: list[tuple[bytes | None, bytes]]) -> tuple[RecordBatch, bool]:
         """Leader append; returns the batch and whether the HW advanced (ISR of one)."""
         batch = self.logs[self.leader].append(entries, self.leader_epoch)  # type: ignore[index]
-        return batch, self.maybe_increment_hw()
+        # With a follower in the ISR the HW is that follower's LEO or below, which a
+        # leader append does not move (followers never hold more than the leader).
+        return batch, len(self.isr) == 1 and self.maybe_increment_hw()
 
     def maybe_increment_hw(self) -> bool:
         """HW = min LEO over the ISR; it only moves forward. True if it advanced."""

@@ -19,7 +19,7 @@ from purgatory.sim.cluster import Cluster
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.invariants import InvariantChecker
 from purgatory.sim.scenarios import Scenario
-from purgatory.sim.stats import PurgatoryStats, format_table
+from purgatory.sim.stats import StatsBook, format_table
 from purgatory.sim.workload import Workload
 
 SAMPLE_INTERVAL_S = 0.1
@@ -46,8 +46,8 @@ async def run_scenario(
     wall_start = time.perf_counter()
     sim_start = loop.time()
     cluster = Cluster(scenario.brokers, seed=seed, **scenario.cluster_options)
-    stats = {name: PurgatoryStats(name) for name in cluster.purgatories}
-    cluster.add_op_observer(lambda op, now: stats[op.purgatory_name].add(op, now))
+    stats = StatsBook(cluster.purgatories)
+    cluster.add_op_observer(stats.add)
     for purgatory in cluster.purgatories.values():
         for listener in listeners:
             purgatory.add_listener(listener)

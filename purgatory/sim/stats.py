@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterable
 from typing import Any, final
 
 from purgatory import DelayedOperationPurgatory, OperationState
@@ -79,6 +80,18 @@ class PurgatoryStats:
             "max_watched": self.max_watched,
             "max_delayed": self.max_delayed,
         }
+
+
+@final
+class StatsBook(dict[str, PurgatoryStats]):
+    """:class:`PurgatoryStats` by purgatory name; :meth:`add` is the cluster's operation
+    observer (one call per operation routes and counts)."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        super().__init__((name, PurgatoryStats(name)) for name in names)
+
+    def add(self, op: BrokerOperation[Any], now_ms: float) -> None:
+        self[op.purgatory_name].add(op, now_ms)
 
 
 def format_table(summary: dict[str, Any]) -> str:
