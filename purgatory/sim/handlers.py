@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from purgatory.sim.errors import ErrorCode
+from purgatory.sim.log import RECORD_OVERHEAD
 from purgatory.sim.messages import DeleteRecordsResult, FetchResult, ProduceResult
 from purgatory.sim.operations import (
     DelayedDeleteRecords,
@@ -167,8 +168,10 @@ def replica_fetch(
             p = status.partition
             log = p.logs[p.leader]  # type: ignore[index]
             offset = status.required_offset
-            if log.leo > offset:
-                available += readable_at_least(log, offset, log.leo, need - available)
+            leo = log.leo
+            if leo > offset:  # readable_at_least, inlined
+                lower = RECORD_OVERHEAD * (leo - offset)
+                available += lower if lower >= need - available else log.bytes_between(offset, leo)
         if available < need:
             op = DelayedReplicaFetch(
                 wait,

@@ -305,8 +305,9 @@ class _FetchCondition(BrokerOperation[R]):
             if offset < log.log_start_offset or offset > log.leo:
                 # the log moved under the request (deleted or truncated): answer now
                 return self.force_complete()
-            if end > offset:
-                available += readable_at_least(log, offset, end, need - available)
+            if end > offset:  # readable_at_least, inlined: every append checks these
+                lower = RECORD_OVERHEAD * (end - offset)
+                available += lower if lower >= need - available else log.bytes_between(offset, end)
         if available >= need:
             return self.force_complete()
         return False
@@ -348,10 +349,18 @@ class DelayedReplicaFetch(_FetchCondition[list[FollowerResponse]]):
 
     def response(self) -> list[FollowerResponse]:
         max_bytes = self.max_bytes
-        return [
-            read_follower_fetch(s.partition, s.epoch, s.required_offset, max_bytes)
-            for s in self.statuses
-        ]
+        out: list[FollowerResponse] = []
+        for s in self.statuses:
+            p = s.partition
+            leader = p.leader
+            if p.leader_epoch != s.epoch or leader is None:
+                out.append((p, s.epoch, _NOT_LEADER, [], -1, -1))
+                continue
+            log = p.logs[leader]  # read_follower_fetch, inlined: one per replica round
+            offset = s.required_offset
+            batches = log.read_batches(offset, log.leo, max_bytes) if log.leo > offset else []
+            out.append((p, s.epoch, _NONE, batches, p.hws[leader], log.log_start_offset))
+        return out
 
     def unavailable(self) -> list[FollowerResponse]:
         return []

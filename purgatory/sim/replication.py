@@ -86,7 +86,9 @@ class ReplicaFetcher:
         if not self._running:
             return
         cluster = self.cluster
-        targets = self._current_targets()
+        targets = (
+            self._targets if cluster.metadata_version == self._version else self._current_targets()
+        )
         if not targets or not cluster.brokers[self.leader].alive:
             generation = self._generation
             cluster.call_on_metadata_change(lambda: self._resume(generation))
