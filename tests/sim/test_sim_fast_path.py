@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from purgatory.sim.messages import FetchResult, ProduceResult
 from purgatory.sim.partition import ReplicaFetchKey
 from purgatory.sim.runner import run_scenario
 from purgatory.sim.scenarios import SCENARIOS
+from purgatory.sim.workload import Workload, WorkloadConfig
 from purgatory.testing import run_virtual
 from purgatory.trace import TraceWriter
 
@@ -232,3 +234,22 @@ def test_summary_reports_produce_and_fetch_operations_per_wall_second() -> None:
     ops = purgatories["Produce"]["operations"] + purgatories["Fetch"]["operations"]
     assert summary["produce_fetch_operations"] == ops > 0
     assert summary["ops_per_wall_s"] == pytest.approx(ops / summary["wall_s"], rel=0.01)
+
+
+def test_lost_records_counts_acked_records_missing_or_changed_on_the_leader() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> int:
+        workload = Workload(c, WorkloadConfig(topic="t"), random.Random(1))
+        for i in range(3):
+            entries: list[tuple[bytes | None, bytes]] = [(None, b"a%d" % i), (b"k", b"b%d" % i)]
+            result = await c.produce("t", 0, entries, acks=-1)
+            workload.acked.append((0, result.base_offset, entries))
+        assert workload.lost_records() == 0
+        p = c.partition("t", 0)
+        assert p is not None
+        log = p.leader_log
+        log.truncate_to(5)  # the last record of the last batch is gone
+        assert workload.lost_records() == 1
+        workload.acked.append((0, 2, [(None, b"a1"), (b"other", b"b1")]))  # key differs
+        return workload.lost_records()
+
+    assert _cluster_run(body) == 2
