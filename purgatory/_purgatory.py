@@ -82,9 +82,9 @@ class DelayedOperationPurgatory(Generic[Op]):
     async def try_complete_else_watch(self, op: Op, keys: Iterable[Hashable]) -> bool:
         """Try to complete ``op``; if it cannot complete yet, watch it on every key and
         time it out after ``op.delay_ms``. True if it completed during this call."""
-        if not getattr(op, "is_async", False):
-            return self.try_complete_else_watch_nowait(op, keys)
         self._register(op, keys)
+        if not op.is_async:
+            return self._check_else_watch(op)
         if await self._try(op):
             return True
         if self._closed:
@@ -106,6 +106,10 @@ class DelayedOperationPurgatory(Generic[Op]):
         if op.is_async:
             op._purgatory = None
             raise TypeError(f"{type(op).__name__}.try_complete is async: use the async method")
+        return self._check_else_watch(op)
+
+    def _check_else_watch(self, op: Op) -> bool:
+        """Check a registered synchronous op once; if it is not done, watch it."""
         try:
             if check_operation(op):
                 return True
@@ -275,12 +279,16 @@ class DelayedOperationPurgatory(Generic[Op]):
         ops = self._watchers.get(key)
         if ops is None:
             return
-        live = [op for op in ops if op._state is _PENDING]
-        removed = len(ops) - len(live)
+        kept = 0
+        for op in ops:  # in place: no new list to grow, and the list keeps its capacity
+            if op._state is _PENDING:
+                ops[kept] = op
+                kept += 1
+        removed = len(ops) - kept
         self._watched -= removed
         self._stale_entries -= removed
-        if live:
-            self._watchers[key] = live
+        if kept:
+            del ops[kept:]
         else:
             del self._watchers[key]
 
@@ -342,9 +350,9 @@ class DelayedOperationPurgatory(Generic[Op]):
                 if ops is None:
                     continue
                 before = self._watched
+                budget -= len(ops)  # entries visited (before compaction, which is in place)
                 self._compact(key)
                 self._purged_entries += before - self._watched
-                budget -= len(ops)
                 if budget <= 0:
                     budget = PURGE_SLICE
                     await asyncio.sleep(0)
