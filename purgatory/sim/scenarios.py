@@ -120,10 +120,11 @@ SCENARIOS: dict[str, Scenario] = {
             cluster_options={"replica_lag_time_max_ms": 2_000},
             faults=(
                 FaultEvent(0.1, "broker 2 very slow (median 3 s)", _slow(2, 3000, 4000)),
-                FaultEvent(0.3, "crash leader broker 0", _crash(0)),
-                FaultEvent(0.45, "broker 2 back to normal", _heal(2)),
-                FaultEvent(0.55, "restart broker 0", _restart(0)),
-                FaultEvent(0.8, "preferred leader election", _preferred_leaders("events")),
+                # at 0.45: broker 2 has left the ISR by then (lag > 2 s, checked every second)
+                FaultEvent(0.45, "crash leader broker 0", _crash(0)),
+                FaultEvent(0.55, "broker 2 back to normal", _heal(2)),
+                FaultEvent(0.65, "restart broker 0", _restart(0)),
+                FaultEvent(0.85, "preferred leader election", _preferred_leaders("events")),
             ),
         ),
         Scenario(
