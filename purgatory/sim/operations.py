@@ -235,13 +235,7 @@ class DelayedDeleteRecords(_PerPartitionOperation[DeleteRecordsResult]):
         reply: Callable[[DeleteRecordsResult], None] | None = None,
         observer: Observer | None = None,
     ) -> None:
-        # BrokerOperation.__init__, inlined: every request builds one of these
-        DelayedOperation.__init__(self, delay_ms)
-        self.statuses = statuses
-        self.op_id = op_id
-        self.reply = reply
-        self.observer = observer
-        self.result = None
+        super().__init__(delay_ms, statuses, op_id, reply, observer)
         self.alive = alive
 
     def decide(self, status: PartitionStatus) -> ErrorCode | None:
