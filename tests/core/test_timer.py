@@ -174,3 +174,16 @@ def test_repr_and_statistics() -> None:
     assert (stats.name, stats.size, stats.tick_ms, stats.wheel_size) == ("orders", 0, 2, 8)
     with pytest.raises(ValueError, match="tick_ms"):
         SystemTimer("bad", tick_ms=0)
+
+
+@pytest.mark.asyncio
+async def test_default_clock_reads_the_running_loops_time() -> None:
+    # On asyncio's own loops the timer reads time.monotonic directly (what their time()
+    # does); on uvloop it calls loop.time(). Either way it is the loop's clock.
+    loop = asyncio.get_running_loop()
+    timer = SystemTimer("t")
+    before = loop.time() * 1000
+    now = timer.now_ms()
+    after = loop.time() * 1000
+    assert before <= now <= after
+    assert timer.now_ms() >= now
