@@ -55,6 +55,7 @@ def _positive_float(text: str) -> float:
 
 
 async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Path) -> Any:
+    from purgatory.sim.cli import stderr_progress
     from purgatory.sim.runner import run_scenario
     from purgatory.sim.scenarios import SCENARIOS
     from purgatory.trace import TraceWriter
@@ -65,7 +66,7 @@ async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Pat
             duration_s,
             seed,
             listeners=[writer],
-            progress=lambda line: print(f"\r{line}", end="", file=sys.stderr, flush=True),
+            progress=stderr_progress(),
         )
 
 

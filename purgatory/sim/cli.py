@@ -96,13 +96,7 @@ def run(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as exc:
         print(f"purgatory simulate: error: {exc}", file=sys.stderr)
         return 2
-    progress: Callable[[str], None] | None = None
-    if not args.quiet:
-        tty = sys.stderr.isatty()
-
-        def progress(line: str) -> None:
-            sys.stderr.write(line if tty or not line.startswith("\r") else line[1:] + "\n")
-            sys.stderr.flush()
+    progress = None if args.quiet else stderr_progress()
 
     trace = TraceWriter(args.trace) if args.trace else None
     try:
@@ -163,3 +157,23 @@ def _run(coro: Any, *, virtual: bool, loop: str) -> dict[str, Any]:
 
         return uvloop.run(coro)
     return asyncio.run(coro)
+
+
+def stderr_progress() -> Callable[[str], None]:
+    """A ``progress`` for :func:`run_scenario` writing to stderr: lines starting with "\\r"
+    rewrite themselves in place on a terminal; in a log, every line is a line of its own."""
+    tty = sys.stderr.isatty()
+    in_place = False  # the terminal's cursor is at the end of a rewritable line
+
+    def progress(line: str) -> None:
+        nonlocal in_place
+        rewrite = line.startswith("\r")
+        if not tty:
+            text = line[1:] + "\n" if rewrite else line
+        else:
+            text = "\n" + line if in_place and not rewrite else line
+            in_place = rewrite
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    return progress

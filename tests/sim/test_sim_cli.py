@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from purgatory.cli import main
+from purgatory.sim.cli import stderr_progress
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -67,3 +69,27 @@ def test_examples_run(script: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout
+
+
+class _Stderr(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_progress_lines_in_a_log_and_on_a_terminal(
+    tty: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stderr = _Stderr(tty)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    progress = stderr_progress()
+    for line in ("\rt= 1.0s a", "\rt= 2.0s b", "t=2.5s fault: crash\n", "\rt= 3.0s c"):
+        progress(line)
+    if tty:  # rewritten in place, but a fault line starts a line of its own
+        assert stderr.getvalue() == "\rt= 1.0s a\rt= 2.0s b\nt=2.5s fault: crash\n\rt= 3.0s c"
+    else:  # a log gets one line per update
+        assert stderr.getvalue() == "t= 1.0s a\nt= 2.0s b\nt=2.5s fault: crash\nt= 3.0s c\n"
