@@ -87,7 +87,7 @@ class DelayedOperation(TimerTask):
 
     def __init__(self, delay_ms: SupportsIndex) -> None:
         # TimerTask.__init__, inlined: every request builds one of these
-        self._delay_ms = delay_ms if delay_ms.__class__ is int else validate_delay(delay_ms)
+        self._delay_ms = delay_ms if type(delay_ms) is int else validate_delay(delay_ms)
         self._bucket = None
         self.expiration_ms = -1
         self._state = _PENDING
@@ -270,7 +270,7 @@ def check_operation(op: DelayedOperation) -> bool:
             op._check = _CHECKING
             op.checks += 1
             done = op.try_complete()
-            if done.__class__ is not bool and inspect.isawaitable(done):
+            if type(done) is not bool and inspect.isawaitable(done):
                 _discard(done)
                 raise TypeError(
                     f"{type(op).__name__}.try_complete returned an awaitable: "

@@ -241,7 +241,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             raise TypeError(f"expected a DelayedOperation, got {type(op).__name__}") from None
         if taken:
             raise ValueError(f"{op!r} was already handed to a purgatory")
-        kind = keys.__class__
+        kind = type(keys)
         if kind is tuple:
             watch_keys: tuple[Hashable, ...] = keys  # type: ignore[assignment]
         elif kind is not list and isinstance(keys, (str, bytes)):
