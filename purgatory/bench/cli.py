@@ -85,7 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_int_at_least(1),
         default=1,
         metavar="N",
-        help="rounds: each implementation runs once per round, interleaved; the table shows "
+        help="rounds: each implementation runs once per round, interleaved (every other round "
+        "in reverse order); the table shows "
         "each one's least-CPU run, the CPU target the median of the per-round ratios",
     )
     parser.add_argument("--seed", type=int, default=d.seed, help="random seed (same for all)")
@@ -230,8 +231,10 @@ def _run_workload(args: argparse.Namespace) -> dict[str, Any]:
     results = []
     for loop in _loops(args):
         samples: list[RunResult] = []
-        for _ in range(args.repeat):
-            for name in names:  # interleaved, so drift hits every implementation alike
+        for round_no in range(args.repeat):
+            # Interleaved, so drift hits every implementation alike; every other round in
+            # reverse order, so a steady drift within rounds favours nobody in the median.
+            for name in names if round_no % 2 == 0 else names[::-1]:
                 samples.append(run_workload(cfg, name, loop))
         memory = (
             [] if args.no_memory else [run_workload(cfg, name, loop, memory=True) for name in names]

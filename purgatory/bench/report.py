@@ -116,6 +116,7 @@ def workload_dict(
     out: dict[str, Any] = {
         "loop": loop,
         "runs": runs,
+        "run_order": [run.implementation for run in samples],
         "cpu_samples_s": {
             name: [_round(r.cpu_s, 4) for r in samples if r.implementation == name] for name in best
         },

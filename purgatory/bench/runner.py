@@ -1,7 +1,8 @@
 """Runs the workload against one implementation and measures it.
 
 CPU time is ``time.process_time()`` from just before the implementation starts to just
-after it stops (idle waiting for the last timeouts costs none). Peak memory is measured in a
+after it stops (idle waiting for the last timeouts costs none); the requests' random draws
+are made before it (:class:`~purgatory.bench.workload.RequestDraws`). Peak memory is measured in a
 separate pass under ``tracemalloc``, which would otherwise inflate the CPU figures.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
-import random
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -20,7 +20,7 @@ from typing import Final
 from purgatory.bench.baselines import CallLaterBaseline, Floor, HeapBaseline, Implementation
 from purgatory.bench.completion import CompletionDriver
 from purgatory.bench.subject import PurgatoryImplementation
-from purgatory.bench.workload import Tally, WorkloadConfig
+from purgatory.bench.workload import RequestDraws, Tally, WorkloadConfig
 
 IMPLEMENTATIONS: Final = ("floor", "call_later", "heap", "purgatory")
 #: measured on request (--nowait): the purgatory's synchronous watch entry point
@@ -115,19 +115,18 @@ class RunResult:
         return self.cpu_s / self.num * 1e6
 
 
-async def _generate(cfg: WorkloadConfig, impl: Implementation, driver: CompletionDriver) -> int:
+async def _generate(
+    cfg: WorkloadConfig, draws: RequestDraws, impl: Implementation, driver: CompletionDriver
+) -> int:
     """Issue every request; return how many drew a latency >= the timeout."""
     loop = asyncio.get_running_loop()
     now = loop.time
-    rng = random.Random(cfg.seed)
-    lognormal = rng.lognormvariate
-    sample = rng.sample
-    mu, sigma = cfg.mu, cfg.sigma
-    key_names = [f"key-{i}" for i in range(cfg.key_space)]
     per_request = cfg.keys_per_request
     timeout = cfg.timeout_ms
     batch = cfg.batch
-    rate = cfg.rate
+    gaps = draws.arrival_gaps_s
+    latencies = draws.latencies_ms
+    all_keys = draws.keys
     new_op = impl.new_op
     watch = impl.watch
     is_async = impl.watch_is_async
@@ -135,11 +134,11 @@ async def _generate(cfg: WorkloadConfig, impl: Implementation, driver: Completio
     drawn_expired = 0
     arrival = now()
     unyielded = 0
-    for _ in range(cfg.num):
-        if rate is not None:
+    for i in range(cfg.num):
+        if gaps is not None:
             # Open loop, Poisson arrivals (Kafka's exponential inter-arrival times): a
             # request goes out at its arrival time however far behind the loop is.
-            arrival += rng.expovariate(rate)
+            arrival += gaps[i]
             if arrival > now():
                 await asyncio.sleep(arrival - now())
                 unyielded = 0
@@ -148,8 +147,8 @@ async def _generate(cfg: WorkloadConfig, impl: Implementation, driver: Completio
             await asyncio.sleep(0)
             unyielded = 0
         unyielded += 1
-        latency = int(lognormal(mu, sigma))
-        keys = sample(key_names, per_request)
+        latency = latencies[i]
+        keys = all_keys[i * per_request : (i + 1) * per_request]  # a fresh list, as drawn
         now_ms = now() * 1000.0
         op = new_op(now_ms + timeout)
         if latency < timeout:
@@ -168,6 +167,7 @@ async def _measure(cfg: WorkloadConfig, name: str, loop_name: str, memory: bool)
     tally = Tally(loop)
     impl = make_implementation(name, tally, cfg)
     driver = CompletionDriver(loop, impl.complete)
+    draws = RequestDraws(cfg)
     gc.collect()
     if memory:
         tracemalloc.start()
@@ -177,7 +177,7 @@ async def _measure(cfg: WorkloadConfig, name: str, loop_name: str, memory: bool)
     wall0 = time.perf_counter()
     try:
         await impl.start()
-        drawn_expired = await _generate(cfg, impl, driver)
+        drawn_expired = await _generate(cfg, draws, impl, driver)
         generation_s = time.perf_counter() - wall0
         tally.expect(cfg.num if impl.expires() else cfg.num - drawn_expired)
         try:

@@ -88,3 +88,12 @@ def test_timer_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
         for side in ("system_timer", "call_later"):
             assert set(result[side]) == {"create_s", "add_s", "cancel_s", "cleanup_s", "total_s"}
         assert result["ratio"] > 0
+
+
+def test_rounds_alternate_their_order(capsys: pytest.CaptureFixture[str]) -> None:
+    # A steady drift of the machine's speed must not favour whoever runs first.
+    argv = ["bench", "--num", "200", "--timeout", "20", "--compare", "--repeat", "3", "--json"]
+    assert main([*argv, "--loop", "asyncio"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    forward = ["floor", "call_later", "heap", "purgatory"]
+    assert result["run_order"] == forward + forward[::-1] + forward
