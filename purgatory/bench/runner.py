@@ -2,8 +2,9 @@
 
 CPU time is ``time.process_time()`` from just before the implementation starts to just
 after it stops (idle waiting for the last timeouts costs none); the requests' random draws
-are made before it (:class:`~purgatory.bench.workload.RequestDraws`). Peak memory is measured in a
-separate pass under ``tracemalloc``, which would otherwise inflate the CPU figures.
+are made before that (:class:`~purgatory.bench.workload.RequestDraws`). Peak memory is
+measured in a separate pass under ``tracemalloc``, which would otherwise inflate the CPU
+figures.
 """
 
 from __future__ import annotations

@@ -101,17 +101,17 @@ class RequestDraws:
     def __init__(self, cfg: WorkloadConfig) -> None:
         rng = random.Random(cfg.seed)
         names = [f"key-{i}" for i in range(cfg.key_space)]
-        #: seconds between arrivals (Poisson), or None when unpaced
-        self.arrival_gaps_s: array[float] | None = None if cfg.rate is None else array("d")
+        gaps = array("d")
         self.latencies_ms = array("q")
         #: the keys of request i are ``keys[i * k : (i + 1) * k]``
         self.keys: list[str] = []
         for _ in range(cfg.num):
-            if self.arrival_gaps_s is not None:
-                assert cfg.rate is not None
-                self.arrival_gaps_s.append(rng.expovariate(cfg.rate))
+            if cfg.rate is not None:
+                gaps.append(rng.expovariate(cfg.rate))
             self.latencies_ms.append(int(rng.lognormvariate(cfg.mu, cfg.sigma)))
             self.keys.extend(rng.sample(names, cfg.keys_per_request))
+        #: seconds between arrivals (Poisson), or None when unpaced
+        self.arrival_gaps_s: array[float] | None = None if cfg.rate is None else gaps
 
 
 @final

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import statistics
@@ -19,7 +20,7 @@ from purgatory.bench.runner import (
     percentile,
     run_workload,
 )
-from purgatory.bench.workload import WorkloadConfig
+from purgatory.bench.workload import RequestDraws, WorkloadConfig
 
 # deadlines are kept in ms, loop time in s: the conversion may differ in the last bits
 FLOAT_SLACK_MS = 1e-9
@@ -38,6 +39,25 @@ def _drawn_expired(cfg: WorkloadConfig) -> int:
         rng.sample(keys, cfg.keys_per_request)
         drawn += latency >= cfg.timeout_ms
     return drawn
+
+
+def test_draws_give_every_request_distinct_keys_and_a_paced_arrival() -> None:
+    cfg = WorkloadConfig(num=500, rate=1000.0, keys_per_request=4, key_space=6, seed=3)
+    draws = RequestDraws(cfg)
+    assert draws.arrival_gaps_s is not None
+    assert len(draws.arrival_gaps_s) == cfg.num
+    assert len(draws.latencies_ms) == cfg.num
+    assert len(draws.keys) == cfg.num * 4
+    for i in range(cfg.num):
+        keys = draws.keys[i * 4 : (i + 1) * 4]
+        assert len(set(keys)) == 4
+        assert set(keys) <= {f"key-{k}" for k in range(6)}
+    # a seed is a workload: the same draws every time, others for another seed
+    again = RequestDraws(cfg)
+    assert again.keys == draws.keys
+    assert again.latencies_ms == draws.latencies_ms
+    assert RequestDraws(dataclasses.replace(cfg, seed=4)).keys != draws.keys
+    assert RequestDraws(dataclasses.replace(cfg, rate=None)).arrival_gaps_s is None
 
 
 def _check_exactly_once(run: RunResult, cfg: WorkloadConfig) -> None:
