@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, SupportsIndex
 
 from mypy_extensions import mypyc_attr
 
-from purgatory._wheel import TimerTask, validate_delay
+from purgatory._wheel import MAX_DELAY_MS, TimerTask, validate_delay
 
 if TYPE_CHECKING:
     from purgatory._purgatory import DelayedOperationPurgatory
@@ -87,7 +87,10 @@ class DelayedOperation(TimerTask):
 
     def __init__(self, delay_ms: SupportsIndex) -> None:
         # TimerTask.__init__, inlined: every request builds one of these
-        self._delay_ms = delay_ms if type(delay_ms) is int else validate_delay(delay_ms)
+        if type(delay_ms) is int and delay_ms <= MAX_DELAY_MS:
+            self._delay_ms: int = delay_ms
+        else:
+            self._delay_ms = validate_delay(delay_ms)
         self._bucket = None
         self.expiration_ms = -1
         self._state = _PENDING
@@ -165,7 +168,10 @@ class DelayedOperation(TimerTask):
 
     async def maybe_try_complete(self) -> bool:
         """Run ``try_complete`` unless a check is already running, in which case mark a
-        check pending for that one to redo. True if this call completed the operation."""
+        check pending for that one to redo. True if this call completed the operation.
+
+        If the awaiting task is cancelled in the middle of a check, the check is handed
+        to a background task of the operation's purgatory, so no trigger is lost."""
         if not self.is_async:
             return check_operation(self)
         if self._state is not _PENDING:
@@ -177,11 +183,16 @@ class DelayedOperation(TimerTask):
             while True:
                 self._check = _CHECKING
                 self.checks += 1
-                done = self.try_complete()
+                done: object = self.try_complete()
                 if inspect.isawaitable(done):
                     done = await done
                 if done or self._state is not _PENDING or self._check == _CHECKING:
-                    return bool(done) and self._state is not _PENDING
+                    return check_result(self, done)
+        except asyncio.CancelledError:
+            purgatory = self._purgatory
+            if purgatory is not None and self._state is _PENDING:
+                purgatory._check_later(self)
+            raise
         finally:
             self._check = _IDLE
 
@@ -190,11 +201,17 @@ class DelayedOperation(TimerTask):
     def __await__(self) -> Generator[Any, None, None]:
         """Wait until ``on_complete`` (and ``on_expiration``) have run."""
         if self._state is _PENDING:
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            if self._waiters is None:
-                self._waiters = [waiter]
-            else:
-                self._waiters.append(waiter)
+            loop = asyncio.get_running_loop()
+            purgatory = self._purgatory
+            if purgatory is not None:
+                purgatory._check_loop(loop)
+            waiters = self._waiters
+            if waiters is None:
+                waiters = self._waiters = []
+            elif waiters[0].get_loop() is not loop:
+                raise RuntimeError(f"{self!r} is awaited on a different event loop")
+            waiter: asyncio.Future[None] = loop.create_future()
+            waiters.append(waiter)
             yield from waiter.__await__()
         elif self._state is _CANCELLED:
             raise OperationCancelled(f"{self!r} was cancelled")
@@ -269,7 +286,9 @@ def check_operation(op: DelayedOperation) -> bool:
         while True:
             op._check = _CHECKING
             op.checks += 1
-            done = op.try_complete()
+            # object, not the declared bool: a None from a user's override must behave the
+            # same in the compiled build (which would otherwise reject it) as interpreted
+            done: object = op.try_complete()
             if type(done) is not bool and inspect.isawaitable(done):
                 _discard(done)
                 raise TypeError(
@@ -277,9 +296,35 @@ def check_operation(op: DelayedOperation) -> bool:
                     "declare it 'async def' or await it through maybe_try_complete()"
                 )
             if done or op._state is not _PENDING or op._check == _CHECKING:
-                return bool(done) and op._state is not _PENDING
+                return check_result(op, done)
     finally:
         op._check = _IDLE
+
+
+def check_result(op: DelayedOperation, done: object) -> bool:
+    """Whether a finished check completed ``op``: its ``try_complete`` said so and it is
+    no longer pending. A truthy answer for a pending op is a bug in the subclass."""
+    if not done:
+        return False
+    if op._state is _PENDING:
+        _warn_still_pending(type(op), done)
+        return False
+    return True
+
+
+_warned_still_pending: set[type] = set()
+
+
+def _warn_still_pending(cls: type, done: object) -> None:
+    if cls in _warned_still_pending:
+        return
+    _warned_still_pending.add(cls)
+    logger.warning(
+        "%s.try_complete returned %r but the operation is still pending: when the condition "
+        "holds, complete it with 'return self.force_complete()' (logged once per class)",
+        cls.__qualname__,
+        done,
+    )
 
 
 def report_callback_error(op: DelayedOperation, exc: BaseException, where: str) -> None:

@@ -13,7 +13,7 @@ import contextlib
 import logging
 from collections.abc import Hashable, Iterable
 from types import TracebackType
-from typing import Final, Generic, Self, SupportsIndex, TypeVar, final
+from typing import Final, Generic, Self, SupportsIndex, TypeVar, cast, final
 
 from purgatory._clock import Clock
 from purgatory._operation import (
@@ -24,6 +24,8 @@ from purgatory._operation import (
 )
 from purgatory._records import Listener, OperationRecord, PurgatoryStatistics
 from purgatory._timer import SystemTimer
+from purgatory._wait import Predicate, predicate_wait
+from purgatory._wheel import checked_int
 
 logger = logging.getLogger("purgatory")
 
@@ -34,6 +36,9 @@ PURGE_SLICE: Final = 4096
 
 _PENDING: Final = OperationState.PENDING
 
+# asyncio's C accessor: None outside a loop, no exception to raise and catch
+_running_loop: Final = asyncio._get_running_loop
+
 
 @final
 class DelayedOperationPurgatory(Generic[Op]):
@@ -43,19 +48,20 @@ class DelayedOperationPurgatory(Generic[Op]):
         self,
         name: str,
         *,
-        purge_interval: int = 1000,
+        purge_interval: SupportsIndex = 1000,
         reaper_enabled: bool = True,
         timer_enabled: bool = True,
         tick_ms: SupportsIndex = 1,
         wheel_size: SupportsIndex = 20,
         clock: Clock | None = None,
     ) -> None:
-        if isinstance(purge_interval, bool) or not isinstance(purge_interval, int):
-            raise TypeError(f"purge_interval must be an int, got {purge_interval!r}")
-        if purge_interval < 0:
-            raise ValueError(f"purge_interval must be >= 0, got {purge_interval}")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {name!r}")
+        for flag, value in (("reaper_enabled", reaper_enabled), ("timer_enabled", timer_enabled)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{flag} must be a bool, got {value!r}")
         self.name = name
-        self.purge_interval = purge_interval
+        self.purge_interval = checked_int("purge_interval", purge_interval, 0)
         self.reaper_enabled = reaper_enabled
         self.timer_enabled = timer_enabled
         self.timer = SystemTimer(name, tick_ms, wheel_size, clock=clock)
@@ -68,7 +74,10 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._listeners: list[Listener] = []
         self._reaper: asyncio.Task[None] | None = None
         self._purger: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[bool]] = set()  # async checks started by *_nowait
+        # checks running on their own: async checks started by *_nowait, and checks handed
+        # over by a caller cancelled in the middle of them
+        self._background: set[asyncio.Task[bool]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None  # bound on first use
         self._closed = False
         self._completed = 0
         self._expired = 0
@@ -85,7 +94,14 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._register(op, keys)
         if not op.is_async:
             return self._check_else_watch(op)
-        if await self._try(op):
+        # A caller cancelled at either await abandons the op (``await op`` raises
+        # OperationCancelled): it is never left watched without its timeout.
+        try:
+            done = await self._try(op)
+        except BaseException:
+            op.abandon()
+            raise
+        if done:
             return True
         if self._closed:
             op.abandon()
@@ -93,10 +109,46 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._watch(op)
         # The first check awaited before the op was watched: a trigger may have come and
         # gone meanwhile, so check again now that every trigger will find it.
-        if await self._try(op):
+        try:
+            done = await self._try(op)
+        except BaseException:
+            op.abandon()
+            raise
+        if done:
             return True
         self._schedule_timeout(op)
         return False
+
+    async def park(self, op: Op, keys: Iterable[Hashable]) -> Op:
+        """Hand ``op`` in (:meth:`try_complete_else_watch`) and wait until its
+        ``on_complete`` has run; return ``op``.
+
+        If the calling task is cancelled, ``op`` is abandoned. Raises
+        :class:`~purgatory.OperationCancelled` if the op was abandoned (e.g. by
+        :meth:`shutdown`), and whatever ``on_complete``/``on_expiration`` raised.
+        """
+        await self.try_complete_else_watch(op, keys)
+        try:
+            await op
+        except asyncio.CancelledError:
+            op.abandon()
+            raise
+        return op
+
+    async def wait_until(
+        self, predicate: Predicate, keys: Iterable[Hashable], timeout_ms: SupportsIndex
+    ) -> bool:
+        """Wait until ``predicate()`` holds: True as soon as it does, False once
+        ``timeout_ms`` has passed.
+
+        ``predicate`` (a function, or an ``async def``) is checked at once and on every
+        :meth:`check_and_complete` of one of ``keys``. Cancelling the caller removes the
+        wait; :class:`~purgatory.OperationCancelled` on shutdown; an exception raised by
+        the predicate ends the wait and is raised here.
+        """
+        wait = predicate_wait(predicate, timeout_ms)
+        await self.park(cast(Op, wait), keys)
+        return wait.outcome()
 
     def try_complete_else_watch_nowait(self, op: Op, keys: Iterable[Hashable]) -> bool:
         """The synchronous core of :meth:`try_complete_else_watch`, for operations whose
@@ -118,11 +170,17 @@ class DelayedOperationPurgatory(Generic[Op]):
         # _watch and _schedule_timeout, inlined: this is the hot path of every request
         watchers = self._watchers
         watch_keys = op.keys
-        for key in watch_keys:
-            try:
-                watchers[key].append(op)
-            except KeyError:
-                watchers[key] = [op]
+        added = 0
+        try:
+            for key in watch_keys:
+                try:
+                    watchers[key].append(op)
+                except KeyError:
+                    watchers[key] = [op]
+                added += 1
+        except BaseException:  # a key's __eq__ raised
+            self._unwatch(op, added)
+            raise
         op._entries = len(watch_keys)
         self._watched += op._entries
         if op._state is _PENDING:
@@ -136,15 +194,30 @@ class DelayedOperationPurgatory(Generic[Op]):
 
     async def check_and_complete(self, key: Hashable) -> int:
         """Check every operation watched on ``key``; return how many this call completed."""
+        self._check_loop(_running_loop())
         ops = self._watchers.get(key)
         if ops is None:
             return 0
         completed = 0
         stale = False
-        for op in ops[:]:  # a copy: checks may await while others append to the list
+        pending = ops[:]  # a copy: checks may await while others append to the list
+        for i, op in enumerate(pending):
             if op._state is not _PENDING:
                 stale = True
-            elif await self._try(op) if op.is_async else self._try_now(op):
+            elif op.is_async:
+                try:
+                    done = await self._try(op)
+                except BaseException:
+                    # Cancelled: the ops not checked yet are checked in the background,
+                    # so this trigger is not lost (the interrupted one hands itself over).
+                    for later in pending[i + 1 :]:
+                        if later._state is _PENDING:
+                            self._check_later(later)
+                    raise
+                if done:
+                    completed += 1
+                    stale = True
+            elif self._try_now(op):
                 completed += 1
                 stale = True
         if stale:
@@ -155,6 +228,9 @@ class DelayedOperationPurgatory(Generic[Op]):
         """The synchronous core of :meth:`check_and_complete`: checks synchronous operations
         now and returns how many completed; checks of async operations on the key are
         started as tasks (not counted)."""
+        loop = _running_loop()
+        if loop is not self._loop:
+            self._check_loop(loop)
         ops = self._watchers.get(key)
         if ops is None:
             return 0
@@ -164,9 +240,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             if op._state is not _PENDING:
                 stale = True
             elif op.is_async:
-                task = asyncio.get_running_loop().create_task(self._try(op))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+                self._check_later(op)
             elif self._try_now(op):
                 completed += 1
                 stale = True
@@ -235,12 +309,23 @@ class DelayedOperationPurgatory(Generic[Op]):
         """Check the arguments and bind ``op`` to this purgatory; registers no key yet."""
         if self._closed:
             raise RuntimeError(f"purgatory {self.name!r} is shut down")
+        loop = _running_loop()
+        if loop is not self._loop:
+            self._check_loop(loop)
         try:
             taken = op._purgatory is not None or op._state is not _PENDING
         except AttributeError:  # cheaper than an isinstance check on every request
+            if isinstance(op, DelayedOperation):
+                raise TypeError(
+                    f"{type(op).__name__}.__init__ did not call super().__init__(delay_ms): "
+                    "the operation is not initialised"
+                ) from None
             raise TypeError(f"expected a DelayedOperation, got {type(op).__name__}") from None
         if taken:
             raise ValueError(f"{op!r} was already handed to a purgatory")
+        waiters = op._waiters
+        if waiters is not None and waiters[0].get_loop() is not loop:
+            raise RuntimeError(f"{op!r} is awaited on a different event loop")
         kind = type(keys)
         if kind is tuple:
             watch_keys: tuple[Hashable, ...] = keys  # type: ignore[assignment]
@@ -257,13 +342,54 @@ class DelayedOperationPurgatory(Generic[Op]):
 
     def _watch(self, op: Op) -> None:
         watchers = self._watchers
-        for key in op.keys:
-            try:
-                watchers[key].append(op)
-            except KeyError:
-                watchers[key] = [op]
+        added = 0
+        try:
+            for key in op.keys:
+                try:
+                    watchers[key].append(op)
+                except KeyError:
+                    watchers[key] = [op]
+                added += 1
+        except BaseException:  # a key's __eq__ raised
+            self._unwatch(op, added)
+            raise
         op._entries = len(op.keys)
         self._watched += op._entries
+
+    def _unwatch(self, op: Op, added: int) -> None:
+        """Undo a watch that failed after ``added`` keys: the op leaves no entry behind
+        and is free again, as if it had never been handed in."""
+        watchers = self._watchers
+        for key in op.keys[:added]:
+            ops = watchers[key]
+            ops.pop()  # op is the last entry: nothing ran since it was appended
+            if not ops:
+                del watchers[key]
+        op._purgatory = None
+        op.keys = ()
+
+    def _check_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Bind to ``loop`` on first use; refuse any other loop afterwards."""
+        if loop is self._loop:
+            return
+        if loop is None:
+            raise RuntimeError(f"purgatory {self.name!r} must be used from a running event loop")
+        if self._loop is not None:
+            raise RuntimeError(
+                f"purgatory {self.name!r} is bound to a different event loop (a purgatory, "
+                "its timer and its operations belong to the loop that first used them)"
+            )
+        self.timer._check_loop(loop)
+        self._loop = loop
+
+    def _check_later(self, op: Op) -> None:
+        """Check ``op`` in a background task (cancelled at shutdown)."""
+        loop = self._loop
+        if self._closed or loop is None:
+            return
+        task = loop.create_task(self._try(op))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _schedule_timeout(self, op: Op) -> None:
         if op._state is not _PENDING:
@@ -374,6 +500,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         """Start the reaper (also started by ``async with`` and by the first watch)."""
         if self._closed:
             raise RuntimeError(f"purgatory {self.name!r} is shut down")
+        self._check_loop(_running_loop())
         self._ensure_reaper()
 
     async def __aenter__(self) -> Self:
@@ -393,6 +520,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         :class:`~purgatory.OperationCancelled` instead of hanging."""
         if self._closed:
             return
+        self._check_loop(_running_loop())
         self._closed = True
         for task in (self._reaper, self._purger, *self._background):
             if task is not None:

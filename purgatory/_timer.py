@@ -14,12 +14,14 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import SupportsIndex, final
+from typing import Final, SupportsIndex, final
 
 from purgatory._clock import CLOCK_EPSILON_MS, Clock, loop_clock_ms
 from purgatory._wheel import TimerCore, TimerTask
 
 logger = logging.getLogger("purgatory.timer")
+
+_running_loop: Final = asyncio._get_running_loop  # None outside a loop
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,10 @@ class SystemTimer:
         *,
         clock: Clock | None = None,
     ) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {name!r}")
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be callable (returning milliseconds), got {clock!r}")
         self.name = name
         probe = TimerCore(tick_ms, wheel_size)  # validate now, not at the first add
         self._tick_ms = probe.tick_ms
@@ -61,6 +67,7 @@ class SystemTimer:
         if clock is None:
             clock = loop_clock_ms
         self._clock: Clock = clock
+        self._loop: asyncio.AbstractEventLoop | None = None  # bound on first use
         self._on_loop_clock = clock is loop_clock_ms
         # The loop clock, bound on first use: get_running_loop() on every read would cost
         # more than the whole wheel insertion.
@@ -90,6 +97,9 @@ class SystemTimer:
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; re-adding moves it."""
+        loop = _running_loop()
+        if loop is not self._loop and loop is not None:
+            self._check_loop(loop)
         self._add_at(task, self.now_ms())
 
     def _add_at(self, task: TimerTask, now: float) -> None:
@@ -141,6 +151,8 @@ class SystemTimer:
 
         Returns True if any task ran. Only one caller may wait at a time.
         """
+        loop = asyncio.get_running_loop()
+        self._check_loop(loop)
         if self._waiter is not None:
             raise RuntimeError(f"timer {self.name!r}: advance_clock is already being awaited")
         give_up = math.inf
@@ -152,7 +164,6 @@ class SystemTimer:
             return True
         if self._closed or self.now_ms() >= give_up:
             return False
-        loop = asyncio.get_running_loop()
         self._give_up = give_up
         self._ran_while_waiting = 0
         self._waiter = loop.create_future()
@@ -196,19 +207,35 @@ class SystemTimer:
         not one loop iteration later in the waiting task; a cascade that ran nothing just
         re-arms for the next deadline."""
         self._wake_handle = None
+        armed_for = self._armed_for
         self._armed_for = math.inf
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
         self._wakeups += 1
         ran = self.run_due()
-        if ran or self._closed or self.now_ms() >= self._give_up:
+        now = self.now_ms()
+        if ran or self._closed or now >= self._give_up:
             self._ran_while_waiting += ran
             waiter.set_result(None)
+        elif now + CLOCK_EPSILON_MS < armed_for:
+            # Woken before the deadline: uvloop's timers count whole milliseconds and can
+            # fire up to 1 ms early. Waking again 1 ms later beats spinning on zero delays.
+            self._arm(waiter.get_loop(), armed_for + 1)
         else:
             self._arm_next(waiter.get_loop())
 
     # -- lifecycle -----------------------------------------------------------------------
+
+    def _check_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Bind to ``loop`` on first use; refuse any other loop afterwards."""
+        if self._loop is None:
+            self._loop = loop
+        elif loop is not self._loop:
+            raise RuntimeError(
+                f"timer {self.name!r} is bound to a different event loop (a timer belongs "
+                "to the loop that first used it)"
+            )
 
     def close(self) -> list[TimerTask]:
         """Stop the timer: pending tasks are unscheduled (and returned), waiters return."""
@@ -237,8 +264,15 @@ class SystemTimer:
 
 
 def _time_source(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
-    """``loop.time``, or ``time.monotonic`` itself when that is all the loop's time() does
-    (asyncio's own loops): one Python frame less on every read."""
-    if type(loop).time is asyncio.BaseEventLoop.time:
+    """``loop.time``, or ``time.monotonic`` when the loop's clock is that clock:
+
+    * asyncio's own loops: ``time()`` is ``time.monotonic()`` (one Python frame less);
+    * uvloop: ``time()`` is the same CLOCK_MONOTONIC truncated to whole milliseconds, up
+      to 1 ms behind; deadlines computed from it would fire up to 1 ms early.
+
+    Any other loop (virtual time, for instance) keeps its own clock.
+    """
+    loop_type = type(loop)
+    if loop_type.time is asyncio.BaseEventLoop.time or loop_type.__module__.startswith("uvloop"):
         return time.monotonic
     return loop.time

@@ -27,21 +27,29 @@ from mypy_extensions import mypyc_attr
 
 _UNSCHEDULED: Final = -1
 
+#: The longest delay a task may have (2**53 ms, about 285,000 years): deadlines are computed
+#: as ``clock + delay`` in floating point, which is exact to the millisecond up to here.
+MAX_DELAY_MS: Final = 2**53
+
 
 def validate_delay(delay_ms: object) -> int:
-    """Return ``delay_ms`` as an int; reject floats, NaN, bools and non-numbers."""
+    """Return ``delay_ms`` as an int; reject floats, NaN, bools, non-numbers and delays
+    beyond :data:`MAX_DELAY_MS` (a negative delay is fine: the task is due at once)."""
     if isinstance(delay_ms, bool):
         raise TypeError("delay_ms must be an int number of milliseconds, not a bool")
     try:
-        return operator.index(delay_ms)  # type: ignore[arg-type]
+        delay = operator.index(delay_ms)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(
             f"delay_ms must be an int number of milliseconds, got {type(delay_ms).__name__} "
             f"{delay_ms!r}"
         ) from None
+    if delay > MAX_DELAY_MS:
+        raise ValueError(f"delay_ms must be at most 2**53 (MAX_DELAY_MS), got {delay}")
+    return delay
 
 
-def _checked_int(name: str, value: object, least: int) -> int:
+def checked_int(name: str, value: object, least: int) -> int:
     # Annotated SupportsIndex by callers so that the compiled build passes the object
     # through unconverted (a bool would otherwise arrive as 0 or 1).
     if isinstance(value, bool) or not isinstance(value, int):
@@ -176,8 +184,8 @@ class TimerCore:
     def __init__(
         self, tick_ms: SupportsIndex = 1, wheel_size: SupportsIndex = 20, start_ms: int = 0
     ) -> None:
-        tick = _checked_int("tick_ms", tick_ms, 1)
-        size = _checked_int("wheel_size", wheel_size, 2)
+        tick = checked_int("tick_ms", tick_ms, 1)
+        size = checked_int("wheel_size", wheel_size, 2)
         self._seq = itertools.count()
         self._size = 0
         # (expiration, seq, bucket): buckets waiting for their expiration

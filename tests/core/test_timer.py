@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -177,13 +178,24 @@ def test_repr_and_statistics() -> None:
 
 
 @pytest.mark.asyncio
-async def test_default_clock_reads_the_running_loops_time() -> None:
-    # On asyncio's own loops the timer reads time.monotonic directly (what their time()
-    # does); on uvloop it calls loop.time(). Either way it is the loop's clock.
+async def test_default_clock_is_the_loops_monotonic_clock_at_full_resolution() -> None:
+    # asyncio's loops' time() is time.monotonic(); uvloop's is the same clock truncated to
+    # whole milliseconds. The timer reads time.monotonic on both, so a deadline is never
+    # computed from a reading up to 1 ms stale (which would fire early in real time).
     loop = asyncio.get_running_loop()
     timer = SystemTimer("t")
-    before = loop.time() * 1000
+    loop_before = loop.time() * 1000
+    before = time.monotonic() * 1000
     now = timer.now_ms()
-    after = loop.time() * 1000
+    after = time.monotonic() * 1000
+    loop_after = loop.time() * 1000
     assert before <= now <= after
+    assert loop_before <= now < loop_after + 1
     assert timer.now_ms() >= now
+
+
+@pytest.mark.virtual_time
+@pytest.mark.asyncio
+async def test_an_unknown_loop_keeps_its_own_clock() -> None:
+    loop = asyncio.get_running_loop()
+    assert SystemTimer("t").now_ms() == loop.time() * 1000
