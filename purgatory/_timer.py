@@ -157,8 +157,10 @@ class SystemTimer:
             raise RuntimeError(f"timer {self.name!r}: advance_clock is already being awaited")
         give_up = math.inf
         if timeout_ms is not None:
-            if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
-                raise ValueError(f"timeout_ms must be an int >= 0 or None, got {timeout_ms!r}")
+            if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int):
+                raise TypeError(f"timeout_ms must be an int or None, got {timeout_ms!r}")
+            if timeout_ms < 0:
+                raise ValueError(f"timeout_ms must be >= 0, got {timeout_ms!r}")
             give_up = self.now_ms() + timeout_ms
         if self.run_due():
             return True
