@@ -97,9 +97,10 @@ class SystemTimer:
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; re-adding moves it."""
-        loop = _running_loop()
-        if loop is not self._loop and loop is not None:
-            self._check_loop(loop)
+        if self._loop is None:  # bind on first use (advance_clock checks every time)
+            loop = _running_loop()
+            if loop is not None:
+                self._check_loop(loop)
         self._add_at(task, self.now_ms())
 
     def _add_at(self, task: TimerTask, now: float) -> None:
