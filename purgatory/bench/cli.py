@@ -1,8 +1,10 @@
-"""``purgatory bench [workload|timer]``: the purgatory against hand-written asyncio baselines.
+"""``purgatory bench [workload|timer|deadlines]``: the purgatory against hand-written asyncio
+baselines, and its deadlines against the monotonic clock.
 
 ``workload`` is Kafka's TestPurgatoryPerformance (``--compare`` adds the call_later and heap
 baselines and the workload floor); ``timer`` adds and cancels a million timeouts on
-SystemTimer and on ``loop.call_later``.
+SystemTimer and on ``loop.call_later``; ``deadlines`` expires operations in real time and
+counts any that fired before submit time + delay by ``time.monotonic()``.
 """
 
 from __future__ import annotations
@@ -69,9 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "kind",
         nargs="?",
-        choices=("workload", "timer"),
+        choices=("workload", "timer", "deadlines"),
         default="workload",
-        help="workload: Kafka's TestPurgatoryPerformance (default); timer: add+cancel bench",
+        help="workload: Kafka's TestPurgatoryPerformance (default); timer: add+cancel bench; "
+        "deadlines: real-time expiries checked against time.monotonic()",
     )
     parser.add_argument(
         "--loop",
@@ -162,13 +165,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the tracemalloc pass that measures peak Python heap",
     )
-    timer = parser.add_argument_group("timer options")
+    timer = parser.add_argument_group("timer and deadlines options")
     timer.add_argument(
         "--tasks",
         type=_int_at_least(1),
         default=None,
         metavar="N",
-        help="tasks to add and cancel (default 1000000)",
+        help="tasks to add and cancel (default 1000000; deadlines: operations, 100000)",
     )
     timer.add_argument(
         "--min-delay",
@@ -182,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_int_at_least(1),
         default=None,
         metavar="MS",
-        help="largest delay (default 300000)",
+        help="largest delay (default 300000; deadlines: 5000)",
     )
     parser.set_defaults(_parser=parser)
 
@@ -270,6 +273,30 @@ def _run_timer(args: argparse.Namespace) -> dict[str, Any]:
     return {"benchmark": "timer", "results": results}
 
 
+def _run_deadlines(args: argparse.Namespace) -> dict[str, Any]:
+    from purgatory.bench.deadlines import measure_deadlines
+
+    operations = 100_000 if args.tasks is None else args.tasks
+    lo = 1 if args.min_delay is None else args.min_delay
+    hi = 5_000 if args.max_delay is None else args.max_delay
+    if lo > hi:
+        _fail(args, f"--min-delay ({lo}) must be <= --max-delay ({hi})")
+    results = [
+        dataclasses.asdict(measure_deadlines(loop, operations, lo, hi, args.seed))
+        for loop in _loops(args)
+    ]
+    return {"benchmark": "deadlines", "results": results}
+
+
+def _format_deadlines(result: dict[str, Any]) -> str:
+    return (
+        f"deadlines on {result['loop']}: {result['operations']:,} operations, "
+        f"{result['early']} fired early by time.monotonic() (worst {result['worst_early_ms']:.3f}"
+        f" ms); lateness p50 {result['lateness_p50_ms']:.2f} ms, p99 "
+        f"{result['lateness_p99_ms']:.2f} ms, max {result['lateness_max_ms']:.2f} ms"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from purgatory.bench.report import format_timer, format_workload
 
@@ -277,7 +304,10 @@ def run(args: argparse.Namespace) -> int:
     if wrong:
         other = "timer" if args.kind == "workload" else "workload"
         _fail(args, f"{', '.join(wrong)}: only for 'purgatory bench {other}'")
-    if args.kind == "timer":
+    if args.kind == "deadlines":
+        out = _run_deadlines(args)
+        text = "\n".join(_format_deadlines(r) for r in out["results"])
+    elif args.kind == "timer":
         out = _run_timer(args)
         text = "\n\n".join(format_timer(r) for r in out["results"])
     else:

@@ -27,6 +27,8 @@ from purgatory.cli import main
         (["timer", "--compare"], "only for 'purgatory bench workload'"),
         (["timer", "--nowait"], "only for 'purgatory bench workload'"),
         (["timer", "--min-delay", "50", "--max-delay", "10"], "--min-delay"),
+        (["deadlines", "--num", "10"], "only for 'purgatory bench workload'"),
+        (["deadlines", "--min-delay", "50", "--max-delay", "10"], "--min-delay"),
         (["--loop", "trio"], "invalid choice"),
         (["--repeat", "0"], "must be >= 1"),
     ],
@@ -97,3 +99,10 @@ def test_rounds_alternate_their_order(capsys: pytest.CaptureFixture[str]) -> Non
     (result,) = json.loads(capsys.readouterr().out)["results"]
     forward = ["floor", "call_later", "heap", "purgatory"]
     assert result["run_order"] == forward + forward[::-1] + forward
+
+
+def test_deadlines_json_counts_no_early_expiry(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "deadlines", "--tasks", "200", "--max-delay", "30", "--json"]) == 0
+    [result] = json.loads(capsys.readouterr().out)["results"]
+    assert (result["operations"], result["early"]) == (200, 0)
+    assert 0 <= result["lateness_p50_ms"] <= result["lateness_p99_ms"] <= result["lateness_max_ms"]
