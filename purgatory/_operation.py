@@ -29,7 +29,9 @@ logger = logging.getLogger("purgatory.operation")
 
 
 class OperationCancelled(Exception):
-    """Raised by ``await op`` when the operation was dropped (e.g. purgatory shutdown)."""
+    """Raised by ``await op`` (and ``park``, ``wait_until``) when the operation was
+    abandoned instead of completing: the purgatory shut down, the submitting task was
+    cancelled, or ``op.abandon()`` was called. ``from purgatory import OperationCancelled``."""
 
 
 class OperationState(enum.Enum):
@@ -98,14 +100,15 @@ class DelayedOperation(TimerTask):
         self._waiters: list[asyncio.Future[None]] | None = None
         self._purgatory: DelayedOperationPurgatory[Any] | None = None
         self._entries = 0  # watcher-list entries that refer to this operation
-        #: the keys it is watched on, once handed to a purgatory
         self.keys: tuple[Hashable, ...] = ()
-        #: how many times try_complete ran
+        """The keys it is watched on, once handed to a purgatory (else empty)."""
         self.checks = 0
-        #: an error code for traces and metrics (e.g. "REQUEST_TIMED_OUT"); None on success
+        """How many times ``try_complete`` ran."""
         self.error: str | None = None
-        #: when a purgatory started watching it (purgatory clock, ms)
+        """An error code your hooks may set for listeners, traces and metrics (e.g.
+        ``"REQUEST_TIMED_OUT"``); None on success. The library never sets it."""
         self.started_ms = 0.0
+        """When a purgatory took the operation (its clock, in milliseconds)."""
 
     # -- user hooks ----------------------------------------------------------------------
 
@@ -133,10 +136,12 @@ class DelayedOperation(TimerTask):
 
     @property
     def is_expired(self) -> bool:
+        """True if the operation timed out (then ``is_completed`` is True as well)."""
         return self._state is _EXPIRED
 
     @property
     def is_cancelled(self) -> bool:
+        """True if the operation was abandoned (``await op`` raises OperationCancelled)."""
         return self._state is _CANCELLED
 
     @property

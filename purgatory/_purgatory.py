@@ -195,7 +195,9 @@ class DelayedOperationPurgatory(Generic[Op]):
         return False
 
     async def check_and_complete(self, key: Hashable) -> int:
-        """Check every operation watched on ``key``; return how many this call completed."""
+        """Check every operation watched on ``key``; return how many *this call* completed
+        (operations completed meanwhile by someone else are not counted). Completed ones
+        leave the key's watcher list; a key whose list empties is dropped."""
         if self._reaper is None:
             self._check_loop(_running_loop())
         ops = self._watchers.get(key)
@@ -279,9 +281,11 @@ class DelayedOperationPurgatory(Generic[Op]):
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`shutdown` has run."""
         return self._closed
 
     def watched_keys(self) -> int:
+        """How many keys have a watcher list."""
         return len(self._watchers)
 
     def add_listener(self, listener: Listener) -> None:
@@ -289,6 +293,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._listeners.append(listener)
 
     def remove_listener(self, listener: Listener) -> None:
+        """Stop calling ``listener``."""
         self._listeners.remove(listener)
 
     # -- checks ----------------------------------------------------------------------------
@@ -545,6 +550,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._watched = self._stale_entries = 0
 
     def statistics(self) -> PurgatoryStatistics:
+        """Sizes and counters now, as a frozen dataclass (what metrics and tests read)."""
         return PurgatoryStatistics(
             name=self.name,
             watched=self._watched,

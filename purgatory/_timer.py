@@ -128,6 +128,7 @@ class SystemTimer:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` has run."""
         return self._closed
 
     # -- expiry --------------------------------------------------------------------------
@@ -248,6 +249,7 @@ class SystemTimer:
         return [] if self._core is None else self._core.clear()
 
     def statistics(self) -> TimerStatistics:
+        """Size, shape and counters now, as a frozen dataclass."""
         core = self._core
         return TimerStatistics(
             name=self.name,

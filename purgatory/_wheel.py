@@ -86,6 +86,7 @@ class TimerTask(_Node):
 
     @property
     def delay_ms(self) -> int:
+        """The delay given at construction, in milliseconds."""
         return self._delay_ms
 
     @property
