@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from purgatory.cli_types import positive_float
+
 DEFAULT_OUT = "purgatory-out"
 DEFAULT_SCENARIO = "leader-failover"
 DEFAULT_DURATION_S = 20.0
@@ -27,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--duration",
-        type=_positive_float,
+        type=positive_float,
         default=DEFAULT_DURATION_S,
         metavar="SECONDS",
         help=f"simulated seconds ({DEFAULT_DURATION_S:g})",
@@ -42,16 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--skip-analysis", action="store_true", help="only simulate and write the trace"
     )
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
 
 
 async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Path) -> Any:

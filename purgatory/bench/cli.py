@@ -12,9 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
-from collections.abc import Callable
 from typing import Any, NoReturn
 
 from purgatory.bench.runner import (
@@ -25,6 +23,7 @@ from purgatory.bench.runner import (
     run_workload,
 )
 from purgatory.bench.workload import WorkloadConfig
+from purgatory.cli_types import int_at_least, positive_float
 
 _WORKLOAD_DEFAULTS = WorkloadConfig()
 _TIMER_ONLY = ("tasks", "min_delay", "max_delay")
@@ -41,29 +40,6 @@ _WORKLOAD_ONLY = (
     "nowait",
     "no_memory",
 )
-
-
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--repeat",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=1,
         metavar="N",
         help="rounds: each implementation runs once per round, interleaved (every other round "
@@ -96,56 +72,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     work = parser.add_argument_group("workload options")
     work.add_argument(
         "--num",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         metavar="N",
         help=f"number of requests (default {d.num})",
     )
     work.add_argument(
         "--rate",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         metavar="REQ_PER_S",
         help="open-loop request rate (default: no pacing, as fast as possible)",
     )
     work.add_argument(
         "--keys-per-request",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         metavar="K",
         help=f"distinct keys per request (default {d.keys_per_request})",
     )
     work.add_argument(
         "--key-space",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         metavar="K",
         help=f"number of possible keys (default {d.key_space})",
     )
     work.add_argument(
         "--timeout",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         metavar="MS",
         help=f"operation timeout in ms (default {d.timeout_ms})",
     )
     work.add_argument(
         "--p50",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         metavar="MS",
         help=f"median completion latency (default {d.p50_ms:g})",
     )
     work.add_argument(
         "--p75",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         metavar="MS",
         help=f"75th percentile completion latency (default {d.p75_ms:g})",
     )
     work.add_argument(
         "--batch",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         metavar="N",
         help=f"most requests issued between loop yields (default {d.batch})",
@@ -168,21 +144,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     timer = parser.add_argument_group("timer and deadlines options")
     timer.add_argument(
         "--tasks",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         metavar="N",
         help="tasks to add and cancel (default 1000000; deadlines: operations, 100000)",
     )
     timer.add_argument(
         "--min-delay",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         metavar="MS",
         help="smallest delay (default 1)",
     )
     timer.add_argument(
         "--max-delay",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         metavar="MS",
         help="largest delay (default 300000; deadlines: 5000)",

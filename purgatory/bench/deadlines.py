@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
-from purgatory.bench.runner import loop_factory, percentile
+from purgatory.bench.runner import loop_factory
+from purgatory.percentiles import percentile
 
 
 class _Timed(DelayedOperation):

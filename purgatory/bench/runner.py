@@ -22,6 +22,7 @@ from purgatory.bench.baselines import CallLaterBaseline, Floor, HeapBaseline, Im
 from purgatory.bench.completion import CompletionDriver
 from purgatory.bench.subject import PurgatoryImplementation
 from purgatory.bench.workload import RequestDraws, Tally, WorkloadConfig
+from purgatory.percentiles import percentile
 
 IMPLEMENTATIONS: Final = ("floor", "call_later", "heap", "purgatory")
 #: measured on request (--nowait): the purgatory's synchronous watch entry point
@@ -86,12 +87,6 @@ class LatenessSummary:
             percentile(ordered, 99),
             ordered[-1],
         )
-
-
-def percentile(ordered: list[float], pct: float) -> float:
-    """Nearest-rank percentile of an already sorted, non-empty list."""
-    rank = max(1, math.ceil(pct / 100.0 * len(ordered)))
-    return ordered[rank - 1]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from purgatory.percentiles import percentile
+
 if TYPE_CHECKING:
     import aiohttp
 
@@ -60,13 +62,9 @@ class Stats:
         self.broker_errors[code] = self.broker_errors.get(code, 0) + 1
 
 
-def percentile(samples: list[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..100) of unsorted samples; NaN if empty."""
-    if not samples:
-        return float("nan")
-    ordered = sorted(samples)
-    rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
-    return ordered[int(rank) - 1]
+def _percentile_ms(samples: list[float], q: float) -> float:
+    """Nearest-rank percentile of latencies in seconds, in ms; NaN if there are none."""
+    return round(percentile(sorted(samples), q) * 1000, 3) if samples else float("nan")
 
 
 def _raise_nofile(needed: int) -> None:
@@ -254,12 +252,11 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         "broker_errors": stats.broker_errors,
         "wakeups": len(wake),
         "wakeup_latency_ms": {
-            name: round(percentile(wake, q) * 1000, 3)
+            name: _percentile_ms(wake, q)
             for name, q in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))
         },
         "produce_latency_ms": {
-            name: round(percentile(stats.produce_latency, q) * 1000, 3)
-            for name, q in (("p50", 50), ("p99", 99))
+            name: _percentile_ms(stats.produce_latency, q) for name, q in (("p50", 50), ("p99", 99))
         },
     }
 

@@ -12,38 +12,18 @@ import contextlib
 import dataclasses
 import gc
 import json
-import math
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
+from purgatory.cli_types import int_at_least, non_negative_float, positive_float
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from purgatory.sim.scenarios import SCENARIOS
 
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="steady")
-    parser.add_argument("--duration", type=_positive_float, default=10.0, help="seconds")
+    parser.add_argument("--duration", type=positive_float, default=10.0, help="seconds")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--trace", metavar="PATH", help="write operation traces (JSON Lines)")
@@ -55,15 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     parser.add_argument("--list", action="store_true", help="list scenarios and exit")
     load = parser.add_argument_group("workload (defaults: the scenario's)")
-    load.add_argument("--produce-rate", type=_non_negative_float, help="requests/s")
-    load.add_argument("--fetch-rate", type=_non_negative_float, help="consumer fetches/s")
+    load.add_argument("--produce-rate", type=non_negative_float, help="requests/s")
+    load.add_argument("--fetch-rate", type=non_negative_float, help="consumer fetches/s")
     load.add_argument("--records-per-request", type=int)
     load.add_argument("--record-bytes", type=int)
     load.add_argument("--acks", type=int, choices=(-1, 0, 1))
-    load.add_argument("--produce-timeout-ms", type=_non_negative_int)
-    load.add_argument("--fetch-min-bytes", type=_non_negative_int)
+    load.add_argument("--produce-timeout-ms", type=int_at_least(0))
+    load.add_argument("--fetch-min-bytes", type=int_at_least(0))
     load.add_argument("--fetch-max-bytes", type=int)
-    load.add_argument("--fetch-max-wait-ms", type=_non_negative_int)
+    load.add_argument("--fetch-max-wait-ms", type=int_at_least(0))
 
 
 _WORKLOAD_ARGS = (

@@ -6,24 +6,16 @@ purgatory listener: same operations, same clock, without building a record per o
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections.abc import Iterable
 from typing import Any, final
 
 from purgatory import DelayedOperationPurgatory, OperationState
+from purgatory.percentiles import percentile
 from purgatory.sim.operations import BrokerOperation
 
 _EXPIRED = OperationState.EXPIRED
 _CANCELLED = OperationState.CANCELLED
-
-
-def percentile(sorted_values: array[float] | list[float], q: float) -> float:
-    """Nearest-rank percentile of already sorted values (0.0 when empty)."""
-    if not sorted_values:
-        return 0.0
-    rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
-    return float(sorted_values[rank - 1])
 
 
 @final
@@ -73,8 +65,8 @@ class PurgatoryStats:
             "errors": dict(sorted(self.errors.items())),
             "kinds": dict(sorted(self.kinds.items())),
             "duration_ms": {
-                "p50": round(percentile(durations, 50), 3),
-                "p99": round(percentile(durations, 99), 3),
+                "p50": round(percentile(durations, 50), 3) if durations else 0.0,
+                "p99": round(percentile(durations, 99), 3) if durations else 0.0,
                 "max": round(durations[-1], 3) if durations else 0.0,
             },
             "max_watched": self.max_watched,
