@@ -24,7 +24,6 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 import purgatory
-from purgatory import OperationCancelled
 from purgatory.metrics import PurgatoryMetrics
 from purgatory.service import broker as broker_api
 from purgatory.service.api import ROUTES, Schemas, openapi_document
@@ -32,6 +31,7 @@ from purgatory.service.broker import Broker, BrokerError, refused
 from purgatory.service.config import ServiceConfig
 from purgatory.service.http_metrics import ServiceMetrics
 from purgatory.service.schema import Object, ValidationError
+from purgatory.sim.errors import SimulationError
 
 logger = logging.getLogger("purgatory.service")
 
@@ -210,7 +210,7 @@ async def create_topic(request: web.Request) -> web.Response:
             await state.broker.create_topic(
                 body["name"], body["partitions"], body["replication_factor"]
             )
-        except ValueError as exc:
+        except SimulationError as exc:
             return _broker_error(refused(exc))
     return web.json_response(
         {
@@ -231,10 +231,8 @@ async def produce(request: web.Request) -> web.Response:
             result = await state.broker.produce(
                 body["topic"], body["partition"], records, body["acks"], body["timeout_ms"]
             )
-        except ValueError as exc:
+        except SimulationError as exc:
             return _broker_error(refused(exc))
-        except OperationCancelled as exc:
-            raise _shutting_down() from exc
     return web.json_response(
         {"error": broker_api.error_name(result.error), "base_offset": result.base_offset}
     )
@@ -253,10 +251,8 @@ async def fetch(request: web.Request) -> web.Response:
                 body["max_bytes"],
                 body["max_wait_ms"],
             )
-        except ValueError as exc:
+        except SimulationError as exc:
             return _broker_error(refused(exc))
-        except OperationCancelled as exc:
-            raise _shutting_down() from exc
     return web.json_response(
         {
             "error": broker_api.error_name(result.error),
@@ -299,11 +295,6 @@ async def openapi(request: web.Request) -> web.Response:
 
 def _broker_error(exc: BrokerError) -> web.Response:
     return web.json_response({"error": exc.code, "message": exc.message}, status=exc.status)
-
-
-def _shutting_down() -> Rejected:
-    # The broker closed under a parked request: answer it rather than dropping it.
-    return Rejected(503, "", "BROKER_NOT_AVAILABLE", "server shut down while the request waited")
 
 
 def _encode(text: str | None) -> bytes | None:

@@ -1,9 +1,9 @@
 """What the service needs from a broker, and the glue to the simulated cluster.
 
 :class:`Broker` is the structural interface the HTTP layer is written against;
-:class:`purgatory.sim.cluster.Cluster` satisfies it. The helpers here translate the
-cluster's Python-level failures (``ValueError`` whose message starts with a Kafka error
-name) into HTTP answers, and map the admin fault requests onto the cluster's methods.
+:class:`purgatory.sim.cluster.Cluster` satisfies it. The helpers here turn what the
+cluster refuses (a :class:`~purgatory.sim.errors.SimulationError` carrying an ``ErrorCode``)
+into HTTP answers through one table, and map the admin fault requests onto the cluster.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from purgatory import DelayedOperationPurgatory
+from purgatory.sim.errors import ErrorCode, SimulationError
 
 if TYPE_CHECKING:
     from purgatory.sim.cluster import Cluster
@@ -86,22 +87,18 @@ class BrokerError(Exception):
         self.message = message
 
 
-# Kafka error name -> HTTP status, for requests the cluster refuses with ValueError.
-_STATUS = {
-    "TOPIC_ALREADY_EXISTS": 409,
-    "UNKNOWN_TOPIC_OR_PARTITION": 404,
-    "INVALID_REPLICATION_FACTOR": 400,
-    "INVALID_PARTITIONS": 400,
+# The one table from what the cluster refuses to an HTTP status (anything else: 400).
+HTTP_STATUS: Mapping[ErrorCode, int] = {
+    ErrorCode.TOPIC_ALREADY_EXISTS: 409,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: 404,
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: 409,
+    ErrorCode.BROKER_NOT_AVAILABLE: 503,
 }
 
 
-def refused(exc: ValueError, default_status: int = 400) -> BrokerError:
-    """The HTTP form of a ``ValueError`` raised by the cluster ("CODE: message")."""
-    text = str(exc)
-    code, sep, rest = text.partition(": ")
-    if sep and code.isupper() and code.replace("_", "").isalpha():
-        return BrokerError(_STATUS.get(code, default_status), code, rest)
-    return BrokerError(default_status, "INVALID_REQUEST", text)
+def refused(exc: SimulationError) -> BrokerError:
+    """The HTTP form of a request the cluster refused."""
+    return BrokerError(HTTP_STATUS.get(exc.code, 400), exc.code.value, exc.message)
 
 
 def error_name(error: object) -> str | None:
@@ -184,5 +181,5 @@ async def apply_fault(broker: Broker, request: Mapping[str, Any]) -> dict[str, A
         else:
             await broker.restart_broker(target)
         return {"broker": target}
-    except ValueError as exc:
-        raise refused(exc, default_status=409) from exc
+    except SimulationError as exc:
+        raise refused(exc) from exc

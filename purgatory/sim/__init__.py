@@ -5,7 +5,7 @@ The public API is :class:`Cluster`; see :mod:`purgatory.sim.cluster`.
 """
 
 from purgatory.sim.cluster import Broker, Cluster
-from purgatory.sim.errors import ErrorCode
+from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
 from purgatory.sim.log import Record
 from purgatory.sim.messages import (
@@ -40,5 +40,6 @@ __all__ = [
     "PartitionMetadata",
     "ProduceResult",
     "Record",
+    "SimulationError",
     "TopicMetadata",
 ]

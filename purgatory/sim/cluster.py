@@ -26,7 +26,7 @@ from typing import Any, Self, final
 
 from purgatory import DelayedOperationPurgatory, loop_clock_ms
 from purgatory.sim import controller, handlers, requests
-from purgatory.sim.errors import ErrorCode
+from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
 from purgatory.sim.messages import (
     ClusterMetadata,
@@ -206,15 +206,18 @@ class Cluster:
         each partition's brokers (the first one is the preferred leader). Raises
         ValueError for a duplicate name, impossible sizes or a bad assignment."""
         if not isinstance(name, str) or not name or len(name) > 249:
-            raise ValueError(f"topic name must be a non-empty str of <= 249 chars: {name!r}")
+            raise SimulationError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"topic name must be a non-empty str of <= 249 chars: {name!r}",
+            )
         if name in self.topics:
-            raise ValueError(f"{ErrorCode.TOPIC_ALREADY_EXISTS}: topic {name!r} exists")
+            raise SimulationError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} exists")
         check_int("partitions", partitions, 1)
         check_int("replication_factor", replication_factor, 1)
         if replication_factor > len(self.brokers):
-            raise ValueError(
-                f"{ErrorCode.INVALID_REPLICATION_FACTOR}: replication_factor "
-                f"{replication_factor} > {len(self.brokers)} brokers"
+            raise SimulationError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication_factor {replication_factor} > {len(self.brokers)} brokers",
             )
         if self._closed:
             raise RuntimeError("cluster is closed")
@@ -422,7 +425,9 @@ class Cluster:
         eligible replica exists."""
         p = self.partition(topic, partition)
         if p is None:
-            raise ValueError(f"{ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}: {topic}-{partition}")
+            raise SimulationError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}"
+            )
         return controller.move_leader(self, p, new_leader)
 
     def _broker(self, broker: int) -> Broker:

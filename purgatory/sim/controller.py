@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from purgatory import loop_clock_ms
+from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import (
     BrokerMetadata,
     ClusterMetadata,
@@ -90,11 +91,14 @@ def move_leader(cluster: Cluster, p: Partition, new_leader: int | None) -> int:
     candidates = [b for b in p.replicas if b != p.leader and b in p.isr and cluster.is_alive(b)]
     if new_leader is None:
         if not candidates:
-            raise ValueError(f"{p.key}: no live in-sync replica to take over")
+            raise SimulationError(
+                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"{p.key}: no live in-sync replica"
+            )
         new_leader = candidates[0]
     elif new_leader not in candidates:
-        raise ValueError(
-            f"{p.key}: broker {new_leader} is not a live in-sync follower ({candidates})"
+        raise SimulationError(
+            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            f"{p.key}: broker {new_leader} is not a live in-sync follower ({candidates})",
         )
     p.elect(new_leader, loop_clock_ms())
     for broker in p.replicas:
@@ -137,9 +141,10 @@ def assign_replicas(
         or any(b not in cluster.brokers for b in r)
         for r in replicas
     ):
-        raise ValueError(
+        raise SimulationError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"assignment must list {partitions} partitions of {replication_factor} "
-            f"distinct brokers out of {sorted(cluster.brokers)}: {assignment!r}"
+            f"distinct brokers out of {sorted(cluster.brokers)}: {assignment!r}",
         )
     return replicas
 

@@ -22,11 +22,18 @@ class ErrorCode(enum.StrEnum):
     TOPIC_ALREADY_EXISTS = "TOPIC_ALREADY_EXISTS"
     INVALID_REPLICATION_FACTOR = "INVALID_REPLICATION_FACTOR"
     INVALID_PARTITIONS = "INVALID_PARTITIONS"
+    INVALID_TOPIC_EXCEPTION = "INVALID_TOPIC_EXCEPTION"
+    INVALID_REPLICA_ASSIGNMENT = "INVALID_REPLICA_ASSIGNMENT"
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
 
 
-class SimulationError(Exception):
-    """A request the cluster rejects outright (bad arguments); carries an :class:`ErrorCode`."""
+class SimulationError(ValueError):
+    """A request the cluster refuses outright, as Kafka would answer it: ``code`` is the
+    :class:`ErrorCode` (a value: nobody parses the text), ``message`` says why.
+
+    A ``ValueError``, so code that catches bad input in general still catches it."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(f"{code.value}: {message}")
         self.code = code
+        self.message = message

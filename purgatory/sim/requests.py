@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from purgatory import OperationCancelled
 from purgatory.sim import handlers
-from purgatory.sim.errors import ErrorCode
+from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import FetchResult, ProduceResult
 from purgatory.sim.operations import BrokerOperation, DelayedFetch, DelayedProduce
 from purgatory.sim.partition import Partition
@@ -54,7 +54,7 @@ def produce(
     """A produce request: the answer now, or the parked DelayedProduce."""
     if acks.__class__ is not int or acks not in (-1, 0, 1):
         if acks not in (-1, 0, 1) or isinstance(acks, bool):
-            raise ValueError(f"{ErrorCode.INVALID_REQUIRED_ACKS}: acks must be -1, 0 or 1")
+            raise SimulationError(ErrorCode.INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
     if timeout_ms.__class__ is not int or timeout_ms < 0:
         check_int("timeout_ms", timeout_ms, 0)
     entries = check_records(records)

@@ -10,7 +10,7 @@ from purgatory.service.api import ROUTES, Schemas, openapi_document
 from purgatory.service.broker import error_name, jsonable, refused
 from purgatory.service.config import ServiceConfig
 from purgatory.service.schema import Array, Int, Object, Str, ValidationError
-from purgatory.sim.errors import ErrorCode
+from purgatory.sim.errors import ErrorCode, SimulationError
 
 SCHEMAS = Schemas.build(ServiceConfig(max_timeout_ms=5000, max_records=2), brokers=3)
 
@@ -107,10 +107,10 @@ def test_broker_glue() -> None:
         "e": "NONE",
         "t": [1, 2],
     }
-    exc = refused(ValueError("TOPIC_ALREADY_EXISTS: topic 't' exists"))
+    exc = refused(SimulationError(ErrorCode.TOPIC_ALREADY_EXISTS, "topic 't' exists"))
     assert (exc.status, exc.code, exc.message) == (409, "TOPIC_ALREADY_EXISTS", "topic 't' exists")
-    plain = refused(ValueError("partitions must be >= 1"))
-    assert (plain.status, plain.code) == (400, "INVALID_REQUEST")
+    other = refused(SimulationError(ErrorCode.INVALID_REPLICATION_FACTOR, "3 > 1 brokers"))
+    assert (other.status, other.code) == (400, "INVALID_REPLICATION_FACTOR")
 
 
 def test_config_rejects_nonsense() -> None:

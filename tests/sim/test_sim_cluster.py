@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from purgatory.sim import Cluster, ErrorCode, Latency
+from purgatory.sim.errors import SimulationError
 from purgatory.testing import run_virtual
 
 Body = Callable[[Cluster, asyncio.AbstractEventLoop], Awaitable[Any]]
@@ -244,3 +245,28 @@ def test_min_insync_replicas_rejects_acks_all_once_the_isr_is_too_small() -> Non
         assert (await c.produce("t", 0, [(None, b"c")], acks=1)).error is ErrorCode.NONE
 
     _run(body, replica_lag_time_max_ms=500, min_insync_replicas=2)
+
+
+@pytest.mark.asyncio
+async def test_refusals_carry_the_kafka_error_code_as_a_value() -> None:
+    async with Cluster(brokers=1) as c:
+        await c.create_topic("t", 1, 1)
+        with pytest.raises(SimulationError) as exists:
+            await c.create_topic("t", 1, 1)
+        assert exists.value.code is ErrorCode.TOPIC_ALREADY_EXISTS
+        assert exists.value.message == "topic 't' exists"
+        with pytest.raises(SimulationError) as factor:
+            await c.create_topic("u", 1, 2)
+        assert factor.value.code is ErrorCode.INVALID_REPLICATION_FACTOR
+        with pytest.raises(SimulationError) as acks:
+            await c.produce("t", 0, [(None, b"v")], acks=2)
+        assert acks.value.code is ErrorCode.INVALID_REQUIRED_ACKS
+        with pytest.raises(SimulationError) as unknown:
+            await c.fail_over("nope", 0)
+        assert unknown.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with pytest.raises(SimulationError) as nobody:
+            await c.fail_over("t", 0)
+        assert nobody.value.code is ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        with pytest.raises(SimulationError) as assignment:
+            await c.create_topic("v", 1, 1, assignment=[[5]])
+        assert assignment.value.code is ErrorCode.INVALID_REPLICA_ASSIGNMENT
