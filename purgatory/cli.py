@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from purgatory.cli_types import DefaultsShownFormatter
+
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("purgatory.demo", "run a simulation and analyse its trace (the main job)"),
@@ -35,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name is None or not module_name.startswith(exc.name):
                 raise
             continue  # this subcommand is not part of this build
-        command = sub.add_parser(name, help=help_text, description=help_text)
+        command = sub.add_parser(
+            name, help=help_text, description=help_text, formatter_class=DefaultsShownFormatter
+        )
         module.add_arguments(command)
         command.set_defaults(run=module.run)
     return parser

@@ -1,5 +1,5 @@
-"""Argument types shared by every command line of the package: each parses a string or
-raises ``argparse.ArgumentTypeError`` saying what was expected."""
+"""What every command line of the package shares: argument types (each parses a string or
+raises ``argparse.ArgumentTypeError`` saying what was expected) and the help formatter."""
 
 from __future__ import annotations
 
@@ -45,3 +45,22 @@ def non_negative_float(text: str) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return value
+
+
+class DefaultsShownFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" to an option's help unless it says its default already or
+    has none worth showing (None, False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or not action.option_strings
+            or default is None
+            or default is False
+            or default == argparse.SUPPRESS
+            or default == []
+        ):
+            return action.help
+        return f"{text} (default: %(default)s)"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from purgatory.cli_types import positive_float
+from purgatory.sim.scenarios import SCENARIOS
 
 DEFAULT_OUT = "purgatory-out"
 DEFAULT_SCENARIO = "leader-failover"
@@ -23,18 +24,21 @@ DEFAULT_DURATION_S = 20.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default=DEFAULT_OUT, help=f"output directory ({DEFAULT_OUT})")
+    parser.add_argument("--out", default=DEFAULT_OUT, help="output directory")
     parser.add_argument(
-        "--scenario", default=DEFAULT_SCENARIO, help=f"simulation scenario ({DEFAULT_SCENARIO})"
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default=DEFAULT_SCENARIO,
+        help="simulation scenario (see purgatory simulate --list)",
     )
     parser.add_argument(
         "--duration",
         type=positive_float,
         default=DEFAULT_DURATION_S,
         metavar="SECONDS",
-        help=f"simulated seconds ({DEFAULT_DURATION_S:g})",
+        help="simulated seconds",
     )
-    parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed")
     parser.add_argument(
         "--virtual-time",
         action="store_true",

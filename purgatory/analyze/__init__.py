@@ -6,9 +6,11 @@ that importing this package stays cheap.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from purgatory.analyze.pipeline import DEFAULT_TOP_KEYS, InputPathError, check_paths
+from purgatory.analyze.inputs import DEFAULT_PATTERNS, InputPathError, find_inputs
+from purgatory.analyze.pipeline import DEFAULT_TOP_KEYS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,19 +29,22 @@ def run_analysis(
     driver_memory: str | None = None,
     shuffle_partitions: int | None = None,
     top_keys: int = DEFAULT_TOP_KEYS,
+    patterns: Sequence[str] = DEFAULT_PATTERNS,
 ) -> dict[str, Any]:
-    """Analyse the traces at ``paths`` (files or directories, ``.gz`` ok) into ``out_dir``.
+    """Analyse the traces at ``paths`` into ``out_dir``: files as named, and in directories
+    the files matching ``patterns`` (trace files, ``.gz`` ok), recursively.
 
     Writes one Parquet dataset per table, ``summary.json`` and ``report.html`` (with PNG
     plots unless ``plots`` is false) and returns the summary dict. With ``spark`` given the
     session is used as is and left running; otherwise one is created (see ``session``) and
-    stopped at the end if this call started it. Raises ``InputPathError`` on a missing path.
+    stopped at the end if this call started it. Raises ``InputPathError`` on a missing path
+    or when no file is left to read (before any Spark work).
     """
     from purgatory.analyze.pipeline import analyze
     from purgatory.analyze.progress import Progress
     from purgatory.analyze.session import get_session
 
-    check_paths(paths)
+    files = list(find_inputs(paths, patterns).files)
     owned = False
     if spark is None:
         info = get_session(master, driver_memory, shuffle_partitions)
@@ -48,7 +53,7 @@ def run_analysis(
         spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     try:
         with Progress(spark, enabled=progress) as bar:
-            return analyze(spark, paths, out_dir, bar, plots=plots, top_keys=top_keys)
+            return analyze(spark, files, out_dir, bar, plots=plots, top_keys=top_keys)
     finally:
         if owned:
             spark.stop()

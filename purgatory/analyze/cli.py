@@ -11,12 +11,25 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from purgatory.analyze.pipeline import DEFAULT_TOP_KEYS, InputPathError, check_paths
+from purgatory.analyze.inputs import DEFAULT_PATTERNS, InputPathError, find_inputs
+from purgatory.analyze.pipeline import DEFAULT_TOP_KEYS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "traces", nargs="+", metavar="TRACES", help="JSONL trace files or directories (.gz ok)"
+        "traces",
+        nargs="+",
+        metavar="TRACES",
+        help="trace files (JSON Lines, .gz ok) or directories, searched recursively for "
+        "trace files",
+    )
+    parser.add_argument(
+        "--glob",
+        action="append",
+        metavar="PATTERN",
+        help="file name pattern of trace files in directories (repeatable; default: "
+        + " and ".join(DEFAULT_PATTERNS)
+        + ")",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument(
@@ -67,11 +80,14 @@ def _ms(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    patterns = tuple(args.glob) if args.glob else DEFAULT_PATTERNS
     try:
-        check_paths(args.traces)
+        inputs = find_inputs(args.traces, patterns)
     except InputPathError as exc:
         print(f"purgatory analyze: error: {exc}", file=sys.stderr)
         return 2
+    if not args.quiet:
+        print(f"purgatory analyze: reading {inputs.describe()}", file=sys.stderr)
     if args.shuffle_partitions is not None and args.shuffle_partitions < 1:
         print("purgatory analyze: error: --shuffle-partitions must be >= 1", file=sys.stderr)
         return 2
@@ -97,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         driver_memory=args.driver_memory,
         shuffle_partitions=args.shuffle_partitions,
         top_keys=args.top_keys,
+        patterns=patterns,
     )
     if summary["malformed_lines"]:
         print(f"malformed lines: {summary['malformed_lines']}; samples:", file=sys.stderr)
@@ -104,4 +121,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {sample}", file=sys.stderr)
     print(format_summary(summary))
     print(f"tables, summary.json and report.html written to {args.out}")
+    if summary["events"] == 0:
+        print(f"purgatory analyze: error: no trace event in {inputs.describe()}", file=sys.stderr)
+        return 1
     return 0

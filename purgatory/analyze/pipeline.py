@@ -35,20 +35,6 @@ TABLES = (
 )
 
 
-class InputPathError(ValueError):
-    """An input path does not exist (reported as a usage error, exit code 2)."""
-
-
-def check_paths(paths: Sequence[str]) -> None:
-    """Fail early and clearly on missing local paths (URIs like hdfs:// are left to Spark)."""
-    if not paths:
-        raise InputPathError("no input path given")
-    for path in paths:
-        local = path[len("file://") :] if path.startswith("file://") else path
-        if "://" not in local and not os.path.exists(local):
-            raise InputPathError(f"input path does not exist: {path}")
-
-
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict() for row in df.collect()]
 
@@ -144,7 +130,7 @@ def analyze(
 
     started = time.monotonic()
     os.makedirs(out_dir, exist_ok=True)
-    lines = spark.read.option("recursiveFileLookup", "true").text(list(paths))
+    lines = spark.read.text(list(paths))  # files resolved by analyze.inputs.find_inputs
     # Parse once; every table below reads this cached copy instead of re-reading the input.
     parsed = parse_lines(lines).persist(StorageLevel.MEMORY_AND_DISK)
     try:

@@ -25,7 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
     )
     parser.add_argument("--port", type=int, default=8080, help="0 picks a free port")
-    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    parser.add_argument(
+        "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="event loop to run on"
+    )
     parser.add_argument("--brokers", type=int, default=3, help="brokers in the simulated cluster")
     parser.add_argument(
         "--topic",
@@ -40,16 +42,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=defaults.max_timeout_ms,
         help="ceiling for timeout_ms and max_wait_ms (default: %(default)s)",
     )
-    parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=defaults.max_body_bytes,
+        help="largest request body accepted; larger ones get 413",
+    )
     parser.add_argument(
         "--max-pending",
         type=int,
         default=defaults.max_pending,
         help="parked requests at once before 503 (default: %(default)s)",
     )
-    parser.add_argument("--shutdown-timeout", type=float, default=defaults.shutdown_timeout_s)
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=defaults.shutdown_timeout_s,
+        help="seconds SIGTERM waits for in-flight requests before closing",
+    )
     parser.add_argument("--backlog", type=int, default=4096, help="listen() backlog")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="logging threshold",
+    )
 
 
 def _topic_spec(spec: str) -> tuple[str, int, int]:

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from purgatory.cli_types import int_at_least
 from purgatory.percentiles import percentile
 
 if TYPE_CHECKING:
@@ -30,14 +31,34 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default="http://127.0.0.1:8080", help="server base URL")
     parser.add_argument("--topic", default="load", help="topic to create (if missing) and use")
-    parser.add_argument("--partitions", type=int, default=50)
-    parser.add_argument("--replication-factor", type=int, default=3)
+    parser.add_argument(
+        "--partitions", type=int_at_least(1), default=50, help="partitions of the topic"
+    )
+    parser.add_argument(
+        "--replication-factor",
+        type=int_at_least(1),
+        default=3,
+        help="replicas per partition when the topic is created",
+    )
     parser.add_argument("--fetchers", type=int, default=5000, help="concurrent parked fetches")
     parser.add_argument("--produce-rate", type=float, default=50.0, help="produce requests/s")
     parser.add_argument("--records", type=int, default=1, help="records per produce request")
-    parser.add_argument("--value-bytes", type=int, default=100)
-    parser.add_argument("--acks", type=int, choices=(-1, 0, 1), default=-1)
-    parser.add_argument("--max-wait-ms", type=int, default=5000)
+    parser.add_argument(
+        "--value-bytes", type=int_at_least(0), default=100, help="bytes per record value"
+    )
+    parser.add_argument(
+        "--acks",
+        type=int,
+        choices=(-1, 0, 1),
+        default=-1,
+        help="produce acks: -1 waits for the in-sync replicas, 1 for the leader, 0 for nobody",
+    )
+    parser.add_argument(
+        "--max-wait-ms",
+        type=int_at_least(0),
+        default=5000,
+        help="how long each parked fetch may wait for records",
+    )
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of steady load")
     parser.add_argument("--ramp", type=float, default=5.0, help="seconds to open all fetchers")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -22,28 +22,47 @@ from purgatory.cli_types import int_at_least, non_negative_float, positive_float
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from purgatory.sim.scenarios import SCENARIOS
 
-    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="steady")
-    parser.add_argument("--duration", type=positive_float, default=10.0, help="seconds")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--scenario", choices=sorted(SCENARIOS), default="steady", help="what to simulate (--list)"
+    )
+    parser.add_argument(
+        "--duration", type=positive_float, default=10.0, help="seconds of simulated time"
+    )
+    parser.add_argument("--seed", type=int, default=1, help="random seed (same seed, same run)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--trace", metavar="PATH", help="write operation traces (JSON Lines)")
     parser.add_argument(
         "--virtual-time", action="store_true", help="run on virtual time (deterministic)"
     )
-    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    parser.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="event loop on real time (ignored with --virtual-time)",
+    )
     parser.add_argument("--no-check", action="store_true", help="skip the invariant checker")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
     parser.add_argument("--list", action="store_true", help="list scenarios and exit")
     load = parser.add_argument_group("workload (defaults: the scenario's)")
     load.add_argument("--produce-rate", type=non_negative_float, help="requests/s")
     load.add_argument("--fetch-rate", type=non_negative_float, help="consumer fetches/s")
-    load.add_argument("--records-per-request", type=int)
-    load.add_argument("--record-bytes", type=int)
-    load.add_argument("--acks", type=int, choices=(-1, 0, 1))
-    load.add_argument("--produce-timeout-ms", type=int_at_least(0))
-    load.add_argument("--fetch-min-bytes", type=int_at_least(0))
-    load.add_argument("--fetch-max-bytes", type=int)
-    load.add_argument("--fetch-max-wait-ms", type=int_at_least(0))
+    load.add_argument("--records-per-request", type=int_at_least(1), help="records per produce")
+    load.add_argument("--record-bytes", type=int_at_least(0), help="bytes per record value")
+    load.add_argument(
+        "--acks", type=int, choices=(-1, 0, 1), help="produce acks (-1: all in-sync replicas)"
+    )
+    load.add_argument(
+        "--produce-timeout-ms", type=int_at_least(0), help="how long an acks=all produce waits"
+    )
+    load.add_argument(
+        "--fetch-min-bytes", type=int_at_least(0), help="bytes a consumer fetch waits for"
+    )
+    load.add_argument(
+        "--fetch-max-bytes", type=int_at_least(1), help="most bytes one fetch returns"
+    )
+    load.add_argument(
+        "--fetch-max-wait-ms", type=int_at_least(0), help="how long a consumer fetch may wait"
+    )
 
 
 _WORKLOAD_ARGS = (

@@ -81,3 +81,45 @@ def test_cli_end_to_end(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert max(ranks) == 3
     assert not list(out.glob("*.png"))
     assert not spark.sparkContext._jsc.sc().isStopped()  # a session it did not start is kept
+
+
+def test_an_empty_directory_fails_fast_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    started = time.monotonic()
+    assert main(["analyze", str(empty), "--out", str(tmp_path / "out")]) == 2
+    assert time.monotonic() - started < 5
+    err = capsys.readouterr().err
+    assert f"no trace files (*.jsonl or *.jsonl.gz) in {empty}" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_directory_without_trace_files_says_what_it_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("not a trace\n")
+    assert main(["analyze", str(notes), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert str(notes) in err
+    assert "1 other files skipped" in err
+
+
+def test_a_run_without_any_trace_event_exits_non_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import purgatory.analyze as analyze_package
+
+    (tmp_path / "empty.jsonl").write_text("")
+    empty_summary = {"events": 0, "malformed_lines": 0, "blank_lines": 0, "purgatories": {}}
+    monkeypatch.setattr(analyze_package, "run_analysis", lambda *a, **k: empty_summary)
+    code = main(["analyze", str(tmp_path / "empty.jsonl"), "--out", str(tmp_path / "out")])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "reading 1 trace file" in err
+    assert "no trace event in 1 trace file" in err
