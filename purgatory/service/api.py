@@ -13,11 +13,12 @@ from typing import Any, Final
 
 from purgatory.service.config import ServiceConfig
 from purgatory.service.schema import Array, Choice, Doc, Int, Object, Schema, Str
+from purgatory.sim.validate import TOPIC_NAME_PATTERN
 
 INT32_MAX: Final = 2**31 - 1
 INT64_MAX: Final = 2**63 - 1
-#: Kafka's legal topic names.
-TOPIC_PATTERN: Final = r"^[A-Za-z0-9._-]{1,249}$"
+#: Kafka's legal topic names (the simulation's rule, anchored for OpenAPI).
+TOPIC_PATTERN: Final = f"^{TOPIC_NAME_PATTERN}$"
 FAULTS: Final = ("slow_follower", "crash_follower", "restart_follower", "failover")
 
 
@@ -254,7 +255,14 @@ def openapi_document(schemas: Schemas, version: str) -> dict[str, Any]:
                 "content": {"application/json": {"schema": body.openapi()}},
             }
         responses: dict[str, Any] = {}
-        for status, (description, schema) in route.responses.items():
+        common: dict[int, tuple[str, Schema | None]] = {
+            400: ("invalid request, or a Host header this server does not serve", ERROR_BODY)
+        }
+        if route.name != "healthz":
+            common[401] = ("no valid bearer token (when the server has one)", ERROR_BODY)
+        if route.method == "POST":
+            common[415] = ("Content-Type is not application/json", ERROR_BODY)
+        for status, (description, schema) in {**common, **route.responses}.items():
             response: dict[str, Any] = {"description": description}
             content_type = route.content_type if status < 300 else "application/json"
             response["content"] = {content_type: {"schema": _body_schema(schema)}}

@@ -29,6 +29,7 @@ from purgatory.service import broker as broker_api
 from purgatory.service.api import ROUTES, Schemas, openapi_document
 from purgatory.service.broker import Broker, BrokerError, refused
 from purgatory.service.config import ServiceConfig
+from purgatory.service.guard import AccessPolicy
 from purgatory.service.http_metrics import ServiceMetrics
 from purgatory.service.schema import Object, ValidationError
 from purgatory.sim.errors import SimulationError
@@ -54,9 +55,16 @@ class Rejected(Exception):
 class ServiceState:
     """Per-app state: the broker, limits, metrics and the parked-request count."""
 
-    def __init__(self, broker: Broker, config: ServiceConfig, registry: CollectorRegistry):
+    def __init__(
+        self,
+        broker: Broker,
+        config: ServiceConfig,
+        registry: CollectorRegistry,
+        access: AccessPolicy,
+    ):
         self.broker = broker
         self.config = config
+        self.access = access
         self.registry = registry
         self.schemas = Schemas.build(config, broker_api.broker_count(broker))
         self.metrics = ServiceMetrics(registry)
@@ -104,14 +112,17 @@ def create_app(
     config: ServiceConfig | None = None,
     *,
     registry: CollectorRegistry | None = None,
+    access: AccessPolicy | None = None,
 ) -> web.Application:
     """The ``purgatory serve`` application over ``broker`` (which it closes on shutdown).
 
     Each app gets its own Prometheus registry unless one is given, so several apps can
-    live in one process.
+    live in one process. ``access`` sets the token and host rules (default: none; state-
+    changing requests must still be JSON).
     """
     config = ServiceConfig() if config is None else config
-    state = ServiceState(broker, config, CollectorRegistry() if registry is None else registry)
+    registry = CollectorRegistry() if registry is None else registry
+    state = ServiceState(broker, config, registry, AccessPolicy() if access is None else access)
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_errors_and_metrics])
     app[STATE] = state
     handlers: dict[str, Handler] = {
@@ -125,8 +136,12 @@ def create_app(
         "openapi": openapi,
     }
     for route in ROUTES:
-        app.router.add_route(route.method, route.path, handlers[route.name], name=route.name)
+        if route.method == "GET":  # and HEAD, as HTTP asks of every GET resource
+            app.router.add_get(route.path, handlers[route.name], name=route.name)
+        else:
+            app.router.add_route(route.method, route.path, handlers[route.name], name=route.name)
     app.on_shutdown.append(_shutdown)
+    app.on_response_prepare.append(_server_header)
     return app
 
 
@@ -141,6 +156,15 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
     start = time.perf_counter()
     status = 500
     try:
+        refusal = state.access.check(
+            request.method,
+            request.path,
+            _headers(request),
+            routed=request.match_info.http_exception is None,
+        )
+        if refusal is not None:
+            logger.info("refused %s %s: %s", request.method, request.path, refusal.code)
+            raise Rejected(refusal.status, refusal.reason, refusal.code, refusal.message)
         response = await handler(request)
         status = response.status
         return response
@@ -151,6 +175,15 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         return _error_response(exc, state.config.retry_after_s)
     except web.HTTPException as exc:
         status = exc.status
+        if status in (404, 405):  # the same JSON error format as every other refusal
+            reason, code = _NOT_ROUTED[status]
+            state.metrics.reject(reason)
+            headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else {}
+            return web.json_response(
+                {"error": code, "message": f"{request.method} {request.path}: {exc.reason}"},
+                status=status,
+                headers=headers,
+            )
         raise
     except asyncio.CancelledError:
         status = 499  # the client went away (nginx's "client closed request")
@@ -160,10 +193,30 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
         state.metrics.latency.labels(request.method, route).observe(time.perf_counter() - start)
 
 
+_NOT_ROUTED: Final = {
+    404: ("not_found", "NOT_FOUND"),
+    405: ("method_not_allowed", "METHOD_NOT_ALLOWED"),
+}
+
+
+def _headers(request: web.Request) -> dict[str, str]:
+    # only the three the access rules read, lower-cased keys
+    return {
+        name: request.headers.get(name, "") for name in ("host", "authorization", "content-type")
+    }
+
+
+async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
+    # aiohttp would name Python's and its own versions: no need to tell an attacker
+    response.headers["Server"] = "purgatory"
+
+
 def _error_response(exc: Rejected, retry_after_s: int) -> web.Response:
     headers = {}
     if exc.status == 503:
         headers["Retry-After"] = str(retry_after_s)
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="purgatory"'
     return web.json_response(
         {"error": exc.code, "message": exc.message}, status=exc.status, headers=headers
     )

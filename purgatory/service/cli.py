@@ -11,12 +11,14 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import resource
 import signal
 import sys
 from collections.abc import Callable
 
 from purgatory.service.config import ServiceConfig
+from purgatory.service.guard import AccessPolicy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +63,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds SIGTERM waits for in-flight requests before closing",
     )
     parser.add_argument("--backlog", type=int, default=4096, help="listen() backlog")
+    access = parser.add_argument_group("access control")
+    access.add_argument(
+        "--token",
+        default=os.environ.get("PURGATORY_TOKEN") or None,
+        help="require 'Authorization: Bearer TOKEN' on every route but /healthz "
+        "(default: $PURGATORY_TOKEN, else no token)",
+    )
+    access.add_argument(
+        "--public-metrics",
+        action="store_true",
+        help="serve /metrics without the token",
+    )
+    access.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host name clients may use in the Host header (repeatable; default: the "
+        "loopback names when bound to loopback, else any)",
+    )
     parser.add_argument(
         "--log-level",
         default="INFO",
@@ -94,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
             shutdown_timeout_s=args.shutdown_timeout,
         )
         topics = [_topic_spec(spec) for spec in args.topic]
+        access = AccessPolicy.for_bind(
+            args.host,
+            token=args.token,
+            public_metrics=args.public_metrics,
+            allowed_hosts=args.allowed_host,
+        )
         if not 0 <= args.port <= 65535:
             raise ValueError(f"--port must be in 0..65535, got {args.port}")
         if args.brokers < 1:
@@ -108,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
 
         factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(serve(args.host, args.port, args.brokers, topics, config, args.backlog))
+        return runner.run(
+            serve(args.host, args.port, args.brokers, topics, config, args.backlog, access)
+        )
 
 
 async def serve(
@@ -118,6 +148,7 @@ async def serve(
     topics: list[tuple[str, int, int]],
     config: ServiceConfig,
     backlog: int = 4096,
+    access: AccessPolicy | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status."""
     from aiohttp import web
@@ -128,7 +159,7 @@ async def serve(
     cluster = await new_cluster(brokers)
     for name, partitions, replication_factor in topics:
         await cluster.create_topic(name, partitions, replication_factor)
-    app = create_app(cluster, config)
+    app = create_app(cluster, config, access=access)
     runner = web.AppRunner(
         app,
         handler_cancellation=True,  # a disconnected client's parked operation is dropped

@@ -12,7 +12,18 @@ from purgatory.metrics import DURATION_BUCKETS
 HTTP_BUCKETS: Final = DURATION_BUCKETS
 
 #: Why a request was refused before reaching the broker.
-REJECT_REASONS: Final = ("invalid", "too_large", "timeout_ceiling", "overloaded", "shutting_down")
+REJECT_REASONS: Final = (
+    "invalid",
+    "too_large",
+    "timeout_ceiling",
+    "overloaded",
+    "shutting_down",
+    "bad_host",
+    "unauthorized",
+    "media_type",
+    "not_found",
+    "method_not_allowed",
+)
 
 
 @final

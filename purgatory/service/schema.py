@@ -85,7 +85,7 @@ class Str:
             raise ValidationError(path, f"must have at least {self.min_length} characters")
         if self.max_length is not None and len(value) > self.max_length:
             raise ValidationError(path, f"must have at most {self.max_length} characters")
-        if self.pattern is not None and re.search(self.pattern, value) is None:
+        if self.pattern is not None and re.fullmatch(self.pattern, value) is None:
             raise ValidationError(path, f"must match {self.pattern}")
         return value
 

@@ -45,7 +45,7 @@ from purgatory.sim.operations import (
 from purgatory.sim.partition import HighWatermarkListener, Partition
 from purgatory.sim.replication import ReplicaFetcher
 from purgatory.sim.requests import Entries
-from purgatory.sim.validate import check_int
+from purgatory.sim.validate import check_int, check_topic_name
 
 # A replica fetch's network round trip within a data centre; it also lets a round
 # batch every append that arrived meanwhile, as in Kafka.
@@ -205,11 +205,7 @@ class Cluster:
         """Create a topic. Replicas are assigned round-robin unless ``assignment`` lists
         each partition's brokers (the first one is the preferred leader). Raises
         ValueError for a duplicate name, impossible sizes or a bad assignment."""
-        if not isinstance(name, str) or not name or len(name) > 249:
-            raise SimulationError(
-                ErrorCode.INVALID_TOPIC_EXCEPTION,
-                f"topic name must be a non-empty str of <= 249 chars: {name!r}",
-            )
+        check_topic_name(name)
         if name in self.topics:
             raise SimulationError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} exists")
         check_int("partitions", partitions, 1)

@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from typing import Final
+
+from purgatory.sim.errors import ErrorCode, SimulationError
+
+#: Kafka's rule for topic names: 1 to 249 of ``[A-Za-z0-9._-]``, but not ``.`` or ``..``
+TOPIC_NAME_PATTERN: Final = r"(?!\.\.?$)[A-Za-z0-9._-]{1,249}"
+_TOPIC_NAME: Final = re.compile(TOPIC_NAME_PATTERN)
+
+
+def check_topic_name(name: object) -> str:
+    """``name`` if Kafka would accept it as a topic name (matched in full: no newline may
+    trail it); else :class:`SimulationError` with ``INVALID_TOPIC_EXCEPTION``."""
+    if not isinstance(name, str) or _TOPIC_NAME.fullmatch(name) is None:
+        raise SimulationError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic names are 1 to 249 of [A-Za-z0-9._-], not '.' or '..': got {name!r}",
+        )
+    return name
 
 
 def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:

@@ -127,7 +127,9 @@ async def test_failover_answers_parked_produces_with_not_leader(served: Served) 
 
 @pytest.mark.asyncio
 async def test_bad_requests_get_clear_errors(tight: Served) -> None:
-    async with tight.session.post(tight.url + "/v1/fetch", data=b"{not json") as response:
+    async with tight.session.post(
+        tight.url + "/v1/fetch", data=b"{not json", headers={"Content-Type": "application/json"}
+    ) as response:
         assert response.status == 400
         assert "not valid JSON" in (await response.json())["message"]
     status, answer = await tight.post("/v1/fetch", {"topic": "t", "partition": 0})
