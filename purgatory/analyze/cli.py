@@ -86,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
     except InputPathError as exc:
         print(f"purgatory analyze: error: {exc}", file=sys.stderr)
         return 2
+    if inputs.total_bytes == 0 and not any("://" in f for f in inputs.files):
+        # Every file is empty: no event to find, so say so without starting Spark.
+        print(f"purgatory analyze: error: no trace event in {inputs.describe()}", file=sys.stderr)
+        return 2
     if not args.quiet:
         print(f"purgatory analyze: reading {inputs.describe()}", file=sys.stderr)
     if args.shuffle_partitions is not None and args.shuffle_partitions < 1:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import resource
 import sys
 import time
@@ -282,6 +283,28 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _figure(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, float) and math.isnan(value):
+        return "-"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.3f}".rstrip("0").rstrip(".")
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The summary as a person reads it: one labelled line per figure, thousands separated;
+    a group of figures (percentiles, counts by error) on one line, ``none`` when empty."""
+    width = max(len(key) for key in summary)
+    lines = []
+    for key, value in summary.items():
+        if isinstance(value, dict):
+            shown = "   ".join(f"{k} {_figure(v)}" for k, v in value.items()) or "none"
+        else:
+            shown = _figure(value)
+        lines.append(f"{key.replace('_', ' '):<{width}}  {shown}")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         for name in ("partitions", "fetchers", "records", "max_wait_ms"):
@@ -300,9 +323,5 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, RuntimeError) as exc:
         print(f"purgatory load: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        for key, value in summary.items():
-            print(f"{key:>20}: {value}")
+    print(json.dumps(summary) if args.json else format_summary(summary))
     return 0 if summary["failed_requests"] == 0 else 1

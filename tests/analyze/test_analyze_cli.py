@@ -115,7 +115,7 @@ def test_a_run_without_any_trace_event_exits_non_zero(
 ) -> None:
     import purgatory.analyze as analyze_package
 
-    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "empty.jsonl").write_text("\n")  # not empty, but no event in it
     empty_summary = {"events": 0, "malformed_lines": 0, "blank_lines": 0, "purgatories": {}}
     monkeypatch.setattr(analyze_package, "run_analysis", lambda *a, **k: empty_summary)
     code = main(["analyze", str(tmp_path / "empty.jsonl"), "--out", str(tmp_path / "out")])
@@ -123,3 +123,19 @@ def test_a_run_without_any_trace_event_exits_non_zero(
     err = capsys.readouterr().err
     assert "reading 1 trace file" in err
     assert "no trace event in 1 trace file" in err
+
+
+def test_only_empty_files_fail_before_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import purgatory.analyze as analyze_package
+
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Spark started for empty input")
+
+    monkeypatch.setattr(analyze_package, "run_analysis", must_not_run)
+    (tmp_path / "a.jsonl").write_text("")
+    (tmp_path / "b.jsonl.gz").write_bytes(b"")
+    assert main(["analyze", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "no trace event in 2 trace files (0.0 MB): a.jsonl, b.jsonl.gz" in err
