@@ -66,7 +66,7 @@ def _stats_entry(row: Mapping[str, Any], errors: Mapping[str, int]) -> dict[str,
 
 
 def build_summary(
-    counts: Mapping[str, int],
+    counts: Mapping[str, Any],
     stats: Sequence[Mapping[str, Any]],
     errors: Sequence[Mapping[str, Any]],
 ) -> dict[str, Any]:
@@ -139,14 +139,21 @@ def analyze(
             F.count(F.lit(1)).alias("lines"),
             F.sum(F.col("valid").cast("long")).alias("events"),
             F.sum(F.col("blank").cast("long")).alias("blank"),
+            F.min(F.when(F.col("valid"), F.col("created_at_ms"))).alias("first"),
+            F.max(F.when(F.col("valid"), F.col("created_at_ms") + F.col("duration_ms"))).alias(
+                "last"
+            ),
         ).first()
         assert total is not None  # a global aggregate always has one row
         n_lines, n_events, n_blank = (int(total[c] or 0) for c in ("lines", "events", "blank"))
-        counts = {
+        counts: dict[str, Any] = {
             "lines": n_lines,
             "events": n_events,
             "malformed_lines": n_lines - n_events - n_blank,
             "blank_lines": n_blank,
+            # wall-clock span of the operations (creation of the first, end of the last)
+            "first_event_unix_ms": _clean(total["first"]),
+            "last_event_unix_ms": _clean(total["last"]),
         }
         samples: list[str] = []
         if counts["malformed_lines"]:

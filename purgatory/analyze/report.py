@@ -10,9 +10,10 @@ import html
 import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from purgatory.analyze.tables import DURATION_BINS_PER_DECADE
+from purgatory.analyze.tables import DURATION_BINS_PER_DECADE, ZERO_DURATION_BIN
 
 Row = Mapping[str, Any]
 MAX_PANELS = 6  # purgatories drawn in per-purgatory panels; the busiest ones first
@@ -46,26 +47,38 @@ def _empty(ax: Any, what: str) -> None:
 
 
 def plot_durations(rows: Sequence[Row], path: str) -> None:
-    """Duration distribution per purgatory on a log x axis (log-binned in Spark)."""
+    """Duration distribution per purgatory on a log x axis (log-binned in Spark), with the
+    operations that took no time at all as a labelled bar of their own on the left."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, (zero_ax, ax) = plt.subplots(
+        1, 2, figsize=(10, 4.5), sharey=True, gridspec_kw={"width_ratios": [1, 9]}
+    )
     grouped = _by_purgatory(rows)
     per_decade = DURATION_BINS_PER_DECADE
-    for name, bins in sorted(grouped.items()):
+    names = sorted(grouped)
+    zeros = []
+    for name in names:
         counts: dict[int, int] = defaultdict(int)
-        for row in bins:
+        for row in grouped[name]:
             counts[int(row["bin"])] += int(row["operations"])
-        first, last = min(counts), max(counts)
-        edges = [10.0 ** (b / per_decade) for b in range(first, last + 2)]
-        ax.stairs([counts.get(b, 0) for b in range(first, last + 1)], edges, label=name)
+        zeros.append(counts.pop(ZERO_DURATION_BIN, 0))
+        if counts:
+            first, last = min(counts), max(counts)
+            edges = [10.0 ** (b / per_decade) for b in range(first, last + 2)]
+            ax.stairs([counts.get(b, 0) for b in range(first, last + 1)], edges, label=name)
     if grouped:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.legend()
+        width = 0.8 / len(names)
+        for i, (name, count) in enumerate(zip(names, zeros, strict=True)):
+            zero_ax.bar(i * width, count, width=width, color=f"C{i}", label=name)
     else:
         _empty(ax, "operations")
+    zero_ax.set_xticks([(len(names) - 1) * 0.8 / max(1, len(names)) / 2], ["0 ms"])
+    zero_ax.set_xlabel("no time")
+    zero_ax.set_ylabel("operations per bin (log)")
     ax.set_xlabel("duration (ms, log scale)")
-    ax.set_ylabel("operations per bin")
     ax.set_title("Operation duration distribution")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -93,7 +106,7 @@ def plot_in_flight(rows: Sequence[Row], path: str, bucket_s: int) -> None:
     suffix = "" if bucket_s == 1 else f" (max per {bucket_s} s)"
     ax.set_xlabel("time since first event (s)")
     ax.set_ylabel("operations in flight" + suffix)
-    ax.set_title("Operations in flight")
+    ax.set_title("Operations in flight (watched, not yet finished)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -115,7 +128,7 @@ def plot_outcomes(rows: Sequence[Row], path: str, bucket_s: int) -> None:
         for column, label in OUTCOME_COLUMNS:
             ax.plot(xs, [float(r[column]) / bucket_s for r in points], label=label)
         ax.set_title(name)
-        ax.set_ylabel("ops/s")
+        ax.set_ylabel("operations/s")
         ax.legend(fontsize="small", ncol=4)
     if not names:
         _empty(axes[0, 0], "operations")
@@ -135,11 +148,12 @@ def plot_lateness(rows: Sequence[Row], path: str) -> None:
         bins = sorted(bins, key=lambda r: int(r["bin"]))
         ax.stairs(_dense_counts(bins), _edges(bins), label=name)
     if grouped:
+        ax.set_yscale("log")  # the tail is what matters, and it holds few operations
         ax.legend()
     else:
         _empty(ax, "expired operations")
-    ax.set_xlabel("lateness (ms)")
-    ax.set_ylabel("expired operations")
+    ax.set_xlabel("lateness: expiry minus deadline (ms)")
+    ax.set_ylabel("expired operations (log scale)")
     ax.set_title("Expiry lateness")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -158,29 +172,129 @@ def _edges(bins: Sequence[Row]) -> list[float]:
     return [lo + (b - first) * width for b in range(first, last + 2)]
 
 
-def _table(rows: Sequence[Row], columns: Sequence[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+Column = tuple[str, str, str]  # (row key, heading, format: int | pct | ms | text)
+
+
+def _table(rows: Sequence[Row], columns: Sequence[Column], caption: str = "") -> str:
+    head = "".join(f"<th>{html.escape(heading)}</th>" for _, heading, _ in columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_fmt(row.get(c)))}</td>" for c in columns) + "</tr>"
+        "<tr>"
+        + "".join(
+            f"<td class='{kind}'>{html.escape(_fmt(row.get(key), kind))}</td>"
+            for key, _, kind in columns
+        )
+        + "</tr>"
         for row in rows
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, kind: str) -> str:
     if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
+        return "\N{EN DASH}"
+    if kind == "int":
+        return f"{int(value):,}"
+    if kind == "pct":
+        return f"{float(value):.1%}"
+    if kind == "ms":
+        return f"{float(value):,.2f}"
+    if kind == "num":
+        return f"{float(value):,.2f}"
     return str(value)
 
 
-PLOTS: tuple[tuple[str, str], ...] = (
-    ("durations.png", "Duration distribution"),
-    ("in_flight.png", "Operations in flight"),
-    ("outcomes.png", "Outcomes per second"),
-    ("lateness.png", "Expiry lateness"),
+def stats_rows(stats: Sequence[Row]) -> list[dict[str, Any]]:
+    """Per purgatory: its all-kinds total first (kind "all"), then each kind; purgatories
+    by name. The cluster-wide row is left out (the summary line above gives the totals)."""
+    totals = {r["purgatory"]: r for r in stats if r["level"] == "purgatory"}
+    kinds: dict[str, list[Row]] = defaultdict(list)
+    for row in stats:
+        if row["level"] == "kind":
+            kinds[str(row["purgatory"])].append(row)
+    out: list[dict[str, Any]] = []
+    for name in sorted(set(totals) | set(kinds)):
+        if name in totals:
+            out.append({**totals[name], "kind": "all"})
+        out.extend(dict(r) for r in sorted(kinds.get(name, []), key=lambda r: str(r["kind"])))
+    return out
+
+
+OUTCOME_TABLE: tuple[Column, ...] = (
+    ("purgatory", "purgatory", "text"),
+    ("kind", "kind", "text"),
+    ("operations", "operations", "int"),
+    ("completed", "completed", "int"),
+    ("expired", "expired", "int"),
+    ("cancelled", "cancelled", "int"),
+    ("errors", "errors", "int"),
+    ("expiration_rate", "expired %", "pct"),
 )
+LATENCY_TABLE: tuple[Column, ...] = (
+    ("purgatory", "purgatory", "text"),
+    ("kind", "kind", "text"),
+    ("duration_p50_ms", "p50", "ms"),
+    ("duration_p99_ms", "p99", "ms"),
+    ("duration_p999_ms", "p99.9", "ms"),
+    ("duration_max_ms", "max", "ms"),
+    ("lateness_p99_ms", "lateness p99", "ms"),
+    ("checks_mean", "checks mean", "num"),
+    ("checks_max", "checks max", "int"),
+)
+
+PLOTS: tuple[tuple[str, str, str], ...] = (
+    (
+        "durations.png",
+        "Duration distribution",
+        "How long operations waited, from watch to answer. Look for the second hump: "
+        "operations that waited for their timeout.",
+    ),
+    (
+        "in_flight.png",
+        "Operations in flight",
+        "How many operations were parked at each moment. A step up that does not come back "
+        "down is a backlog.",
+    ),
+    (
+        "outcomes.png",
+        "Outcomes per second",
+        "Completions, expirations, cancellations and errors per second, per purgatory. "
+        "Bursts of errors or expirations line up with faults.",
+    ),
+    (
+        "lateness.png",
+        "Expiry lateness",
+        "How long after its deadline each expired operation was answered (log count axis, so "
+        "the tail shows). Nothing can be early; a long tail means a busy loop.",
+    ),
+)
+
+STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;"
+    "color:#222}table{border-collapse:collapse;margin-bottom:1.5em;font-size:14px}"
+    "caption{text-align:left;font-weight:bold;padding:4px 0}"
+    "td,th{border:1px solid #ccc;padding:3px 8px}th{background:#f3f3f3}"
+    "td.int,td.pct,td.ms,td.num{text-align:right;font-variant-numeric:tabular-nums}"
+    "img{max-width:100%;height:auto}figure{margin:0 0 2em}"
+    "figcaption{color:#555;font-size:14px}.note{color:#555;font-size:13px}"
+)
+
+
+def _header(summary: Mapping[str, Any]) -> str:
+    inputs = list(summary.get("inputs", []))
+    names = ", ".join(os.path.basename(str(p)) for p in inputs[:3])
+    more = f" and {len(inputs) - 3} more" if len(inputs) > 3 else ""
+    first, last = summary.get("first_event_unix_ms"), summary.get("last_event_unix_ms")
+    span = ""
+    if first is not None and last is not None:
+        start = datetime.fromtimestamp(first / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+        span = f" from {start} UTC over {(last - first) / 1000:,.1f} s"
+    return (
+        f"<p>Analysed <b>{summary['events']:,}</b> operations{span}, read from "
+        f"{len(inputs):,} file{'s' if len(inputs) != 1 else ''} ({html.escape(names + more)}); "
+        f"{summary['malformed_lines']:,} malformed and {summary.get('blank_lines', 0):,} blank "
+        "lines skipped.</p>"
+    )
 
 
 def write_report(
@@ -192,44 +306,52 @@ def write_report(
     plots: bool,
 ) -> str:
     """Write ``report.html`` (tables always, images if ``plots``); return its path."""
+    rows = stats_rows(stats)
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>purgatory analyze</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
-        "margin-bottom:1.5em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-        "</style></head><body><h1>purgatory analyze</h1>",
-        f"<p>{summary['events']} events, {summary['malformed_lines']} malformed lines, "
-        f"{summary.get('blank_lines', 0)} blank lines. Percentiles are approximate: "
-        f"{html.escape(str(summary.get('percentile_error', '')))}</p>",
-        "<h2>Per purgatory and kind</h2>",
-        _table(
-            [r for r in stats if r["level"] != "all"],
-            [
-                "purgatory",
-                "kind",
-                "operations",
-                "completed",
-                "expired",
-                "cancelled",
-                "errors",
-                "expiration_rate",
-                "duration_p50_ms",
-                "duration_p99_ms",
-                "duration_p999_ms",
-                "duration_max_ms",
-                "lateness_p99_ms",
-                "checks_mean",
-                "checks_max",
-            ],
-        ),
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>purgatory analyze</title><style>{STYLE}</style></head><body>",
+        "<h1>purgatory analyze</h1>",
+        _header(summary),
+        "<h2>Outcomes</h2>",
+        _table(rows, OUTCOME_TABLE, "Operations per purgatory, all kinds first, then by kind"),
+        "<h2>Latency</h2>",
+        _table(rows, LATENCY_TABLE, "Time from watch to answer, in milliseconds¹"),
         "<h2>Error codes</h2>",
-        _table(errors, ["purgatory", "kind", "outcome", "error", "operations"]),
+        _table(
+            errors,
+            (
+                ("purgatory", "purgatory", "text"),
+                ("kind", "kind", "text"),
+                ("outcome", "outcome", "text"),
+                ("error", "error", "text"),
+                ("operations", "operations", "int"),
+            ),
+        ),
         "<h2>Hottest watch keys</h2>",
-        _table(hot_keys, ["purgatory", "rank", "key", "operations", "expired", "expiration_rate"]),
+        _table(
+            hot_keys,
+            (
+                ("purgatory", "purgatory", "text"),
+                ("rank", "rank", "int"),
+                ("key", "key", "text"),
+                ("operations", "operations", "int"),
+                ("expired", "expired", "int"),
+                ("expiration_rate", "expired %", "pct"),
+            ),
+        ),
     ]
     if plots:
-        for name, title in PLOTS:
-            parts.append(f"<h2>{html.escape(title)}</h2><img src='{name}' alt='{title}'>")
-    parts.append("</body></html>")
+        for name, title, caption in PLOTS:
+            parts.append(
+                f"<h2>{html.escape(title)}</h2><figure><img src='{name}' "
+                f"alt='{html.escape(title)}'><figcaption>{html.escape(caption)}"
+                "</figcaption></figure>"
+            )
+    parts.append(
+        "<p class='note'>¹ Percentiles are approximate: "
+        f"{html.escape(str(summary.get('percentile_error', '')))}.</p></body></html>"
+    )
     path = os.path.join(out_dir, "report.html")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(parts))

@@ -22,7 +22,10 @@ DURATION_QUANTILES: tuple[tuple[str, float], ...] = (
 LATENESS_QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p99", 0.99))
 # Log-scale duration histogram: bin b covers [10**(b/B), 10**((b+1)/B)) ms.
 DURATION_BINS_PER_DECADE = 10
-DURATION_FLOOR_MS = 1e-3  # zero durations land in the lowest bin instead of log(0)
+DURATION_FLOOR_MS = 1e-3  # shorter (but non-zero) durations land in the lowest log bin
+#: the bin of operations that took no time at all (answered in the call that watched them),
+#: kept apart so that they are not drawn as a spike at the floor of the log axis
+ZERO_DURATION_BIN = -1_000_000
 LATENESS_BINS = 40
 
 
@@ -168,18 +171,26 @@ def hot_keys(events: DataFrame, top_n: int) -> DataFrame:
 
 
 def duration_histogram(events: DataFrame) -> DataFrame:
-    """Operations per log-scale duration bin, per purgatory and outcome."""
+    """Operations per log-scale duration bin, per purgatory and outcome; operations that
+    took no time have a bin of their own (:data:`ZERO_DURATION_BIN`, bounds 0..0)."""
     from pyspark.sql import functions as F
 
     b = DURATION_BINS_PER_DECADE
     log = F.log10(F.greatest(F.col("duration_ms"), F.lit(DURATION_FLOOR_MS)))
-    binned = events.select("purgatory", "outcome", F.floor(log * b).alias("bin"))
+    zero = F.col("duration_ms") <= 0
+    bin_ = F.when(zero, F.lit(ZERO_DURATION_BIN)).otherwise(F.floor(log * b))
+    binned = events.select("purgatory", "outcome", bin_.alias("bin"))
+    is_zero = F.col("bin") == ZERO_DURATION_BIN
     return (
         binned.groupBy("purgatory", "outcome", "bin")
         .count()
         .withColumnRenamed("count", "operations")
-        .withColumn("lower_ms", F.pow(F.lit(10.0), F.col("bin") / b))
-        .withColumn("upper_ms", F.pow(F.lit(10.0), (F.col("bin") + 1) / b))
+        .withColumn(
+            "lower_ms", F.when(is_zero, 0.0).otherwise(F.pow(F.lit(10.0), F.col("bin") / b))
+        )
+        .withColumn(
+            "upper_ms", F.when(is_zero, 0.0).otherwise(F.pow(F.lit(10.0), (F.col("bin") + 1) / b))
+        )
     )
 
 
