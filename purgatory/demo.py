@@ -63,6 +63,7 @@ async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Pat
             seed,
             listeners=[writer],
             progress=stderr_progress(),
+            on_fault=writer.mark_fault,
         )
 
 

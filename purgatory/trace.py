@@ -9,7 +9,9 @@ the simulations write and that ``purgatory analyze`` reads::
 
 Fields: purgatory, op_id, kind, keys, created_at_ms (Unix ms), duration_ms, timeout_ms,
 outcome (completed | expired | cancelled | error), error, lateness_ms (expired only),
-checks.
+checks. A fault injected into a simulation is a line of its own, ``{"fault": description,
+"at_ms": Unix ms}`` (:meth:`TraceWriter.mark_fault`), which the report draws on its time
+series.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import gzip
 import itertools
 import json
 import os
+import time
 from types import TracebackType
 from typing import IO, Any, Self, final
 
@@ -65,6 +68,12 @@ class TraceWriter:
         self._file.write(json.dumps(record_to_event(record, str(op_id)), separators=(",", ":")))
         self._file.write("\n")
         self.events += 1
+
+    def mark_fault(self, description: str) -> None:
+        """Record that a fault was injected now (a marker line, not an operation)."""
+        line = {"fault": description, "at_ms": int(time.time() * 1000)}
+        self._file.write(json.dumps(line, separators=(",", ":")))
+        self._file.write("\n")
 
     def flush(self) -> None:
         self._file.flush()

@@ -139,17 +139,20 @@ def analyze(
             F.count(F.lit(1)).alias("lines"),
             F.sum(F.col("valid").cast("long")).alias("events"),
             F.sum(F.col("blank").cast("long")).alias("blank"),
+            F.sum(F.col("marker").cast("long")).alias("markers"),
             F.min(F.when(F.col("valid"), F.col("created_at_ms"))).alias("first"),
             F.max(F.when(F.col("valid"), F.col("created_at_ms") + F.col("duration_ms"))).alias(
                 "last"
             ),
         ).first()
         assert total is not None  # a global aggregate always has one row
-        n_lines, n_events, n_blank = (int(total[c] or 0) for c in ("lines", "events", "blank"))
+        n_lines, n_events, n_blank, n_markers = (
+            int(total[c] or 0) for c in ("lines", "events", "blank", "markers")
+        )
         counts: dict[str, Any] = {
             "lines": n_lines,
             "events": n_events,
-            "malformed_lines": n_lines - n_events - n_blank,
+            "malformed_lines": n_lines - n_events - n_blank - n_markers,
             "blank_lines": n_blank,
             # wall-clock span of the operations (creation of the first, end of the last)
             "first_event_unix_ms": _clean(total["first"]),
@@ -159,7 +162,11 @@ def analyze(
         if counts["malformed_lines"]:
             progress.step("sampling malformed lines")
             samples = malformed_samples(lines)
-        events = parsed.where("valid").drop("valid", "blank")
+        faults = [
+            (int(row["at_ms"]), str(row["fault"]))
+            for row in parsed.where("marker").select("at_ms", "fault").orderBy("at_ms").collect()
+        ]
+        events = parsed.where("valid").drop("valid", "blank", "marker", "fault", "at_ms")
 
         progress.step("outcomes and percentiles")
         stats_df = tables.outcome_stats(events).persist(StorageLevel.MEMORY_AND_DISK)
@@ -193,14 +200,16 @@ def analyze(
 
         summary = build_summary(counts, stats, errors)
         summary["malformed_samples"] = samples
+        summary["faults"] = [{"at_ms": at, "fault": what} for at, what in faults]
         summary["inputs"] = list(paths)
         summary["tables"] = {name: name for name in TABLES}
         if plots:
             progress.step("plots")
             series, bucket = _plot_series(spark, per_second_path)
             report.plot_durations(durations, os.path.join(out_dir, "durations.png"))
-            report.plot_in_flight(series, os.path.join(out_dir, "in_flight.png"), bucket)
-            report.plot_outcomes(series, os.path.join(out_dir, "outcomes.png"), bucket)
+            in_flight = os.path.join(out_dir, "in_flight.png")
+            report.plot_in_flight(series, in_flight, bucket, faults)
+            report.plot_outcomes(series, os.path.join(out_dir, "outcomes.png"), bucket, faults)
             report.plot_lateness(lateness, os.path.join(out_dir, "lateness.png"))
         summary["elapsed_s"] = round(time.monotonic() - started, 3)
         report.write_report(out_dir, summary, stats, hot_rows, errors, plots)

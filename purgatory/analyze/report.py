@@ -85,8 +85,37 @@ def plot_durations(rows: Sequence[Row], path: str) -> None:
     plt.close(fig)
 
 
-def plot_in_flight(rows: Sequence[Row], path: str, bucket_s: int) -> None:
-    """Operations in flight over time, one line per purgatory."""
+Faults = Sequence[tuple[int, str]]  # (Unix ms, description) of each injected fault
+
+
+def _mark_faults(ax: Any, faults: Faults, start_s: int, label: bool) -> None:
+    """Dashed vertical lines where faults were injected (seconds since ``start_s``), each
+    numbered just above the plot; the report's caption says what each number was."""
+    for i, (at_ms, _what) in enumerate(faults):
+        x = at_ms / 1000.0 - start_s
+        ax.axvline(x, color="0.35", linestyle="--", linewidth=1)
+        if label:
+            ax.annotate(
+                str(i + 1),
+                (x, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize="small",
+                fontweight="bold",
+                color="0.25",
+            )
+
+
+def fault_key(faults: Sequence[Mapping[str, Any]]) -> str:
+    """What the numbered fault lines stand for, as one line of text."""
+    return "; ".join(f"{i + 1}: {f['fault']}" for i, f in enumerate(faults))
+
+
+def plot_in_flight(rows: Sequence[Row], path: str, bucket_s: int, faults: Faults = ()) -> None:
+    """Operations in flight over time, one line per purgatory, with the faults marked."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 4.5))
     grouped = _by_purgatory(rows)
@@ -100,9 +129,10 @@ def plot_in_flight(rows: Sequence[Row], path: str, bucket_s: int) -> None:
             label=name,
         )
     if grouped:
-        ax.legend()
+        ax.legend(loc="upper left")
     else:
         _empty(ax, "operations")
+    _mark_faults(ax, faults, start, label=True)
     suffix = "" if bucket_s == 1 else f" (max per {bucket_s} s)"
     ax.set_xlabel("time since first event (s)")
     ax.set_ylabel("operations in flight" + suffix)
@@ -112,8 +142,9 @@ def plot_in_flight(rows: Sequence[Row], path: str, bucket_s: int) -> None:
     plt.close(fig)
 
 
-def plot_outcomes(rows: Sequence[Row], path: str, bucket_s: int) -> None:
-    """Finishes per second by outcome, one panel per purgatory (busiest first)."""
+def plot_outcomes(rows: Sequence[Row], path: str, bucket_s: int, faults: Faults = ()) -> None:
+    """Finishes per second by outcome, one panel per purgatory (busiest first), with the
+    faults marked (labelled in the first panel)."""
     plt = _pyplot()
     grouped = _by_purgatory(rows)
     names = sorted(grouped, key=lambda n: -sum(int(r["arrivals"]) for r in grouped[n]))
@@ -127,13 +158,14 @@ def plot_outcomes(rows: Sequence[Row], path: str, bucket_s: int) -> None:
         xs = [int(r["t"]) - start for r in points]
         for column, label in OUTCOME_COLUMNS:
             ax.plot(xs, [float(r[column]) / bucket_s for r in points], label=label)
-        ax.set_title(name)
+        ax.set_title(name, loc="left")
         ax.set_ylabel("operations/s")
-        ax.legend(fontsize="small", ncol=4)
+        ax.legend(fontsize="small", ncol=4, loc="upper left")
+        _mark_faults(ax, faults, start, label=ax is axes[0, 0])
     if not names:
         _empty(axes[0, 0], "operations")
     axes[-1, 0].set_xlabel("time since first event (s)")
-    fig.suptitle("Outcomes per second")
+    fig.suptitle("Outcomes per second" + (" (dashed: injected faults)" if faults else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -252,8 +284,8 @@ PLOTS: tuple[tuple[str, str, str], ...] = (
     (
         "in_flight.png",
         "Operations in flight",
-        "How many operations were parked at each moment. A step up that does not come back "
-        "down is a backlog.",
+        "How many operations were parked at each moment; dashed lines mark injected faults. "
+        "A step up that does not come back down is a backlog.",
     ),
     (
         "outcomes.png",
@@ -341,8 +373,11 @@ def write_report(
             ),
         ),
     ]
+    faults = summary.get("faults") or []
     if plots:
         for name, title, caption in PLOTS:
+            if faults and name in ("in_flight.png", "outcomes.png"):
+                caption += " Faults: " + fault_key(faults) + "."
             parts.append(
                 f"<h2>{html.escape(title)}</h2><figure><img src='{name}' "
                 f"alt='{html.escape(title)}'><figcaption>{html.escape(caption)}"

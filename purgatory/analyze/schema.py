@@ -28,6 +28,9 @@ FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("error", "string", False),
     ("lateness_ms", "double", False),
     ("checks", "long", True),
+    # a fault marker line instead of an operation: {"fault": description, "at_ms": Unix ms}
+    ("fault", "string", False),
+    ("at_ms", "long", False),
 )
 
 REQUIRED: tuple[str, ...] = tuple(name for name, _, required in FIELDS if required)
@@ -74,6 +77,14 @@ def _is_valid(record: Column) -> Column:
     return F.coalesce(cond, F.lit(False))
 
 
+def _is_marker(record: Column) -> Column:
+    """True for a fault marker line (neither an operation nor malformed)."""
+    from pyspark.sql import functions as F
+
+    marker = record.getField("fault").isNotNull() & record.getField("at_ms").isNotNull()
+    return F.coalesce(marker & record.getField("purgatory").isNull(), F.lit(False))
+
+
 def _is_blank(value: Column) -> Column:
     from pyspark.sql import functions as F
 
@@ -83,9 +94,9 @@ def _is_blank(value: Column) -> Column:
 def parse_lines(lines: DataFrame) -> DataFrame:
     """Parse a text DataFrame (column ``value``) into events plus ``blank``/``valid`` flags.
 
-    Blank lines are neither events nor malformed (an empty line is not a corrupt record),
-    but they are counted. The raw line is dropped so that the result is cheap to cache;
-    ``malformed_samples`` re-reads the few bad lines it shows.
+    Blank lines and fault markers are neither events nor malformed (an empty line is not a
+    corrupt record), but they are counted. The raw line is dropped so that the result is
+    cheap to cache; ``malformed_samples`` re-reads the few bad lines it shows.
     """
     from pyspark.sql import functions as F
 
@@ -95,6 +106,7 @@ def parse_lines(lines: DataFrame) -> DataFrame:
     return parsed.select(
         "blank",
         (~F.col("blank") & _is_valid(F.col("r"))).alias("valid"),
+        (~F.col("blank") & _is_marker(F.col("r"))).alias("marker"),
         *[F.col("r").getField(name).alias(name) for name, _, _ in FIELDS],
     )
 
@@ -104,5 +116,6 @@ def malformed_samples(lines: DataFrame, limit: int = 5, width: int = 200) -> lis
     from pyspark.sql import functions as F
 
     value = F.col("value")
-    bad = lines.where(~_is_blank(value) & ~_is_valid(_parse(value)))
+    record = _parse(value)
+    bad = lines.where(~_is_blank(value) & ~_is_valid(record) & ~_is_marker(record))
     return [str(row[0])[:width] for row in bad.select(value).limit(limit).collect()]

@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
             listeners=[trace] if trace is not None else [],
             progress=progress,
             check=not args.no_check,
+            on_fault=trace.mark_fault if trace is not None else None,
         )
         with fewer_collections():
             summary = _run(coro, virtual=args.virtual_time, loop=args.loop)

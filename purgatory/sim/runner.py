@@ -36,10 +36,13 @@ async def run_scenario(
     progress: Callable[[str], None] | None = None,
     progress_interval_s: float = 1.0,
     check: bool = True,
+    on_fault: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``scenario`` for ``duration_s`` seconds of loop time and return the summary
     (the ``--json`` object). ``listeners`` see every finished operation (e.g. a
-    :class:`~purgatory.trace.TraceWriter`); ``check`` attaches the invariant checker."""
+    :class:`~purgatory.trace.TraceWriter`); ``on_fault(description)`` hears of each fault
+    as it is injected (``TraceWriter.mark_fault``); ``check`` attaches the invariant
+    checker."""
     if not duration_s > 0 or duration_s == float("inf"):
         raise ValueError(f"duration_s must be a finite number > 0, got {duration_s!r}")
     loop = asyncio.get_running_loop()
@@ -69,6 +72,8 @@ async def run_scenario(
                 if progress is not None:
                     progress(f"t={loop.time() - sim_start:.1f}s fault: {event.description}\n")
                 await event.action(cluster)
+                if on_fault is not None:
+                    on_fault(event.description)
 
         async def deleter() -> None:
             interval = scenario.delete_interval_ms / 1000.0

@@ -113,3 +113,21 @@ def test_empty_input_gives_zeros(spark: Any, tmp_path: Path) -> None:
         assert (out / png).stat().st_size > 0
     for table in on_disk["tables"]:
         assert spark.read.parquet(os.path.join(out, table)).count() == 0
+
+
+def test_fault_markers_are_neither_events_nor_malformed(spark: Any, tmp_path: Path) -> None:
+    trace = tmp_path / "with_faults.jsonl"
+    generate_file(str(trace), 50, seed=3)
+    with trace.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"fault": "crash leader broker 0", "at_ms": 1_700_000_000_000}) + "\n")
+        fh.write(json.dumps({"fault": "restart broker 0", "at_ms": 1_700_000_001_000}) + "\n")
+    out = tmp_path / "out"
+    summary = run_analysis([str(trace)], str(out), spark=spark, progress=False)
+    assert summary["events"] == 50
+    assert summary["malformed_lines"] == 0
+    assert summary["faults"] == [
+        {"at_ms": 1_700_000_000_000, "fault": "crash leader broker 0"},
+        {"at_ms": 1_700_000_001_000, "fault": "restart broker 0"},
+    ]
+    page = (out / "report.html").read_text()
+    assert "Faults: 1: crash leader broker 0; 2: restart broker 0." in page

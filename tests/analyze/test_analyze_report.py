@@ -65,3 +65,30 @@ def test_progress_disabled_prints_nothing(spark: Any) -> None:
         bar.step("quiet")
         spark.range(10).count()
     assert stream.getvalue() == ""
+
+
+def test_fault_lines_are_drawn_and_keyed(tmp_path: Path) -> None:
+    series = [
+        {"purgatory": "Produce", "t": 100 + s, "arrivals": 9, "completions": 5,
+         "expirations": 2, "cancellations": 1, "errors": 0, "in_flight": s}
+        for s in range(10)
+    ]  # fmt: skip
+    faults = [(103_000, "crash leader broker 0"), (106_500, "restart broker 0")]
+    report.plot_in_flight(series, str(tmp_path / "i.png"), 1, faults)
+    report.plot_outcomes(series, str(tmp_path / "o.png"), 1, faults)
+    assert (tmp_path / "i.png").read_bytes()[:4] == b"\x89PNG"
+    key = report.fault_key([{"at_ms": a, "fault": f} for a, f in faults])
+    assert key == "1: crash leader broker 0; 2: restart broker 0"
+
+
+def test_the_trace_writer_marks_faults(tmp_path: Path) -> None:
+    import json
+
+    from purgatory.trace import TraceWriter
+
+    with TraceWriter(tmp_path / "t.jsonl") as trace:
+        trace.mark_fault("crash leader broker 0")
+    [line] = (tmp_path / "t.jsonl").read_text().splitlines()
+    marker = json.loads(line)
+    assert marker["fault"] == "crash leader broker 0"
+    assert abs(marker["at_ms"] / 1000 - time.time()) < 60
