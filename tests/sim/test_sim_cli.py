@@ -35,8 +35,11 @@ def test_simulate_json_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[s
         stats = summary["purgatories"][name]
         assert set(stats) >= {"operations", "completed", "expired", "errors", "duration_ms"}
         assert set(stats["duration_ms"]) == {"p50", "p99", "max"}
-    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    events = [line for line in lines if "fault" not in line]
     assert len(events) == sum(s["operations"] for s in summary["purgatories"].values())
+    faults = [line["fault"] for line in lines if "fault" in line]
+    assert faults == [fault.split(": ", 1)[1] for fault in summary["faults"]]
     kinds = {e["kind"] for e in events}
     assert {"produce", "fetch-consumer", "fetch-follower"} <= kinds
     first = events[0]
