@@ -169,22 +169,8 @@ class DelayedOperationPurgatory(Generic[Op]):
                 return True
         except Exception as exc:
             report_callback_error(op, exc, "try_complete")
-        # _watch and _schedule_timeout, inlined: this is the hot path of every request
-        watchers = self._watchers
-        watch_keys = op.keys
-        added = 0
-        try:
-            for key in watch_keys:
-                try:
-                    watchers[key].append(op)
-                except KeyError:
-                    watchers[key] = [op]
-                added += 1
-        except BaseException:  # a key's __eq__ raised
-            self._unwatch(op, added)
-            raise
-        op._entries = len(watch_keys)
-        self._watched += op._entries
+        self._watch(op)
+        # _schedule_timeout, inlined: this is the hot path of every request
         if op._state is _PENDING:
             if self._closed:
                 op.abandon()
