@@ -22,9 +22,9 @@ import itertools
 import random
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Self, final
+from typing import Any, Self, TypeVar, final
 
-from purgatory import DelayedOperationPurgatory, loop_clock_ms
+from purgatory import DelayedOperationPurgatory, OperationCancelled, loop_clock_ms
 from purgatory.sim import controller, handlers, requests
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
@@ -312,7 +312,8 @@ class Cluster:
         answer = requests.produce(self, topic, partition, records, acks, timeout_ms, None)
         if isinstance(answer, ProduceResult):
             return answer
-        return await requests.answer(answer) or ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        parked = await _park(self.produce_purgatory, answer)
+        return parked or ProduceResult(ErrorCode.BROKER_NOT_AVAILABLE)
 
     def send_produce(
         self,
@@ -330,6 +331,7 @@ class Cluster:
         if isinstance(answer, ProduceResult):
             reply(answer)
             return None
+        self.produce_purgatory.try_complete_else_watch_nowait(answer, answer.watch_keys())
         return answer
 
     async def fetch(
@@ -348,7 +350,9 @@ class Cluster:
         )
         if isinstance(answer, FetchResult):
             return answer
-        return await requests.answer(answer) or FetchResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        return await _park(self.fetch_purgatory, answer) or FetchResult(
+            ErrorCode.BROKER_NOT_AVAILABLE
+        )
 
     def send_fetch(
         self,
@@ -367,6 +371,7 @@ class Cluster:
         if isinstance(answer, FetchResult):
             reply(answer)
             return None
+        self.fetch_purgatory.try_complete_else_watch_nowait(answer, answer.watch_keys())
         return answer
 
     async def delete_records(
@@ -382,7 +387,8 @@ class Cluster:
         answer = handlers.delete_records(self, p, offset, timeout_ms, None)
         if isinstance(answer, DeleteRecordsResult):
             return answer
-        return await requests.answer(answer) or DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        parked = await _park(self.delete_purgatory, answer)
+        return parked or DeleteRecordsResult(ErrorCode.BROKER_NOT_AVAILABLE)
 
     def on_leadership_change(self, p: Partition) -> None:
         """The epoch or the log start moved: every parked request on ``p`` may be done."""
@@ -438,3 +444,17 @@ class Cluster:
             f"<Cluster brokers={up}/{len(self.brokers)} topics={len(self.topics)} "
             f"partitions={parts}>"
         )
+
+
+Op = TypeVar("Op", bound=BrokerOperation[Any])
+
+
+async def _park(purgatory: DelayedOperationPurgatory[Op], op: Op) -> Any:
+    """Park ``op`` with the core's ``park`` (abandoned if the awaiting task is cancelled,
+    e.g. an HTTP client went away) and return its answer; None if the broker shut down
+    under it."""
+    try:
+        await purgatory.park(op, op.watch_keys())
+    except OperationCancelled:
+        return None
+    return op.result

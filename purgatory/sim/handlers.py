@@ -1,9 +1,11 @@
 """The leader's request handlers (Kafka's ReplicaManager), synchronous.
 
-Each handler either answers at once (returns the result) or parks a delayed operation
-and returns it; a parked operation answers through its ``reply`` callback (or its
-``result`` once awaited). Nothing here awaits, so the simulated clients need no task per
-request and the purgatory's ``*_nowait`` entry points serve every trigger.
+Each handler either answers at once (returns the result) or returns the delayed operation
+for the caller to park: the cluster parks it with the purgatory's ``*_nowait`` entry point
+for callback clients, or with ``purgatory.park`` for async callers. A parked operation
+answers through its ``reply`` callback (or its ``result`` once awaited). Nothing here
+awaits, so the simulated clients need no task per request and the purgatory's ``*_nowait``
+entry points serve every trigger.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ def produce(
     timeout_ms: int,
     reply: Callable[[ProduceResult], None] | None,
 ) -> ProduceResult | DelayedProduce:
-    """Append on the leader; acks=-1 parks a DelayedProduce until the HW covers it."""
+    """Append on the leader; acks=-1 returns a DelayedProduce to park until the HW covers
+    the records."""
     if acks == -1 and len(p.isr) < cluster.min_insync_replicas:
         return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
     batch, hw_advanced = p.append(entries)
@@ -65,7 +68,6 @@ def produce(
         reply,
         cluster.op_observer,
     )
-    cluster.produce_purgatory.try_complete_else_watch_nowait(op, (p.key,))
     return op
 
 
@@ -79,7 +81,7 @@ def fetch(
     reply: Callable[[FetchResult], None] | None,
 ) -> FetchResult | DelayedFetch:
     """A consumer fetch: answer now if ``min_bytes`` are below the HW (or no wait is
-    allowed), else park a DelayedFetch."""
+    allowed), else return a DelayedFetch to park."""
     log = p.logs[p.leader]  # type: ignore[index]
     if offset < log.log_start_offset or offset > log.leo:
         return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
@@ -97,7 +99,6 @@ def fetch(
             reply,
             cluster.op_observer,
         )
-        cluster.fetch_purgatory.try_complete_else_watch_nowait(op, (p.key,))
         return op
     return read_consumer_fetch(p, offset, max_bytes)
 
@@ -109,7 +110,8 @@ def delete_records(
     timeout_ms: int,
     reply: Callable[[DeleteRecordsResult], None] | None,
 ) -> DeleteRecordsResult | DelayedDeleteRecords:
-    """Move the leader's log start, then park until every live replica followed."""
+    """Move the leader's log start; return the DelayedDeleteRecords to park until every
+    live replica followed."""
     target = p.hw if offset == -1 else offset
     if target > p.hw:
         return DeleteRecordsResult(ErrorCode.OFFSET_OUT_OF_RANGE)
@@ -124,7 +126,6 @@ def delete_records(
         reply,
         cluster.op_observer,
     )
-    cluster.delete_purgatory.try_complete_else_watch_nowait(op, (p.key,))
     return op
 
 

@@ -104,6 +104,10 @@ class BrokerOperation(DelayedOperation, Generic[R]):
         self.observer = observer
         self.result: R | None = None
 
+    def watch_keys(self) -> tuple[str, ...]:
+        """The keys it waits on: its partitions."""
+        return tuple([status.partition.key for status in self.statuses])
+
     def response(self) -> R:
         """The answer, built from the state at completion."""
         raise NotImplementedError
@@ -119,9 +123,10 @@ class BrokerOperation(DelayedOperation, Generic[R]):
         if self.reply is not None:
             self.reply(result)
 
-    def drop(self) -> bool:
-        """Abandon the request (nobody waits for it any more); True if it was pending."""
-        if not self.abandon():
+    def abandon(self) -> bool:
+        """Drop the request (nobody waits for it any more; the observer still sees it);
+        True if it was pending."""
+        if not super().abandon():
             return False
         if self.observer is not None:
             self.observer(self)
@@ -129,7 +134,7 @@ class BrokerOperation(DelayedOperation, Generic[R]):
 
     def answer_unavailable(self) -> None:
         """Drop the request (broker shutdown) and tell its client so."""
-        if self.drop():
+        if self.abandon():
             self.result = result = self.unavailable()
             if self.reply is not None:
                 self.reply(result)

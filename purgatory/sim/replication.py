@@ -67,7 +67,7 @@ class ReplicaFetcher:
             self._handle = None
         parked, self._parked = self._parked, None
         if parked is not None:
-            parked.drop()
+            parked.abandon()
 
     def _current_targets(self) -> list[Partition]:
         cluster = self.cluster

@@ -9,15 +9,13 @@ that the simulated clients use (no task or future per request). Bad arguments ra
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
-from purgatory import OperationCancelled
 from purgatory.sim import handlers
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import FetchResult, ProduceResult
-from purgatory.sim.operations import BrokerOperation, DelayedFetch, DelayedProduce
+from purgatory.sim.operations import DelayedFetch, DelayedProduce
 from purgatory.sim.partition import Partition
 from purgatory.sim.validate import check_int, check_records
 
@@ -25,7 +23,6 @@ if TYPE_CHECKING:
     from purgatory.sim.cluster import Cluster
 
 Entries = Sequence[tuple[bytes | None, bytes]]
-R = TypeVar("R")
 
 
 def leader_partition(cluster: Cluster, topic: str, partition: int) -> Partition | ErrorCode:
@@ -93,19 +90,3 @@ def fetch(
     if isinstance(p, ErrorCode):
         return FetchResult(p)
     return handlers.fetch(cluster, p, offset, min_bytes, max_bytes, max_wait_ms, reply)
-
-
-async def answer(op: BrokerOperation[R]) -> R | None:
-    """Wait for a parked request's answer; None if the broker shut down first.
-
-    If the waiting task is cancelled (the client went away), the op is dropped: nobody
-    is left to answer, so it must not stay watched until its timeout.
-    """
-    try:
-        await op
-    except asyncio.CancelledError:
-        op.drop()
-        raise
-    except OperationCancelled:
-        return None
-    return op.result
