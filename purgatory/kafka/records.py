@@ -1,0 +1,167 @@
+"""Record batches v2 (magic 2), kept byte-exact.
+
+A produced batch is validated once (length, magic, CRC-32C) and then stored as the client
+sent it. Assigning offsets rewrites only the base offset and the partition leader epoch in
+place; the CRC covers the bytes from ``attributes`` on, so it stays valid. Records are decoded
+only on demand (the HTTP API reads key/value pairs), and only from uncompressed batches:
+compressed batches pass through untouched.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final, NamedTuple, final
+
+from purgatory.kafka.codec import DecodeError, Reader
+from purgatory.kafka.crc32c import crc32c
+
+# baseOffset q, batchLength i, partitionLeaderEpoch i, magic b, crc I, attributes h,
+# lastOffsetDelta i, baseTimestamp q, maxTimestamp q, producerId q, producerEpoch h,
+# baseSequence i, recordCount i
+HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE: Final = HEADER.size  # 61
+_LENGTH_END: Final = 12  # batchLength counts the bytes after baseOffset and itself
+_EPOCH_AT: Final = 12
+_MAGIC_AT: Final = 16
+_CRC_FROM: Final = 21  # the CRC covers attributes through the end of the batch
+_BASE_OFFSET: Final = struct.Struct(">q")
+_EPOCH: Final = struct.Struct(">i")
+COMPRESSION_MASK: Final = 0x07
+CONTROL_FLAG: Final = 0x20
+
+
+class BatchRecord(NamedTuple):
+    """One record of an uncompressed batch, with its absolute offset."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+@final
+class WireBatch:
+    """One validated v2 batch as raw bytes, with its header fields decoded."""
+
+    __slots__ = (
+        "attributes",
+        "base_timestamp",
+        "buf",
+        "last_offset_delta",
+        "max_timestamp",
+        "producer_id",
+        "record_count",
+    )
+
+    def __init__(self, buf: bytearray) -> None:
+        fields = HEADER.unpack_from(buf)
+        self.buf = buf
+        self.attributes: int = fields[5]
+        self.last_offset_delta: int = fields[6]
+        self.base_timestamp: int = fields[7]
+        self.max_timestamp: int = fields[8]
+        self.producer_id: int = fields[9]
+        self.record_count: int = fields[12]
+
+    @property
+    def base_offset(self) -> int:
+        return int(_BASE_OFFSET.unpack_from(self.buf, 0)[0])
+
+    @property
+    def leader_epoch(self) -> int:
+        return int(_EPOCH.unpack_from(self.buf, _EPOCH_AT)[0])
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    def assign(self, base_offset: int, leader_epoch: int) -> None:
+        """Stamp the offsets and epoch the leader gave this batch (CRC unaffected)."""
+        _BASE_OFFSET.pack_into(self.buf, 0, base_offset)
+        _EPOCH.pack_into(self.buf, _EPOCH_AT, leader_epoch)
+
+    def crc_valid(self) -> bool:
+        stored = struct.unpack_from(">I", self.buf, _MAGIC_AT + 1)[0]
+        return bool(stored == crc32c(memoryview(self.buf)[_CRC_FROM:]))
+
+    def records(self) -> list[BatchRecord]:
+        """Decode the records of an uncompressed batch; raises DecodeError otherwise."""
+        if self.compression:
+            raise DecodeError(f"batch is compressed (codec {self.compression})")
+        reader = Reader(self.buf, HEADER_SIZE)
+        base = self.base_offset
+        out: list[BatchRecord] = []
+        for _ in range(self.record_count):
+            length = reader.varint()
+            end = reader.pos + length
+            if length < 0 or end > len(self.buf):
+                raise DecodeError(f"record length {length} runs past the batch")
+            reader.int8()  # attributes, unused
+            timestamp = self.base_timestamp + reader.varlong()
+            offset = base + reader.varint()
+            key = _varbytes(reader)
+            value = _varbytes(reader)
+            headers = []
+            for _ in range(_count(reader)):
+                name = _varbytes(reader)
+                if name is None:
+                    raise DecodeError("null header key")
+                try:
+                    headers.append((name.decode(), _varbytes(reader)))
+                except UnicodeDecodeError:
+                    raise DecodeError("header key is not UTF-8") from None
+            if reader.pos != end:
+                raise DecodeError(f"record ends at {reader.pos}, its length says {end}")
+            out.append(BatchRecord(offset, timestamp, key, value, tuple(headers)))
+        if reader.remaining:
+            raise DecodeError(f"{reader.remaining} bytes after the last record")
+        return out
+
+
+def _count(reader: Reader) -> int:
+    n = reader.varint()
+    if n < 0 or n > reader.remaining:
+        raise DecodeError(f"header count {n} with {reader.remaining} bytes left")
+    return n
+
+
+def _varbytes(reader: Reader) -> bytes | None:
+    n = reader.varint()
+    if n == -1:
+        return None
+    if n < -1:
+        raise DecodeError(f"negative length {n}")
+    return bytes(reader.raw(n))
+
+
+def split_batches(records: bytes | bytearray | memoryview) -> list[WireBatch]:
+    """Validate a Produce request's records field as v2 batches and copy each out.
+
+    Raises DecodeError for a truncated batch, a magic other than 2, a record count that
+    disagrees with lastOffsetDelta, or a CRC mismatch (Kafka's CORRUPT_MESSAGE).
+    """
+    view = memoryview(records)
+    batches: list[WireBatch] = []
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < HEADER_SIZE:
+            raise DecodeError(f"truncated batch header: {len(view) - pos} bytes")
+        length = int(_EPOCH.unpack_from(view, pos + 8)[0])
+        size = length + _LENGTH_END
+        if length < HEADER_SIZE - _LENGTH_END or pos + size > len(view):
+            raise DecodeError(f"batch length {length} with {len(view) - pos} bytes left")
+        if view[pos + _MAGIC_AT] != 2:
+            raise DecodeError(f"magic {view[pos + _MAGIC_AT]}, only record batches v2 served")
+        batch = WireBatch(bytearray(view[pos : pos + size]))
+        if batch.record_count < 1 or batch.last_offset_delta != batch.record_count - 1:
+            raise DecodeError(
+                f"{batch.record_count} records with lastOffsetDelta {batch.last_offset_delta}"
+            )
+        if not batch.crc_valid():
+            raise DecodeError("CRC-32C mismatch")
+        batches.append(batch)
+        pos += size
+    if not batches:
+        raise DecodeError("no record batch")
+    return batches

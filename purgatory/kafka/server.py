@@ -1,0 +1,210 @@
+"""The Kafka connection server: frames in, responses out in request order.
+
+A client may pipeline requests; each is dispatched as soon as it is read, so a Fetch parked
+in a purgatory does not hold up the reading of the next request, but the responses are
+written strictly in the order the requests came (Kafka's per-connection ordering guarantee,
+which clients rely on to match correlation ids). Bad input never raises out of a
+connection: it is answered with the protocol's error where the protocol has one, otherwise
+the connection is closed, and either way it is counted and logged once per kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Final, final
+
+from purgatory.kafka.codec import DecodeError, Reader
+from purgatory.kafka.protocol import (
+    API_VERSIONS_MAX,
+    MAX_FRAME_BYTES,
+    ApiKey,
+    ErrorCode,
+    RequestHeader,
+    encode_api_versions,
+    read_header,
+    response_frame,
+)
+
+log = logging.getLogger(__name__)
+
+#: A handler returns a response body, None for no response (Produce acks=0), or an
+#: awaitable of either (a request parked in a purgatory).
+Response = bytes | bytearray | None
+Handler = Callable[[RequestHeader, Reader], Response | Awaitable[Response]]
+
+# Requests read ahead of the response being written; past this the reader waits, so one
+# client pipelining without reading its responses cannot grow our memory without bound.
+MAX_IN_FLIGHT: Final = 64
+
+
+@final
+class ProtocolStats:
+    """Counts of bad input by kind; each kind is logged the first time only."""
+
+    __slots__ = ("bad_input", "requests")
+
+    def __init__(self) -> None:
+        self.bad_input: Counter[str] = Counter()
+        self.requests: Counter[str] = Counter()
+
+    def bad(self, kind: str, detail: str) -> None:
+        if not self.bad_input[kind]:
+            log.warning("kafka protocol: %s (%s); further ones counted, not logged", kind, detail)
+        self.bad_input[kind] += 1
+
+
+@final
+class KafkaProtocolServer:
+    """Serves a table of API handlers on one listening socket."""
+
+    def __init__(self, stats: ProtocolStats | None = None) -> None:
+        self.stats = stats or ProtocolStats()
+        self._handlers: dict[int, tuple[int, int, Handler]] = {}
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    def register(self, key: ApiKey, versions: tuple[int, int], handler: Handler) -> None:
+        self._handlers[key] = (versions[0], versions[1], handler)
+
+    def supported(self) -> dict[ApiKey, tuple[int, int]]:
+        table = {ApiKey(key): (low, high) for key, (low, high, _) in self._handlers.items()}
+        table[ApiKey.API_VERSIONS] = (0, API_VERSIONS_MAX)
+        return table
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on host:port (0 picks a free port); returns the bound port."""
+        self._server = await asyncio.start_server(self._accept, host, port)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._serve(reader, writer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        pending: asyncio.Queue[tuple[int, asyncio.Future[Response]] | None] = asyncio.Queue(
+            MAX_IN_FLIGHT
+        )
+        responder = asyncio.create_task(self._respond(pending, writer))
+        try:
+            while (frame := await self._read_frame(reader)) is not None:
+                item = self._dispatch(frame)
+                if item is None:
+                    break
+                await pending.put(item)
+            # Responses to requests already read are still owed: the responder writes them,
+            # then stops at the end marker.
+            await pending.put(None)
+            await responder
+        finally:
+            responder.cancel()
+
+    async def _read_frame(self, reader: asyncio.StreamReader) -> bytes | None:
+        try:
+            prefix = await reader.readexactly(4)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+        size = int.from_bytes(prefix, "big", signed=True)
+        if size < 8 or size > MAX_FRAME_BYTES:
+            # Too small to hold a request header, or beyond what we accept: garbage.
+            self.stats.bad("frame size", f"{size} bytes")
+            return None
+        try:
+            return await reader.readexactly(size)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.stats.bad("truncated frame", f"closed before {size} bytes")
+            return None
+
+    def _dispatch(self, frame: bytes) -> tuple[int, asyncio.Future[Response]] | None:
+        """Start handling one request (its future resolves to the response body); None
+        when the request cannot be answered and the connection must close."""
+        loop = asyncio.get_running_loop()
+        try:
+            header, body = read_header(frame)
+        except DecodeError as exc:
+            self.stats.bad("malformed header", str(exc))
+            return None
+        done: asyncio.Future[Response] = loop.create_future()
+        if header.api_key == ApiKey.API_VERSIONS:
+            self.stats.requests["ApiVersions"] += 1
+            # A newer client opens with its own highest version: not bad input, the usual
+            # negotiation, so it is answered without being counted.
+            ok = 0 <= header.api_version <= API_VERSIONS_MAX
+            error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_VERSION
+            done.set_result(
+                encode_api_versions(header.api_version if ok else 0, error, self.supported())
+            )
+            return header.correlation_id, done
+        entry = self._handlers.get(header.api_key)
+        if entry is None:
+            self.stats.bad("unknown api key", str(header.api_key))
+            return None
+        low, high, handler = entry
+        if not low <= header.api_version <= high:
+            # Kafka closes the connection here too: a client that read our ApiVersions
+            # answer never sends a version outside it.
+            self.stats.bad(
+                "unsupported version", f"{ApiKey(header.api_key).name} v{header.api_version}"
+            )
+            return None
+        self.stats.requests[ApiKey(header.api_key).name] += 1
+        try:
+            result = handler(header, body)
+        except DecodeError as exc:
+            self.stats.bad("malformed request", f"{ApiKey(header.api_key).name}: {exc}")
+            return None
+        if inspect.isawaitable(result):
+            return header.correlation_id, asyncio.ensure_future(result)
+        done.set_result(result)
+        return header.correlation_id, done
+
+    async def _respond(
+        self,
+        pending: asyncio.Queue[tuple[int, asyncio.Future[Response]] | None],
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        """Write each response as soon as it and every earlier one are ready."""
+        while (item := await pending.get()) is not None:
+            correlation_id, future = item
+            try:
+                body = await future
+                if body is not None:
+                    writer.write(response_frame(correlation_id, body))
+                    await writer.drain()
+                continue
+            except DecodeError as exc:
+                self.stats.bad("malformed request", str(exc))
+            except ConnectionError:
+                pass
+            except Exception as exc:  # a handler bug must not take the server down
+                self.stats.bad("internal error", repr(exc))
+                log.exception("kafka protocol: handler failed")
+            break
+        # The connection is done for: closing it ends the reader's wait, and what is still
+        # queued is dropped, so the reader never blocks on a full queue.
+        writer.close()
+        while (item := await pending.get()) is not None:
+            item[1].cancel()
