@@ -96,14 +96,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._register(op, keys)
         if not op.is_async:
             return self._check_else_watch(op)
-        # A caller cancelled at either await abandons the op (``await op`` raises
-        # OperationCancelled): it is never left watched without its timeout.
-        try:
-            done = await self._try(op)
-        except BaseException:
-            op.abandon()
-            raise
-        if done:
+        if await self._try_or_abandon(op):
             return True
         if self._closed:
             op.abandon()
@@ -111,12 +104,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._watch(op)
         # The first check awaited before the op was watched: a trigger may have come and
         # gone meanwhile, so check again now that every trigger will find it.
-        try:
-            done = await self._try(op)
-        except BaseException:
-            op.abandon()
-            raise
-        if done:
+        if await self._try_or_abandon(op):
             return True
         self._schedule_timeout(op)
         return False
@@ -297,6 +285,16 @@ class DelayedOperationPurgatory(Generic[Op]):
         except Exception as exc:
             report_callback_error(op, exc, "try_complete")
             return False
+
+    async def _try_or_abandon(self, op: Op) -> bool:
+        """A check on the way in: if the caller is cancelled during it, the op is abandoned
+        (``await op`` raises OperationCancelled), so it is never left watched without its
+        timeout."""
+        try:
+            return await self._try(op)
+        except BaseException:
+            op.abandon()
+            raise
 
     def _register(self, op: Op, keys: Iterable[Hashable]) -> None:
         """Check the arguments and bind ``op`` to this purgatory; registers no key yet."""
