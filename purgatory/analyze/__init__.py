@@ -30,6 +30,7 @@ def run_analysis(
     shuffle_partitions: int | None = None,
     top_keys: int = DEFAULT_TOP_KEYS,
     patterns: Sequence[str] = DEFAULT_PATTERNS,
+    jvm_log: str | None = None,
 ) -> dict[str, Any]:
     """Analyse the traces at ``paths`` into ``out_dir``: files as named, and in directories
     the files matching ``patterns`` (trace files, ``.gz`` ok), recursively.
@@ -37,7 +38,8 @@ def run_analysis(
     Writes one Parquet dataset per table, ``summary.json`` and ``report.html`` (with PNG
     plots unless ``plots`` is false) and returns the summary dict. With ``spark`` given the
     session is used as is and left running; otherwise one is created (see ``session``) and
-    stopped at the end if this call started it. Raises ``InputPathError`` on a missing path
+    stopped at the end if this call started it; ``jvm_log`` takes the console output of a
+    JVM started here (see ``session.get_session``). Raises ``InputPathError`` on a missing path
     or when no file is left to read (before any Spark work).
     """
     from purgatory.analyze.pipeline import analyze
@@ -47,7 +49,7 @@ def run_analysis(
     files = list(find_inputs(paths, patterns).files)
     owned = False
     if spark is None:
-        info = get_session(master, driver_memory, shuffle_partitions)
+        info = get_session(master, driver_memory, shuffle_partitions, jvm_log)
         spark, owned = info.spark, info.owned
     elif shuffle_partitions is not None:
         spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))

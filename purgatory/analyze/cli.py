@@ -7,6 +7,7 @@ stay fast and work without the ``spark`` extra.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -51,14 +52,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--top-keys", type=int, default=DEFAULT_TOP_KEYS, metavar="N", help="hottest keys to keep"
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress display; Spark's console messages go to DIR/spark.log",
+    )
 
 
 def format_summary(summary: Mapping[str, Any]) -> str:
     """A short fixed-width table: one line per purgatory."""
     lines = [
-        f"events: {summary['events']}  malformed lines: {summary['malformed_lines']}"
-        f"  blank lines: {summary.get('blank_lines', 0)}"
+        f"events: {summary['events']:,}  malformed lines: {summary['malformed_lines']:,}"
+        f"  blank lines: {summary.get('blank_lines', 0):,}"
     ]
     header = (
         f"{'purgatory':<20} {'ops':>10} {'completed':>10} {'expired':>9} {'cancel':>8}"
@@ -68,15 +73,15 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     for name, p in sorted(summary["purgatories"].items()):
         d = p["duration_ms"]
         lines.append(
-            f"{name[:20]:<20} {p['operations']:>10} {p['completed']:>10} {p['expired']:>9}"
-            f" {p['cancelled']:>8} {p['errors']:>8} {p['expiration_rate']:>8.2%}"
+            f"{name[:20]:<20} {p['operations']:>10,} {p['completed']:>10,} {p['expired']:>9,}"
+            f" {p['cancelled']:>8,} {p['errors']:>8,} {p['expiration_rate']:>8.2%}"
             f" {_ms(d['p50'])} {_ms(d['p99'])} {_ms(d['p999'])} {_ms(d['max'])}"
         )
     return "\n".join(lines)
 
 
 def _ms(value: float | None) -> str:
-    return f"{'-':>9}" if value is None else f"{value:>9.2f}"
+    return f"{'-':>9}" if value is None else f"{value:>9,.2f}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from purgatory.analyze import run_analysis
 
+    jvm_log = None
+    if args.quiet:  # Spark's own console lines (JVM warnings) go to a file in --out
+        os.makedirs(args.out, exist_ok=True)
+        jvm_log = os.path.join(args.out, "spark.log")
     summary = run_analysis(
         list(args.traces),
         args.out,
@@ -118,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         shuffle_partitions=args.shuffle_partitions,
         top_keys=args.top_keys,
         patterns=patterns,
+        jvm_log=jvm_log,
     )
     if summary["malformed_lines"]:
         print(f"malformed lines: {summary['malformed_lines']}; samples:", file=sys.stderr)

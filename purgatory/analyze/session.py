@@ -78,8 +78,13 @@ def get_session(
     master: str | None = None,
     driver_memory: str | None = None,
     shuffle_partitions: int | None = None,
+    jvm_log: str | None = None,
 ) -> SessionInfo:
-    """Return a SparkSession configured for the analysis; ``owned`` says whether we made it."""
+    """Return a SparkSession configured for the analysis; ``owned`` says whether we made it.
+
+    With ``jvm_log``, a JVM started here writes its console output (startup warnings, log4j
+    messages) to that file instead of this process's stderr.
+    """
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
@@ -105,7 +110,14 @@ def get_session(
             launch.set(
                 "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j_path}"
             )
-            SparkContext._ensure_initialized(conf=launch)
+            gateway = None
+            if jvm_log is not None:
+                from pyspark.java_gateway import launch_gateway
+
+                with open(jvm_log, "ab") as log:  # the JVM keeps its own copy of the handle
+                    streams = {"stdout": log, "stderr": log}
+                    gateway = launch_gateway(launch, popen_kwargs=streams)  # type: ignore[no-untyped-call]
+            SparkContext._ensure_initialized(gateway=gateway, conf=launch)
         existing = SparkConf()
         builder = SparkSession.builder.appName(APP_NAME)
         if master is not None:

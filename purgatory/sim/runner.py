@@ -70,7 +70,7 @@ async def run_scenario(
             for event in sorted(scenario.faults, key=lambda e: e.at):
                 await asyncio.sleep(max(0.0, sim_start + event.at * duration_s - loop.time()))
                 if progress is not None:
-                    progress(f"t={loop.time() - sim_start:.1f}s fault: {event.description}\n")
+                    progress(f"t={loop.time() - sim_start:6.1f}s fault: {event.description}\n")
                 await event.action(cluster)
                 if on_fault is not None:
                     on_fault(event.description)

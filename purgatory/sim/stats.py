@@ -101,13 +101,18 @@ def format_table(summary: dict[str, Any]) -> str:
         f"{'purgatory':<14}{'ops':>9}{'completed':>11}{'expired':>9}{'p50 ms':>9}"
         f"{'p99 ms':>9}{'max ms':>9}{'max watched':>13}  errors",
     ]
+    idle = [n for n, s in summary["purgatories"].items() if not s["operations"]]
     for name, s in summary["purgatories"].items():
+        if name in idle:
+            continue  # an all-zero row says nothing; named below the table instead
         d = s["duration_ms"]
         errors = ", ".join(f"{k}={v}" for k, v in s["errors"].items()) or "-"
         lines.append(
             f"{name:<14}{s['operations']:>9}{s['completed']:>11}{s['expired']:>9}"
             f"{d['p50']:>9.1f}{d['p99']:>9.1f}{d['max']:>9.1f}{s['max_watched']:>13}  {errors}"
         )
+    if idle:
+        lines.append(f"(no operations: {', '.join(idle)})")
     req = summary["requests"]
     lines.append("")
     lines.append(

@@ -139,3 +139,21 @@ def test_only_empty_files_fail_before_spark(
     assert main(["analyze", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "no trace event in 2 trace files (0.0 MB): a.jsonl, b.jsonl.gz" in err
+
+
+@pytest.mark.spark
+def test_quiet_is_quiet(tmp_path: Path) -> None:
+    """No progress and no JVM warning lines on the terminal; Spark's go to OUT/spark.log."""
+    pytest.importorskip("pyspark")
+    trace = tmp_path / "t.jsonl"
+    generate_file(str(trace), 100, seed=8)
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "purgatory", "analyze", str(trace), "--out", str(out), "--quiet",
+         "--no-plots", "--master", "local[1]", "--shuffle-partitions", "2"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert "events: 100" in done.stdout
+    assert (out / "spark.log").exists()
