@@ -114,6 +114,10 @@ def fault_key(faults: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(f"{i + 1}: {f['fault']}" for i, f in enumerate(faults))
 
 
+# Legends beside the plot, not on it: over the data they hid the first seconds' points.
+_BESIDE: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
+
+
 def plot_in_flight(rows: Sequence[Row], path: str, bucket_s: int, faults: Faults = ()) -> None:
     """Operations in flight over time, one line per purgatory, with the faults marked."""
     plt = _pyplot()
@@ -129,7 +133,7 @@ def plot_in_flight(rows: Sequence[Row], path: str, bucket_s: int, faults: Faults
             label=name,
         )
     if grouped:
-        ax.legend(loc="upper left")
+        ax.legend(title="purgatory", **_BESIDE)
     else:
         _empty(ax, "operations")
     _mark_faults(ax, faults, start, label=True)
@@ -160,7 +164,7 @@ def plot_outcomes(rows: Sequence[Row], path: str, bucket_s: int, faults: Faults 
             ax.plot(xs, [float(r[column]) / bucket_s for r in points], label=label)
         ax.set_title(name, loc="left")
         ax.set_ylabel("operations/s")
-        ax.legend(fontsize="small", ncol=4, loc="upper left")
+        ax.legend(fontsize="small", **_BESIDE)
         _mark_faults(ax, faults, start, label=ax is axes[0, 0])
     if not names:
         _empty(axes[0, 0], "operations")

@@ -92,3 +92,32 @@ def test_the_trace_writer_marks_faults(tmp_path: Path) -> None:
     marker = json.loads(line)
     assert marker["fault"] == "crash leader broker 0"
     assert abs(marker["at_ms"] / 1000 - time.time()) < 60
+
+
+@pytest.mark.parametrize("plot", ["in_flight", "outcomes"])
+def test_time_series_legends_never_cover_the_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plot: str
+) -> None:
+    """The legend sits beside the plot: in the demo it hid the first seconds' points."""
+    import matplotlib.pyplot as plt
+
+    figures: list[Any] = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to measure it
+    series = [
+        {"purgatory": p, "t": 100 + s, "arrivals": 9, "completions": 5000 - 100 * s,
+         "expirations": 2, "cancellations": 1, "errors": 0, "in_flight": 5000 - 100 * s}
+        for p in ("Fetch", "Produce")
+        for s in range(30)
+    ]  # fmt: skip
+    draw = report.plot_in_flight if plot == "in_flight" else report.plot_outcomes
+    draw(series, str(tmp_path / "p.png"), 1)
+    (fig,) = figures
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        assert legend is not None
+        inside = ax.get_window_extent(renderer)
+        assert legend.get_window_extent(renderer).x0 >= inside.x1  # right of the axes
+        assert fig.bbox.contains(*legend.get_window_extent(renderer).max)  # not cut off
+    monkeypatch.undo()
+    plt.close(fig)
