@@ -106,3 +106,25 @@ def test_deadlines_json_counts_no_early_expiry(capsys: pytest.CaptureFixture[str
     [result] = json.loads(capsys.readouterr().out)["results"]
     assert (result["operations"], result["early"]) == (200, 0)
     assert 0 <= result["lateness_p50_ms"] <= result["lateness_p99_ms"] <= result["lateness_max_ms"]
+
+
+def test_an_unmeasurable_cpu_target_is_reported_not_dropped() -> None:
+    from purgatory.bench.report import format_workload, workload_dict
+    from purgatory.bench.runner import LatenessSummary, RunResult
+    from purgatory.bench.workload import WorkloadConfig
+
+    cfg = WorkloadConfig(num=10)
+
+    def run(name: str, cpu_s: float) -> RunResult:
+        return RunResult(
+            implementation=name, loop="asyncio", num=10, target_rate=None, achieved_rate=1.0,
+            cpu_s=cpu_s, wall_s=cpu_s, completed=10, expired=0, drawn_expired=0, duplicates=0,
+            lateness=LatenessSummary.of([]), peak_heap_bytes=None,
+        )  # fmt: skip
+
+    # call_later no more expensive than the floor (noise on a tiny run): no ratio exists
+    samples = [run("floor", 0.002), run("call_later", 0.001), run("purgatory", 0.001)]
+    result = workload_dict(cfg, "asyncio", samples, [])
+    target = result["targets"]["cpu_above_floor_vs_call_later"]
+    assert (target["measured"], target["met"], target["rounds"]) == (None, None, [])
+    assert "not measured" in format_workload(cfg, result)
