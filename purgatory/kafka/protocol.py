@@ -34,6 +34,7 @@ class ApiKey(IntEnum):
 
 
 class ErrorCode(IntEnum):
+    UNKNOWN_SERVER_ERROR = -1
     NONE = 0
     OFFSET_OUT_OF_RANGE = 1
     CORRUPT_MESSAGE = 2
@@ -41,6 +42,7 @@ class ErrorCode(IntEnum):
     LEADER_NOT_AVAILABLE = 5
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
     MESSAGE_TOO_LARGE = 10
     NOT_COORDINATOR = 16
     NOT_ENOUGH_REPLICAS = 19
@@ -49,6 +51,12 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_VERSION = 35
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+
+
+def error_code(name: str) -> ErrorCode:
+    """Kafka's numeric code for one of the simulation's error names."""
+    return ErrorCode.__members__.get(name, ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 class RequestHeader(NamedTuple):

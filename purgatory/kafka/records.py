@@ -10,9 +10,10 @@ compressed batches pass through untouched.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Final, NamedTuple, final
 
-from purgatory.kafka.codec import DecodeError, Reader
+from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.crc32c import crc32c
 
 # baseOffset q, batchLength i, partitionLeaderEpoch i, magic b, crc I, attributes h,
@@ -165,3 +166,34 @@ def split_batches(records: bytes | bytearray | memoryview) -> list[WireBatch]:
     if not batches:
         raise DecodeError("no record batch")
     return batches
+
+
+def encode_batch(
+    base_offset: int,
+    leader_epoch: int,
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    timestamp_ms: int,
+) -> bytes:
+    """An uncompressed v2 batch of consecutive records (for logs that keep no wire bytes)."""
+    body = Writer()
+    for delta, (key, value) in enumerate(records):
+        record = Writer().int8(0).varint(0).varint(delta)
+        _put_varbytes(record, key)
+        _put_varbytes(record, value)
+        record.varint(0)  # no headers
+        body.varint(len(record.buf)).raw(record.buf)
+    last = len(records) - 1
+    tail = (
+        struct.pack(">hiqqqhii", 0, last, timestamp_ms, timestamp_ms, -1, -1, -1, len(records))
+        + body.buf
+    )
+    length = HEADER_SIZE - _LENGTH_END + len(body.buf)
+    head = struct.pack(">qiib", base_offset, length, leader_epoch, 2)
+    return head + struct.pack(">I", crc32c(tail)) + tail
+
+
+def _put_varbytes(out: Writer, data: bytes | None) -> None:
+    if data is None:
+        out.varint(-1)
+    else:
+        out.varint(len(data)).raw(data)

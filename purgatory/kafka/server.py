@@ -98,6 +98,10 @@ class KafkaProtocolServer:
         self._connections.add(task)
         try:
             await self._serve(reader, writer)
+        except asyncio.CancelledError:
+            # Only close() cancels a connection; ending quietly keeps asyncio's stream
+            # callback from logging the cancellation as an error.
+            pass
         finally:
             self._connections.discard(task)
             writer.close()
@@ -175,6 +179,10 @@ class KafkaProtocolServer:
             result = handler(header, body)
         except DecodeError as exc:
             self.stats.bad("malformed request", f"{ApiKey(header.api_key).name}: {exc}")
+            return None
+        except Exception as exc:  # a handler bug closes this connection, not the server
+            self.stats.bad("internal error", repr(exc))
+            log.exception("kafka protocol: handler failed")
             return None
         if inspect.isawaitable(result):
             return header.correlation_id, asyncio.ensure_future(result)

@@ -63,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds SIGTERM waits for in-flight requests before closing",
     )
     parser.add_argument("--backlog", type=int, default=4096, help="listen() backlog")
+    parser.add_argument(
+        "--kafka-port",
+        type=int,
+        default=None,
+        help="also speak the Kafka protocol: broker i listens on HOST:KAFKA_PORT+i "
+        "(0 picks free ports; default: off)",
+    )
     access = parser.add_argument_group("access control")
     access.add_argument(
         "--token",
@@ -126,6 +133,13 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--port must be in 0..65535, got {args.port}")
         if args.brokers < 1:
             raise ValueError(f"--brokers must be >= 1, got {args.brokers}")
+        if args.kafka_port is not None and not (
+            args.kafka_port == 0 or 1 <= args.kafka_port <= 65536 - args.brokers
+        ):
+            raise ValueError(
+                f"--kafka-port must leave room for {args.brokers} ports below 65536, "
+                f"got {args.kafka_port}"
+            )
     except (TypeError, ValueError) as exc:
         print(f"purgatory serve: {exc}", file=sys.stderr)
         return 2
@@ -137,7 +151,16 @@ def run(args: argparse.Namespace) -> int:
         factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(
-            serve(args.host, args.port, args.brokers, topics, config, args.backlog, access)
+            serve(
+                args.host,
+                args.port,
+                args.brokers,
+                topics,
+                config,
+                args.backlog,
+                access,
+                kafka_port=args.kafka_port,
+            )
         )
 
 
@@ -149,10 +172,14 @@ async def serve(
     config: ServiceConfig,
     backlog: int = 4096,
     access: AccessPolicy | None = None,
+    *,
+    kafka_port: int | None = None,
 ) -> int:
-    """Serve until SIGTERM/SIGINT; return the exit status."""
+    """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
+    broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster."""
     from aiohttp import web
 
+    from purgatory.kafka.front_door import KafkaFrontDoor
     from purgatory.service.app import create_app
     from purgatory.service.broker import new_cluster
 
@@ -167,6 +194,7 @@ async def serve(
         access_log=None,
     )
     await runner.setup()
+    kafka = None if kafka_port is None else KafkaFrontDoor(cluster, host, kafka_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -177,9 +205,14 @@ async def serve(
         for address in runner.addresses:
             bound_host, bound_port = address[0], address[1]
             print(f"listening on http://{bound_host}:{bound_port}", flush=True)
+        if kafka is not None:
+            await kafka.start()
+            print(f"kafka bootstrap.servers={kafka.bootstrap}", flush=True)
         await stop.wait()
         print("shutting down", flush=True)
     finally:
+        if kafka is not None:
+            await kafka.close()
         await runner.cleanup()  # closes listeners, answers parked requests, closes cluster
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

@@ -1,0 +1,284 @@
+"""Metadata, Produce, Fetch and ListOffsets against the simulated cluster, as seen by one
+broker: requests decoded from the wire, answered through the :class:`Cluster` facade.
+
+Versions served are the non-flexible ones without fetch sessions: Metadata 1-7, Produce 3-7,
+Fetch 4-6, ListOffsets 1-5. A partition this broker does not lead is answered
+NOT_LEADER_OR_FOLLOWER, which sends clients back to Metadata after a failover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from typing import Final, final
+
+from purgatory.kafka.codec import DecodeError, Reader, Writer
+from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, error_code
+from purgatory.kafka.records import encode_batch, split_batches
+from purgatory.sim import Cluster, SimulationError
+from purgatory.sim import ErrorCode as SimErrorCode
+from purgatory.sim.messages import FetchResult
+
+VERSIONS: Final = {
+    ApiKey.METADATA: (1, 7),
+    ApiKey.PRODUCE: (3, 7),
+    ApiKey.FETCH: (4, 6),
+    ApiKey.LIST_OFFSETS: (1, 5),
+}
+EARLIEST: Final = -2
+LATEST: Final = -1
+
+
+@final
+class BrokerApis:
+    """The request handlers of simulated broker ``broker_id``; ``addresses`` maps each
+    broker id to the (host, port) it is advertised at."""
+
+    def __init__(
+        self, cluster: Cluster, broker_id: int, addresses: dict[int, tuple[str, int]]
+    ) -> None:
+        self.cluster = cluster
+        self.broker_id = broker_id
+        self.addresses = addresses
+
+    def _leads(self, topic: str, index: int) -> ErrorCode:
+        p = self.cluster.partition(topic, index)
+        if p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if p.leader != self.broker_id or not self.cluster.is_alive(self.broker_id):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.NONE
+
+    # -- Metadata ------------------------------------------------------------------------
+
+    def metadata(self, header: RequestHeader, body: Reader) -> bytearray:
+        version = header.api_version
+        count = body.nullable_array_length()
+        wanted = None if count is None else [body.string() for _ in range(count)]
+        if version >= 4:
+            body.int8()  # allow_auto_topic_creation: topics are created through the admin API
+        meta = self.cluster.metadata()
+        out = Writer()
+        if version >= 3:
+            out.int32(0)  # throttle_time_ms
+        live = [b for b in meta.brokers if b.alive]
+        out.int32(len(live))
+        for broker in live:
+            host, port = self.addresses[broker.broker_id]
+            out.int32(broker.broker_id).string(host).int32(port).string(None)
+        if version >= 2:
+            out.string("purgatory")
+        out.int32(live[0].broker_id if live else -1)  # controller_id
+        topics = {t.name: t for t in meta.topics}
+        names = list(topics) if wanted is None else wanted
+        out.int32(len(names))
+        for name in names:
+            topic = topics.get(name)
+            if topic is None:
+                out.int16(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION).string(name).int8(0).int32(0)
+                continue
+            out.int16(ErrorCode.NONE).string(name).int8(0).int32(len(topic.partitions))
+            for part in topic.partitions:
+                leader = part.leader if part.leader is not None else -1
+                error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+                out.int16(error).int32(part.partition).int32(leader)
+                if version >= 7:
+                    out.int32(part.leader_epoch)
+                for nodes in [part.replicas, part.isr] + ([[]] if version >= 5 else []):
+                    out.int32(len(nodes))
+                    for node in nodes:
+                        out.int32(node)
+        return out.buf
+
+    # -- Produce -------------------------------------------------------------------------
+
+    def produce(self, header: RequestHeader, body: Reader) -> Awaitable[bytearray | None]:
+        body.nullable_string()  # transactional_id
+        acks = body.int16()
+        timeout_ms = body.int32()
+        requests: list[tuple[str, int, memoryview | None]] = []
+        for _ in range(body.array_length()):
+            topic = body.string()
+            for _ in range(body.array_length()):
+                requests.append((topic, body.int32(), body.nullable_bytes()))
+        return self._produce(header.api_version, acks, timeout_ms, requests)
+
+    async def _produce(
+        self,
+        version: int,
+        acks: int,
+        timeout_ms: int,
+        requests: list[tuple[str, int, memoryview | None]],
+    ) -> bytearray | None:
+        answers = await asyncio.gather(
+            *(self._produce_one(t, i, r, acks, max(timeout_ms, 0)) for t, i, r in requests)
+        )
+        if acks == 0:
+            return None
+        out = Writer()
+        by_topic: dict[str, list[tuple[int, ErrorCode, int]]] = {}
+        for (topic, index, _), (error, base) in zip(requests, answers, strict=True):
+            by_topic.setdefault(topic, []).append((index, error, base))
+        out.int32(len(by_topic))
+        for topic, parts in by_topic.items():
+            out.string(topic).int32(len(parts))
+            for index, error, base in parts:
+                out.int32(index).int16(error).int64(base).int64(-1)  # log_append_time
+                if version >= 5:
+                    p = self.cluster.partition(topic, index)
+                    out.int64(
+                        p.logs[p.leader].log_start_offset if p and p.leader is not None else -1
+                    )
+        out.int32(0)  # throttle_time_ms
+        return out.buf
+
+    async def _produce_one(
+        self, topic: str, index: int, records: memoryview | None, acks: int, timeout_ms: int
+    ) -> tuple[ErrorCode, int]:
+        error = self._leads(topic, index)
+        if error:
+            return error, -1
+        if records is None:
+            return ErrorCode.CORRUPT_MESSAGE, -1
+        try:
+            batches = split_batches(records)
+        except DecodeError:
+            return ErrorCode.CORRUPT_MESSAGE, -1
+        entries: list[tuple[bytes | None, bytes]] = []
+        for batch in batches:
+            if batch.compression:
+                return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
+            entries.extend((r.key, r.value or b"") for r in batch.records())
+        try:
+            result = await self.cluster.produce(topic, index, entries, acks, timeout_ms)
+        except SimulationError as exc:
+            return error_code(exc.code), -1
+        return error_code(result.error), result.base_offset
+
+    # -- Fetch ---------------------------------------------------------------------------
+
+    def fetch(self, header: RequestHeader, body: Reader) -> Awaitable[bytearray]:
+        version = header.api_version
+        body.int32()  # replica_id: consumers only
+        max_wait_ms = max(body.int32(), 0)
+        min_bytes = max(body.int32(), 0)
+        max_bytes = body.int32()
+        body.int8()  # isolation_level: no transactions, LSO = HW
+        wanted: list[tuple[str, int, int, int]] = []
+        for _ in range(body.array_length()):
+            topic = body.string()
+            for _ in range(body.array_length()):
+                index = body.int32()
+                offset = body.int64()
+                if version >= 5:
+                    body.int64()  # log_start_offset: followers only
+                wanted.append((topic, index, offset, body.int32()))
+        if max_bytes < 1:
+            raise DecodeError(f"fetch max_bytes {max_bytes}")
+        return self._fetch(version, wanted, min_bytes, max_bytes, max_wait_ms)
+
+    async def _fetch(
+        self,
+        version: int,
+        wanted: list[tuple[str, int, int, int]],
+        min_bytes: int,
+        max_bytes: int,
+        max_wait_ms: int,
+    ) -> bytearray:
+        results = await self._read_all(wanted, max_bytes)
+        readable = sum(len(r.records) for r in results if not r.error)
+        if not readable and min_bytes > 0 and max_wait_ms > 0 and any(not r.error for r in results):
+            # Park every partition in DelayedFetch; the first one woken (a produce moved
+            # its HW) or the timeout ends the wait, then all are read again.
+            waits = [
+                asyncio.ensure_future(self.cluster.fetch(t, i, o, 1, pmax, max_wait_ms))
+                for (t, i, o, pmax), r in zip(wanted, results, strict=True)
+                if not r.error
+            ]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+            results = await self._read_all(wanted, max_bytes)
+        return self._encode_fetch(version, wanted, results)
+
+    async def _read_all(
+        self, wanted: list[tuple[str, int, int, int]], max_bytes: int
+    ) -> list[FetchResult]:
+        out = []
+        for topic, index, offset, partition_max in wanted:
+            error = self._leads(topic, index)
+            if error:
+                out.append(FetchResult(SimErrorCode(error.name)))
+                continue
+            limit = max(1, min(partition_max, max_bytes))
+            out.append(await self.cluster.fetch(topic, index, max(offset, 0), 0, limit, 0))
+        return out
+
+    def _encode_fetch(
+        self, version: int, wanted: list[tuple[str, int, int, int]], results: list[FetchResult]
+    ) -> bytearray:
+        out = Writer().int32(0)  # throttle_time_ms
+        by_topic: dict[str, list[tuple[int, FetchResult]]] = {}
+        for (topic, index, _, _), result in zip(wanted, results, strict=True):
+            by_topic.setdefault(topic, []).append((index, result))
+        now_ms = int(time.time() * 1000)
+        out.int32(len(by_topic))
+        for topic, parts in by_topic.items():
+            out.string(topic).int32(len(parts))
+            for index, result in parts:
+                hw = result.high_watermark
+                out.int32(index).int16(error_code(result.error)).int64(hw).int64(hw)
+                if version >= 5:
+                    out.int64(result.log_start_offset)
+                out.int32(-1)  # aborted_transactions: null
+                records = result.records
+                if records:
+                    p = self.cluster.partition(topic, index)
+                    epoch = p.leader_epoch if p else 0
+                    pairs = [(r.key, r.value) for r in records]
+                    out.nullable_bytes(encode_batch(records[0].offset, epoch, pairs, now_ms))
+                else:
+                    out.nullable_bytes(b"")
+        return out.buf
+
+    # -- ListOffsets ---------------------------------------------------------------------
+
+    def list_offsets(self, header: RequestHeader, body: Reader) -> bytearray:
+        version = header.api_version
+        body.int32()  # replica_id
+        if version >= 2:
+            body.int8()  # isolation_level
+        out = Writer()
+        if version >= 2:
+            out.int32(0)  # throttle_time_ms
+        topics = body.array_length()
+        out.int32(topics)
+        for _ in range(topics):
+            topic = body.string()
+            count = body.array_length()
+            out.string(topic).int32(count)
+            for _ in range(count):
+                index = body.int32()
+                if version >= 4:
+                    body.int32()  # current_leader_epoch
+                timestamp = body.int64()
+                error, offset, epoch = self._offset_for(topic, index, timestamp)
+                out.int32(index).int16(error).int64(-1).int64(offset)
+                if version >= 4:
+                    out.int32(epoch)
+        return out.buf
+
+    def _offset_for(self, topic: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+        error = self._leads(topic, index)
+        p = self.cluster.partition(topic, index)
+        if error or p is None or p.leader is None:
+            return error or ErrorCode.LEADER_NOT_AVAILABLE, -1, -1
+        if timestamp == EARLIEST:
+            return ErrorCode.NONE, p.logs[p.leader].log_start_offset, p.leader_epoch
+        if timestamp == LATEST:
+            return ErrorCode.NONE, p.hws[p.leader], p.leader_epoch
+        # No record timestamps are kept: a lookup by time is not served.
+        return ErrorCode.INVALID_REQUEST, -1, -1
