@@ -1,7 +1,9 @@
 """Measure `purgatory serve --kafka-port` with one aiokafka producer (acks=all, 100-byte
-records, default batching): records/s, and the broker's and this client's CPU per record.
+records, default batching): records/s, and the broker's and this client's CPU per record;
+then the wake-up latency of a parked consumer fetch (produce sent -> record received), p50
+and p99, over the Kafka protocol (aiokafka) and over the HTTP long poll.
 
-    python examples/kafka_throughput.py [--records 50000]
+    python examples/kafka_throughput.py [--records 50000] [--wakeups 200]
 
 Starts the server as a child process on loopback, produces, reads the server's CPU time
 from /proc (Linux), and stops it.
@@ -17,7 +19,10 @@ import subprocess
 import sys
 import time
 
-from aiokafka import AIOKafkaProducer
+import aiohttp
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from purgatory.percentiles import percentile
 
 
 def cpu_seconds(pid: int) -> float:
@@ -40,11 +45,66 @@ async def produce(bootstrap: str, records: int) -> float:
         await producer.stop()
 
 
+async def kafka_wakeups(bootstrap: str, rounds: int) -> list[float]:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5000
+    )
+    await producer.start()
+    await consumer.start()
+    latencies = []
+    try:
+        tp = TopicPartition("w", 0)
+        consumer.assign([tp])
+        await consumer.seek_to_end(tp)
+        for _ in range(rounds):
+            waiting = asyncio.ensure_future(consumer.getone())
+            await asyncio.sleep(0.02)  # let the fetch park
+            start = time.perf_counter()
+            await producer.send("w", b"x", partition=0)
+            await waiting
+            latencies.append(time.perf_counter() - start)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return latencies
+
+
+async def http_wakeups(url: str, rounds: int) -> list[float]:
+    latencies = []
+    async with aiohttp.ClientSession() as session:
+        async with session.post(
+            url + "/v1/produce",
+            json={"topic": "h", "partition": 0, "acks": 1, "records": [{"value": "x"}]},
+        ) as response:
+            offset: int = (await response.json())["base_offset"] + 1
+        for _ in range(rounds):
+            fetch = {"topic": "h", "partition": 0, "offset": offset, "max_wait_ms": 5000}
+            waiting = asyncio.ensure_future(session.post(url + "/v1/fetch", json=fetch))
+            await asyncio.sleep(0.02)
+            start = time.perf_counter()
+            produce = {"topic": "h", "partition": 0, "acks": 1, "records": [{"value": "x"}]}
+            async with session.post(url + "/v1/produce", json=produce) as response:
+                await response.read()
+            async with await waiting as response:
+                assert (await response.json())["records"]
+            latencies.append(time.perf_counter() - start)
+            offset += 1
+    return latencies
+
+
+def summary(name: str, latencies: list[float]) -> str:
+    ms = sorted(x * 1000 for x in latencies)
+    return f"{name} wake-up: p50 {percentile(ms, 50):.2f} ms, p99 {percentile(ms, 99):.2f} ms"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--wakeups", type=int, default=200)
     args = parser.parse_args()
     command = ["serve", "--port", "0", "--kafka-port", "0", "--topic", "t:1:3"]
+    command += ["--topic", "w:1:3", "--topic", "h:1:3"]
     server = subprocess.Popen(
         [sys.executable, "-m", "purgatory", *command, "--log-level", "WARNING"],
         stdout=subprocess.PIPE,
@@ -52,13 +112,15 @@ def main() -> None:
     )
     try:
         assert server.stdout is not None
-        server.stdout.readline()
+        url = server.stdout.readline().split()[-1]
         bootstrap = server.stdout.readline().split("=", 1)[1].strip()
         broker_before = cpu_seconds(server.pid)
         client_before = time.process_time()
         elapsed = asyncio.run(produce(bootstrap, args.records))
         broker_cpu = cpu_seconds(server.pid) - broker_before
         client_cpu = time.process_time() - client_before
+        kafka = asyncio.run(kafka_wakeups(bootstrap, args.wakeups))
+        http = asyncio.run(http_wakeups(url, args.wakeups))
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(10)
@@ -67,6 +129,8 @@ def main() -> None:
     print(f"records/s:          {n / elapsed:,.0f}")
     print(f"broker CPU/record:  {broker_cpu / n * 1e6:.1f} us")
     print(f"client CPU/record:  {client_cpu / n * 1e6:.1f} us")
+    print(summary("kafka", kafka))
+    print(summary("http ", http))
 
 
 if __name__ == "__main__":

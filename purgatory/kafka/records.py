@@ -90,41 +90,90 @@ class WireBatch:
         """Decode the records of an uncompressed batch; raises DecodeError otherwise."""
         if self.compression:
             raise DecodeError(f"batch is compressed (codec {self.compression})")
-        reader = Reader(self.buf, HEADER_SIZE)
-        base = self.base_offset
-        out: list[BatchRecord] = []
-        for _ in range(self.record_count):
-            length = reader.varint()
-            end = reader.pos + length
-            if length < 0 or end > len(self.buf):
-                raise DecodeError(f"record length {length} runs past the batch")
-            reader.int8()  # attributes, unused
-            timestamp = self.base_timestamp + reader.varlong()
-            offset = base + reader.varint()
-            key = _varbytes(reader)
-            value = _varbytes(reader)
-            headers = []
-            for _ in range(_count(reader)):
-                name = _varbytes(reader)
-                if name is None:
-                    raise DecodeError("null header key")
-                try:
-                    headers.append((name.decode(), _varbytes(reader)))
-                except UnicodeDecodeError:
-                    raise DecodeError("header key is not UTF-8") from None
-            if reader.pos != end:
-                raise DecodeError(f"record ends at {reader.pos}, its length says {end}")
-            out.append(BatchRecord(offset, timestamp, key, value, tuple(headers)))
-        if reader.remaining:
-            raise DecodeError(f"{reader.remaining} bytes after the last record")
-        return out
+        try:
+            return _decode_records(
+                bytes(self.buf), self.record_count, self.base_offset, self.base_timestamp
+            )
+        except IndexError:
+            raise DecodeError("record runs past the end of the batch") from None
 
 
-def _count(reader: Reader) -> int:
-    n = reader.varint()
-    if n < 0 or n > reader.remaining:
-        raise DecodeError(f"header count {n} with {reader.remaining} bytes left")
-    return n
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos`` (at most 10 bytes) and the position after it; the hot
+    path of produce, so it reads ``bytes`` directly instead of going through a Reader."""
+    byte = data[pos]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    value = byte & 0x7F
+    shift = 7
+    end = pos + 10
+    pos += 1
+    while pos < end:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+    raise DecodeError("varint longer than 10 bytes")
+
+
+def _decode_records(
+    data: bytes, count: int, base_offset: int, base_timestamp: int
+) -> list[BatchRecord]:
+    out: list[BatchRecord] = []
+    pos = HEADER_SIZE
+    size = len(data)
+    for _ in range(count):
+        length, pos = _varint(data, pos)
+        end = pos + length
+        if length < 0 or end > size:
+            raise DecodeError(f"record length {length} runs past the batch")
+        pos += 1  # attributes, unused
+        timestamp, pos = _varint(data, pos)
+        offset_delta, pos = _varint(data, pos)
+        key_length, pos = _varint(data, pos)
+        key = None
+        if key_length >= 0:
+            key = data[pos : pos + key_length]
+            pos += key_length
+        value_length, pos = _varint(data, pos)
+        value = None
+        if value_length >= 0:
+            value = data[pos : pos + value_length]
+            pos += value_length
+        if key_length < -1 or value_length < -1 or pos > end:
+            raise DecodeError("record field runs past its record")
+        header_count, pos = _varint(data, pos)
+        headers: tuple[tuple[str, bytes | None], ...] = ()
+        if header_count:
+            headers, pos = _headers(data, pos, header_count, end)
+        if pos != end:
+            raise DecodeError(f"record ends at {pos}, its length says {end}")
+        out.append(
+            BatchRecord(base_offset + offset_delta, base_timestamp + timestamp, key, value, headers)
+        )
+    if pos != size:
+        raise DecodeError(f"{size - pos} bytes after the last record")
+    return out
+
+
+def _headers(
+    data: bytes, pos: int, count: int, end: int
+) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    if count < 0 or count > end - pos:
+        raise DecodeError(f"header count {count} with {end - pos} bytes left")
+    reader = Reader(data[:end], pos)
+    headers = []
+    for _ in range(count):
+        name = _varbytes(reader)
+        if name is None:
+            raise DecodeError("null header key")
+        try:
+            headers.append((name.decode(), _varbytes(reader)))
+        except UnicodeDecodeError:
+            raise DecodeError("header key is not UTF-8") from None
+    return tuple(headers), reader.pos
 
 
 def _varbytes(reader: Reader) -> bytes | None:
