@@ -178,15 +178,21 @@ async def serve(
     """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
     broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster."""
     from aiohttp import web
+    from prometheus_client import CollectorRegistry
 
     from purgatory.kafka.front_door import KafkaFrontDoor
+    from purgatory.kafka.metrics import ProtocolCollector
     from purgatory.service.app import create_app
     from purgatory.service.broker import new_cluster
 
     cluster = await new_cluster(brokers)
     for name, partitions, replication_factor in topics:
         await cluster.create_topic(name, partitions, replication_factor)
-    app = create_app(cluster, config, access=access)
+    registry = CollectorRegistry()
+    kafka = None if kafka_port is None else KafkaFrontDoor(cluster, host, kafka_port)
+    if kafka is not None:
+        registry.register(ProtocolCollector(kafka.stats))
+    app = create_app(cluster, config, access=access, registry=registry)
     runner = web.AppRunner(
         app,
         handler_cancellation=True,  # a disconnected client's parked operation is dropped
@@ -194,7 +200,6 @@ async def serve(
         access_log=None,
     )
     await runner.setup()
-    kafka = None if kafka_port is None else KafkaFrontDoor(cluster, host, kafka_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -77,6 +77,29 @@ async def test_kafka_produce_is_fetched_over_http_and_the_reverse() -> None:
     assert (message.offset, message.value) == (1, b"h")
 
 
+@pytest.mark.asyncio
+async def test_bad_input_is_counted_in_the_metrics() -> None:
+    proc, url, bootstrap = _start("--kafka-port", "0", "--brokers", "1")
+    try:
+        host, port = bootstrap.split(":")
+        async with asyncio.timeout(30):
+            for garbage in (
+                b"\xff\xff\xff\xff",
+                b"\x00\x00\x00\x0a\x00\x63\x00\x00\x00\x00\x00\x01\xff\xff",
+            ):
+                reader, writer = await asyncio.open_connection(host, int(port))
+                writer.write(garbage)
+                assert await reader.read() == b""  # closed by the server
+                writer.close()
+            async with aiohttp.ClientSession() as session:
+                async with session.get(url + "/metrics") as response:
+                    text = await response.text()
+    finally:
+        assert _stop(proc) == 0
+    assert 'purgatory_kafka_bad_input_total{kind="frame size"} 1.0' in text
+    assert 'purgatory_kafka_bad_input_total{kind="unknown api key"} 1.0' in text
+
+
 def test_kafka_port_without_room_for_every_broker_is_refused() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "purgatory", "serve", "--brokers", "3", "--kafka-port", "65535"],
