@@ -210,11 +210,13 @@ class BrokerApis:
         out = []
         for topic, index, offset, partition_max in wanted:
             error = self._leads(topic, index)
+            if not error and offset < 0:
+                error = ErrorCode.OFFSET_OUT_OF_RANGE
             if error:
                 out.append(FetchResult(SimErrorCode(error.name)))
                 continue
             limit = max(1, min(partition_max, max_bytes))
-            out.append(await self.cluster.fetch(topic, index, max(offset, 0), 0, limit, 0))
+            out.append(await self.cluster.fetch(topic, index, offset, 0, limit, 0))
         return out
 
     def _encode_fetch(

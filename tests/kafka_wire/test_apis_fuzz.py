@@ -50,3 +50,26 @@ async def test_garbage_bodies_raise_only_decode_error() -> None:
                 answer.close()  # decoding is done; what it would park on is not the point
 
         check()
+
+
+@pytest.mark.asyncio
+async def test_a_negative_fetch_offset_is_out_of_range_not_clamped() -> None:
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+    async with Cluster(brokers=1, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=1)
+        await cluster.produce("t", 0, [(None, b"x")])
+        broker = BrokerApis(cluster, 0, {0: ("h", 1)})
+        request = FetchRequest[4](
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1000,
+            isolation_level=0,
+            topics=[("t", [(0, -1, 1000)])],
+        )
+        body = request.encode()
+        answer = await broker.fetch(RequestHeader(ApiKey.FETCH, 4, 1, "c"), Reader(body))
+    [topic] = FetchResponse[4].decode(bytes(answer)).responses
+    [partition] = topic.partitions
+    assert partition.error_code == 1  # OFFSET_OUT_OF_RANGE
