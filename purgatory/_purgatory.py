@@ -258,6 +258,18 @@ class DelayedOperationPurgatory(Generic[Op]):
         """True once :meth:`shutdown` has run."""
         return self._closed
 
+    def pending_operations(self) -> list[Op]:
+        """Every watched operation still pending, once each (for metrics and debugging;
+        it walks the watcher lists, so it costs one step per watched entry)."""
+        seen: set[int] = set()
+        pending: list[Op] = []
+        for ops in list(self._watchers.values()):  # a copy: safe from a scraping thread too
+            for op in ops[:]:
+                if op._state is _PENDING and id(op) not in seen:
+                    seen.add(id(op))
+                    pending.append(op)
+        return pending
+
     def watched_keys(self) -> int:
         """How many keys have a watcher list."""
         return len(self._watchers)

@@ -59,6 +59,13 @@ class OperationRecord:
 Listener = Callable[[OperationRecord], None]
 
 
+def operation_kind(op: DelayedOperation) -> str:
+    """What traces and metrics call an operation: its ``kind`` attribute if it has a
+    non-empty one (the simulation's operations do), else its class name."""
+    kind = getattr(op, "kind", None)
+    return kind if isinstance(kind, str) and kind else type(op).__name__
+
+
 @dataclass(frozen=True, slots=True)
 class PurgatoryStatistics:
     """A purgatory's sizes and counters at one instant (what metrics and tests read)."""

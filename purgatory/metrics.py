@@ -3,7 +3,9 @@
 Sizes and totals are read from ``purgatory.statistics()`` at scrape time by a custom
 collector, so the hot path pays nothing for them; only the two histograms (operation
 duration, expiration lateness) are fed per operation, by a purgatory listener. Every series
-carries one label, ``purgatory`` (the purgatory's name). Metrics live in the registry you
+carries the label ``purgatory`` (the purgatory's name); ``purgatory_pending_operations``
+also carries ``kind``, so that, say, a broker's follower fetches and its consumers' fetches,
+which share one Fetch purgatory, show apart. Metrics live in the registry you
 pass, so several applications in one process never clash::
 
     registry = CollectorRegistry()
@@ -24,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from purgatory._purgatory import DelayedOperationPurgatory
-from purgatory._records import OperationRecord
+from purgatory._records import OperationRecord, operation_kind
 
 #: Operation durations span sub-millisecond completions to multi-second long polls.
 DURATION_BUCKETS: Final = (
@@ -80,20 +82,34 @@ class _StatisticsCollector(Collector):
         ]
         return gauges, counters
 
+    def _pending_family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            f"{self._namespace}_pending_operations",
+            "Watched operations still pending, by kind (e.g. follower vs consumer fetches).",
+            labels=["purgatory", "kind"],
+        )
+
     def describe(self) -> Iterable[Metric]:
         # Lets the registry detect name clashes at registration time.
         gauges, counters = self._families()
-        return [*gauges, *counters]
+        return [*gauges, *counters, self._pending_family()]
 
     def collect(self) -> Iterable[Metric]:
         gauges, counters = self._families()
+        pending = self._pending_family()
         for purgatory in self._owner.tracked():
+            kinds: dict[str, int] = {}
+            for op in purgatory.pending_operations():
+                kind = operation_kind(op)
+                kinds[kind] = kinds.get(kind, 0) + 1
+            for kind, count in sorted(kinds.items()):
+                pending.add_metric([purgatory.name, kind], count)
             stats = purgatory.statistics()
             for family, (_, field, _) in zip(gauges, _GAUGES, strict=True):
                 family.add_metric([stats.name], getattr(stats, field))
             for cfamily, (_, field, _) in zip(counters, _COUNTERS, strict=True):
                 cfamily.add_metric([stats.name], getattr(stats, field))
-        return [*gauges, *counters]
+        return [*gauges, *counters, pending]
 
 
 @final
@@ -101,7 +117,8 @@ class PurgatoryMetrics:
     """Prometheus metrics for the purgatories handed to :meth:`track`.
 
     Exposes, per purgatory name: ``purgatory_watched_entries``,
-    ``purgatory_delayed_operations``, ``purgatory_watched_keys`` (gauges);
+    ``purgatory_delayed_operations``, ``purgatory_watched_keys`` and, per kind too,
+    ``purgatory_pending_operations`` (gauges);
     ``purgatory_operations_{completed,expired,cancelled}_total``,
     ``purgatory_operation_errors_total`` (completed with an error code),
     ``purgatory_callback_errors_total``, ``purgatory_purges_total``,

@@ -24,7 +24,7 @@ import time
 from types import TracebackType
 from typing import IO, Any, Self, final
 
-from purgatory._records import OperationRecord
+from purgatory._records import OperationRecord, operation_kind
 
 
 def record_to_event(record: OperationRecord, op_id: str) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def record_to_event(record: OperationRecord, op_id: str) -> dict[str, Any]:
     return {
         "purgatory": record.purgatory,
         "op_id": op_id,
-        "kind": getattr(op, "kind", None) or type(op).__name__,
+        "kind": operation_kind(op),
         "keys": [str(key) for key in record.keys],
         "created_at_ms": record.created_at_unix_ms,
         "duration_ms": round(record.duration_ms, 3),

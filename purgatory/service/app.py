@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, final
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 import purgatory
@@ -121,6 +121,8 @@ def create_app(
     changing requests must still be JSON).
     """
     config = ServiceConfig() if config is None else config
+    # Counters' and histograms' *_created series only double what /metrics carries.
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     registry = CollectorRegistry() if registry is None else registry
     state = ServiceState(broker, config, registry, AccessPolicy() if access is None else access)
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_errors_and_metrics])

@@ -372,3 +372,17 @@ async def test_nowait_cores() -> None:
         assert not async_op.is_completed
         await async_op
         assert purgatory.num_delayed == 0
+
+
+@pytest.mark.asyncio
+async def test_pending_operations_lists_each_watched_pending_op_once() -> None:
+    async with DelayedOperationPurgatory[Flag]("p") as purgatory:
+        ready = [False]
+        both, one, done = Flag(60_000, ready), Flag(60_000), Flag(60_000, [True])
+        await purgatory.try_complete_else_watch(both, ["a", "b"])
+        await purgatory.try_complete_else_watch(one, ["b"])
+        await purgatory.try_complete_else_watch(done, ["a"])  # completes at once
+        assert sorted(map(id, purgatory.pending_operations())) == sorted(map(id, [both, one]))
+        ready[0] = True
+        await purgatory.check_and_complete("a")
+        assert purgatory.pending_operations() == [one]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import urllib.request
+from collections.abc import Awaitable
 
 import pytest
+from conftest import Served
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -145,3 +147,33 @@ def test_start_http_server_serves_the_registry() -> None:
         thread.join(10)
     with pytest.raises(ValueError, match="port"):
         start_http_server(70000, registry=registry)
+
+
+@pytest.mark.asyncio
+async def test_follower_and_consumer_fetches_show_apart_and_no_created_series(
+    served: Served,
+) -> None:
+    async def pending(kind: str) -> float:
+        return (await served.metrics()).get(
+            ("purgatory_pending_operations", (("kind", kind), ("purgatory", "Fetch"))), 0.0
+        )
+
+    # replication parks follower fetches at once; no client waits yet
+    await served.until(lambda: _positive(pending("fetch-follower")), "parked follower fetches")
+    assert await pending("fetch-consumer") == 0
+    poll = asyncio.create_task(
+        served.post("/v1/fetch", {"topic": "t", "partition": 0, "offset": 0, "max_wait_ms": 5000})
+    )
+    await served.until(lambda: _positive(pending("fetch-consumer")), "the parked consumer fetch")
+    assert await pending("fetch-consumer") == 1
+    await served.post(
+        "/v1/produce", {"topic": "t", "partition": 0, "records": [{"value": "x"}], "acks": -1}
+    )
+    status, body = await poll
+    assert (status, len(body["records"])) == (200, 1)
+    async with served.session.get(served.url + "/metrics") as response:
+        assert "_created" not in await response.text()
+
+
+async def _positive(value: Awaitable[float]) -> bool:
+    return await value > 0
