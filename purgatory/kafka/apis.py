@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable
+from dataclasses import replace
 from typing import Final, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
@@ -18,6 +19,7 @@ from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, error_cod
 from purgatory.kafka.records import encode_batch, split_batches
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim import ErrorCode as SimErrorCode
+from purgatory.sim.log import record_size
 from purgatory.sim.messages import FetchResult
 
 VERSIONS: Final = {
@@ -208,6 +210,8 @@ class BrokerApis:
         self, wanted: list[tuple[str, int, int, int]], max_bytes: int
     ) -> list[FetchResult]:
         out = []
+        budget = max_bytes  # the whole response's limit, shared by the partitions in order
+        returned = False
         for topic, index, offset, partition_max in wanted:
             error = self._leads(topic, index)
             if not error and offset < 0:
@@ -215,8 +219,18 @@ class BrokerApis:
             if error:
                 out.append(FetchResult(SimErrorCode(error.name)))
                 continue
-            limit = max(1, min(partition_max, max_bytes))
-            out.append(await self.cluster.fetch(topic, index, offset, 0, limit, 0))
+            result = await self.cluster.fetch(
+                topic, index, offset, 0, max(1, min(partition_max, budget)), 0
+            )
+            size = sum(record_size(r.key, r.value) for r in result.records)
+            if size > budget and returned:
+                # Only the response's first batch may exceed the limit (KIP-74); a later
+                # partition whose next batch does not fit is answered with no records.
+                result = replace(result, records=[])
+                size = 0
+            budget -= size
+            returned = returned or bool(result.records)
+            out.append(result)
         return out
 
     def _encode_fetch(

@@ -73,3 +73,36 @@ async def test_a_negative_fetch_offset_is_out_of_range_not_clamped() -> None:
     [topic] = FetchResponse[4].decode(bytes(answer)).responses
     [partition] = topic.partitions
     assert partition.error_code == 1  # OFFSET_OUT_OF_RANGE
+
+
+@pytest.mark.asyncio
+async def test_fetch_max_bytes_limits_the_whole_response() -> None:
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+    from purgatory.kafka.records import split_batches
+
+    async with Cluster(brokers=1, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=2, replication_factor=1)
+        for index in (0, 1):
+            for _ in range(10):  # one batch each: reads are limited batch by batch
+                await cluster.produce("t", index, [(None, b"v" * 100)])
+        broker = BrokerApis(cluster, 0, {0: ("h", 1)})
+        request = FetchRequest[4](
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=500,
+            isolation_level=0,
+            topics=[("t", [(0, 0, 100_000), (1, 0, 100_000)])],
+        )
+        answer = await broker.fetch(
+            RequestHeader(ApiKey.FETCH, 4, 1, "c"), Reader(request.encode())
+        )
+    [topic] = FetchResponse[4].decode(bytes(answer)).responses
+    counts = [
+        sum(b.record_count for b in split_batches(p.records)) if p.records else 0
+        for p in topic.partitions
+    ]
+    assert [p.error_code for p in topic.partitions] == [0, 0]
+    assert [p.high_watermark for p in topic.partitions] == [10, 10]
+    assert counts == [4, 0]  # 4 x 108 bytes fit in 500; nothing is left for partition 1
