@@ -189,14 +189,16 @@ class BrokerApis:
         max_wait_ms: int,
     ) -> bytearray:
         results = await self._read_all(wanted, max_bytes)
-        readable = sum(len(r.records) for r in results if not r.error)
-        if not readable and min_bytes > 0 and max_wait_ms > 0 and any(not r.error for r in results):
+        # The simulation's error codes are names ("NONE" included), never falsy.
+        ok = [r.error is SimErrorCode.NONE for r in results]
+        readable = sum(len(r.records) for r, good in zip(results, ok, strict=True) if good)
+        if not readable and min_bytes > 0 and max_wait_ms > 0 and any(ok):
             # Park every partition in DelayedFetch; the first one woken (a produce moved
             # its HW) or the timeout ends the wait, then all are read again.
             waits = [
                 asyncio.ensure_future(self.cluster.fetch(t, i, o, 1, pmax, max_wait_ms))
-                for (t, i, o, pmax), r in zip(wanted, results, strict=True)
-                if not r.error
+                for (t, i, o, pmax), good in zip(wanted, ok, strict=True)
+                if good
             ]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

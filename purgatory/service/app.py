@@ -61,8 +61,10 @@ class ServiceState:
         config: ServiceConfig,
         registry: CollectorRegistry,
         access: AccessPolicy,
+        on_fault: Callable[[str], None] | None = None,
     ):
         self.broker = broker
+        self.on_fault = on_fault
         self.config = config
         self.access = access
         self.registry = registry
@@ -113,18 +115,21 @@ def create_app(
     *,
     registry: CollectorRegistry | None = None,
     access: AccessPolicy | None = None,
+    on_fault: Callable[[str], None] | None = None,
 ) -> web.Application:
     """The ``purgatory serve`` application over ``broker`` (which it closes on shutdown).
 
     Each app gets its own Prometheus registry unless one is given, so several apps can
     live in one process. ``access`` sets the token and host rules (default: none; state-
-    changing requests must still be JSON).
+    changing requests must still be JSON). ``on_fault(description)`` hears of each fault
+    injected through the admin route (``TraceWriter.mark_fault``).
     """
     config = ServiceConfig() if config is None else config
     # Counters' and histograms' *_created series only double what /metrics carries.
     disable_created_metrics()  # type: ignore[no-untyped-call]
     registry = CollectorRegistry() if registry is None else registry
-    state = ServiceState(broker, config, registry, AccessPolicy() if access is None else access)
+    access = AccessPolicy() if access is None else access
+    state = ServiceState(broker, config, registry, access, on_fault)
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_errors_and_metrics])
     app[STATE] = state
     handlers: dict[str, Handler] = {
@@ -332,6 +337,8 @@ async def inject_fault(request: web.Request) -> web.Response:
             outcome = await broker_api.apply_fault(state.broker, body)
         except BrokerError as exc:
             return _broker_error(exc)
+    if state.on_fault is not None:
+        state.on_fault(" ".join(f"{k}={v}" for k, v in {**body, **outcome}.items()))
     return web.json_response({"fault": body["fault"], **outcome})
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from purgatory.service.config import ServiceConfig
 from purgatory.service.guard import AccessPolicy
+from purgatory.trace import TraceWriter
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="also speak the Kafka protocol: broker i listens on HOST:KAFKA_PORT+i "
         "(0 picks free ports; default: off)",
+    )
+    parser.add_argument(
+        "--trace",
+        metavar="PATH",
+        help="write every finished operation, HTTP and Kafka alike, as a trace line "
+        "(JSON Lines, .gz ok), as `purgatory simulate --trace` does",
     )
     access = parser.add_argument_group("access control")
     access.add_argument(
@@ -140,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
                 f"--kafka-port must leave room for {args.brokers} ports below 65536, "
                 f"got {args.kafka_port}"
             )
-    except (TypeError, ValueError) as exc:
+        trace = None if args.trace is None else TraceWriter(args.trace)
+    except (TypeError, ValueError, OSError) as exc:
         print(f"purgatory serve: {exc}", file=sys.stderr)
         return 2
     _raise_nofile_limit()
@@ -149,19 +157,24 @@ def run(args: argparse.Namespace) -> int:
         import uvloop
 
         factory = uvloop.new_event_loop
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(
-            serve(
-                args.host,
-                args.port,
-                args.brokers,
-                topics,
-                config,
-                args.backlog,
-                access,
-                kafka_port=args.kafka_port,
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(
+                serve(
+                    args.host,
+                    args.port,
+                    args.brokers,
+                    topics,
+                    config,
+                    args.backlog,
+                    access,
+                    kafka_port=args.kafka_port,
+                    trace=trace,
+                )
             )
-        )
+    finally:
+        if trace is not None:
+            trace.close()
 
 
 async def serve(
@@ -174,9 +187,11 @@ async def serve(
     access: AccessPolicy | None = None,
     *,
     kafka_port: int | None = None,
+    trace: TraceWriter | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
-    broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster."""
+    broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster.
+    ``trace`` hears of every finished operation and of each fault injected over HTTP."""
     from aiohttp import web
     from prometheus_client import CollectorRegistry
 
@@ -192,7 +207,17 @@ async def serve(
     kafka = None if kafka_port is None else KafkaFrontDoor(cluster, host, kafka_port)
     if kafka is not None:
         registry.register(ProtocolCollector(kafka.stats))
-    app = create_app(cluster, config, access=access, registry=registry)
+    app = create_app(
+        cluster,
+        config,
+        access=access,
+        registry=registry,
+        on_fault=None if trace is None else trace.mark_fault,
+    )
+    if trace is not None:
+        # Kafka requests park in the same purgatories as HTTP ones: one listener each.
+        for purgatory in cluster.purgatories.values():
+            purgatory.add_listener(trace)
     runner = web.AppRunner(
         app,
         handler_cancellation=True,  # a disconnected client's parked operation is dropped

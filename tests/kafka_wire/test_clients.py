@@ -73,6 +73,10 @@ async def test_a_parked_fetch_is_woken_by_a_produce(door) -> None:
             waiting = asyncio.ensure_future(consumer.getone())
             await asyncio.sleep(0.3)  # the fetch is parked by now
             assert not waiting.done()
+            # Parked in DelayedFetch, not answered empty and polled again.
+            fetch = door.cluster.purgatories["Fetch"]
+            assert [op.kind for op in fetch.pending_operations()].count("fetch-consumer") == 1
+            assert door.stats.requests["FETCH"] <= 2
             sent_at = time.monotonic()
             await producer.send_and_wait("t", b"wake", partition=0)
             message = await waiting

@@ -1,12 +1,16 @@
-"""``purgatory serve --kafka-port``: the Kafka listeners and the HTTP API share one cluster."""
+"""``purgatory serve --kafka-port``: the Kafka listeners and the HTTP API share one cluster,
+its purgatory metrics and its ``--trace`` file."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -109,3 +113,95 @@ def test_kafka_port_without_room_for_every_broker_is_refused() -> None:
     )
     assert result.returncode == 2
     assert "--kafka-port" in result.stderr
+
+
+def _counter(metrics: str, name: str, purgatory: str) -> float:
+    match = re.search(rf'^{name}{{purgatory="{purgatory}"}} (\S+)$', metrics, re.M)
+    assert match is not None, f"no {name} for {purgatory}"
+    return float(match.group(1))
+
+
+async def _metrics(session: aiohttp.ClientSession, url: str) -> str:
+    async with session.get(url + "/metrics") as response:
+        return await response.text()
+
+
+async def _parked_kafka_fetch_woken(bootstrap: str) -> bytes:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5000
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await consumer.start()
+    await producer.start()
+    try:
+        consumer.assign([TopicPartition("t", 0)])
+        await consumer.seek_to_end()
+        waiting = asyncio.ensure_future(consumer.getone())
+        await asyncio.sleep(0.3)  # parked in DelayedFetch by now
+        for i in range(3):
+            await producer.send_and_wait("t", f"k{i}".encode(), partition=0)
+        return (await waiting).value
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+@pytest.mark.asyncio
+async def test_kafka_and_http_operations_share_the_trace_and_the_metrics(tmp_path: Path) -> None:
+    path = tmp_path / "serve.jsonl"
+    proc, url, bootstrap = _start(
+        "--topic", "t:1:3", "--kafka-port", "0", "--trace", str(path), "--loop", "asyncio"
+    )
+    try:
+        async with asyncio.timeout(30), aiohttp.ClientSession() as session:
+            assert await _parked_kafka_fetch_woken(bootstrap) == b"k0"
+            after_kafka = await _metrics(session, url)
+            long_poll = {"topic": "t", "partition": 0, "offset": 3, "max_wait_ms": 5000}
+            parked = asyncio.ensure_future(session.post(url + "/v1/fetch", json=long_poll))
+            await asyncio.sleep(0.3)
+            for value in ("h0", "h1"):
+                produce = {"topic": "t", "partition": 0, "acks": -1, "records": [{"value": value}]}
+                async with session.post(url + "/v1/produce", json=produce) as response:
+                    assert response.status == 200
+            async with await parked as response:
+                assert (await response.json())["records"][0]["value"] == "h0"
+            fault = {"fault": "failover", "topic": "t", "partition": 0}
+            async with session.post(url + "/v1/admin/faults", json=fault) as response:
+                assert response.status == 200
+            after_http = await _metrics(session, url)
+    finally:
+        assert _stop(proc) == 0
+
+    # Three acks=all produces over Kafka, then two over HTTP, each one DelayedProduce.
+    completed = "purgatory_operations_completed_total"
+    assert _counter(after_kafka, completed, "Produce") == 3
+    assert _counter(after_http, completed, "Produce") == 5
+    assert _counter(after_http, completed, "Fetch") > _counter(after_kafka, completed, "Fetch")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    events = [e for e in lines if "op_id" in e]
+    produces = [e for e in events if e["kind"] == "produce"]
+    assert [e["outcome"] for e in produces] == ["completed"] * 5
+    assert all(e["keys"] == ["t-0"] for e in produces)
+    # Both parked consumer fetches (Kafka's and HTTP's) were woken, not timed out: each
+    # waited at least the 0.3 s before its produce and well under its 5 s max wait.
+    woken = [
+        e
+        for e in events
+        if e["kind"] == "fetch-consumer"
+        and e["outcome"] == "completed"
+        and 250 <= e["duration_ms"] < 4000
+    ]
+    assert len(woken) >= 2
+    [fault_marker] = [e["fault"] for e in lines if "fault" in e]
+    assert re.fullmatch(r"fault=failover topic=t partition=0 leader=[12]", fault_marker)
+
+
+def test_an_unwritable_trace_path_is_refused(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "purgatory", "serve", "--trace", str(tmp_path / "no" / "t.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "t.jsonl" in result.stderr
