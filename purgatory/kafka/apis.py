@@ -16,7 +16,8 @@ from typing import Final, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, error_code
-from purgatory.kafka.records import encode_batch, split_batches
+from purgatory.kafka.records import TruncatedBatch, encode_batch, split_batches
+from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim import ErrorCode as SimErrorCode
 from purgatory.sim.log import record_size
@@ -35,14 +36,20 @@ LATEST: Final = -1
 @final
 class BrokerApis:
     """The request handlers of simulated broker ``broker_id``; ``addresses`` maps each
-    broker id to the (host, port) it is advertised at."""
+    broker id to the (host, port) it is advertised at; ``stats`` counts the bad batches
+    that are answered with an error rather than by closing the connection."""
 
     def __init__(
-        self, cluster: Cluster, broker_id: int, addresses: dict[int, tuple[str, int]]
+        self,
+        cluster: Cluster,
+        broker_id: int,
+        addresses: dict[int, tuple[str, int]],
+        stats: ProtocolStats,
     ) -> None:
         self.cluster = cluster
         self.broker_id = broker_id
         self.addresses = addresses
+        self.stats = stats
 
     def _leads(self, topic: str, index: int) -> ErrorCode:
         p = self.cluster.partition(topic, index)
@@ -141,17 +148,18 @@ class BrokerApis:
         error = self._leads(topic, index)
         if error:
             return error, -1
-        if records is None:
-            return ErrorCode.CORRUPT_MESSAGE, -1
-        try:
-            batches = split_batches(records)
-        except DecodeError:
-            return ErrorCode.CORRUPT_MESSAGE, -1
         entries: list[tuple[bytes | None, bytes]] = []
-        for batch in batches:
-            if batch.compression:
-                return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
-            entries.extend((r.key, r.value or b"") for r in batch.records())
+        try:
+            if records is None:
+                raise DecodeError("null records")
+            for batch in split_batches(records):
+                if batch.compression:
+                    return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
+                entries.extend((r.key, r.value or b"") for r in batch.records())
+        except DecodeError as exc:
+            kind = "truncated batch" if isinstance(exc, TruncatedBatch) else "corrupt batch"
+            self.stats.bad(kind, f"Produce to {topic}-{index}: {exc}")
+            return ErrorCode.CORRUPT_MESSAGE, -1
         try:
             result = await self.cluster.produce(topic, index, entries, acks, timeout_ms)
         except SimulationError as exc:

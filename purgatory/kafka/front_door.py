@@ -29,7 +29,7 @@ class KafkaFrontDoor:
 
     async def start(self) -> None:
         for broker_id in sorted(self.cluster.brokers):
-            apis = BrokerApis(self.cluster, broker_id, self.addresses)
+            apis = BrokerApis(self.cluster, broker_id, self.addresses, self.stats)
             server = KafkaProtocolServer(self.stats)
             server.register(ApiKey.METADATA, VERSIONS[ApiKey.METADATA], apis.metadata)
             server.register(ApiKey.PRODUCE, VERSIONS[ApiKey.PRODUCE], apis.produce)

@@ -41,6 +41,10 @@ class BatchRecord(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...]
 
 
+class TruncatedBatch(DecodeError):
+    """A batch whose header or stated length runs past the bytes sent."""
+
+
 @final
 class WireBatch:
     """One validated v2 batch as raw bytes, with its header fields decoded."""
@@ -188,19 +192,22 @@ def _varbytes(reader: Reader) -> bytes | None:
 def split_batches(records: bytes | bytearray | memoryview) -> list[WireBatch]:
     """Validate a Produce request's records field as v2 batches and copy each out.
 
-    Raises DecodeError for a truncated batch, a magic other than 2, a record count that
-    disagrees with lastOffsetDelta, or a CRC mismatch (Kafka's CORRUPT_MESSAGE).
+    Raises TruncatedBatch for a batch cut short, DecodeError for a magic other than 2, a
+    record count that disagrees with lastOffsetDelta, or a CRC mismatch (both answered
+    CORRUPT_MESSAGE).
     """
     view = memoryview(records)
     batches: list[WireBatch] = []
     pos = 0
     while pos < len(view):
         if len(view) - pos < HEADER_SIZE:
-            raise DecodeError(f"truncated batch header: {len(view) - pos} bytes")
+            raise TruncatedBatch(f"truncated batch header: {len(view) - pos} bytes")
         length = int(_EPOCH.unpack_from(view, pos + 8)[0])
         size = length + _LENGTH_END
-        if length < HEADER_SIZE - _LENGTH_END or pos + size > len(view):
-            raise DecodeError(f"batch length {length} with {len(view) - pos} bytes left")
+        if length < HEADER_SIZE - _LENGTH_END:
+            raise DecodeError(f"batch length {length} is below the header's size")
+        if pos + size > len(view):
+            raise TruncatedBatch(f"batch length {length} with {len(view) - pos} bytes left")
         if view[pos + _MAGIC_AT] != 2:
             raise DecodeError(f"magic {view[pos + _MAGIC_AT]}, only record batches v2 served")
         batch = WireBatch(bytearray(view[pos : pos + size]))

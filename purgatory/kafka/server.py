@@ -5,7 +5,7 @@ in a purgatory does not hold up the reading of the next request, but the respons
 written strictly in the order the requests came (Kafka's per-connection ordering guarantee,
 which clients rely on to match correlation ids). Bad input never raises out of a
 connection: it is answered with the protocol's error where the protocol has one, otherwise
-the connection is closed, and either way it is counted and logged once per kind.
+the connection is closed, and either way it is counted and logged (rate-limited per kind).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Final, final
@@ -44,18 +45,45 @@ MAX_IN_FLIGHT: Final = 64
 
 @final
 class ProtocolStats:
-    """Counts of bad input by kind; each kind is logged the first time only."""
+    """Counts of requests by API and of bad input by kind.
 
-    __slots__ = ("bad_input", "requests")
+    Bad input is logged the first time a kind is seen, then at most once per
+    ``log_interval_s`` per kind (saying how many were counted in between), so a client
+    sending garbage in a loop cannot flood the log. Never with a traceback: bad input is
+    the client's fault, not ours; only a handler bug (``internal error``) carries one.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_clock", "_logged_at", "_unlogged", "bad_input", "log_interval_s", "requests")
+
+    def __init__(
+        self, log_interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.bad_input: Counter[str] = Counter()
         self.requests: Counter[str] = Counter()
+        self.log_interval_s = log_interval_s
+        self._clock = clock
+        self._logged_at: dict[str, float] = {}
+        self._unlogged: Counter[str] = Counter()
 
-    def bad(self, kind: str, detail: str) -> None:
-        if not self.bad_input[kind]:
-            log.warning("kafka protocol: %s (%s); further ones counted, not logged", kind, detail)
+    def bad(self, kind: str, detail: str, *, bug: bool = False) -> None:
         self.bad_input[kind] += 1
+        now = self._clock()
+        last = self._logged_at.get(kind)
+        if last is not None and now - last < self.log_interval_s:
+            self._unlogged[kind] += 1
+            return
+        self._logged_at[kind] = now
+        skipped = self._unlogged.pop(kind, 0)
+        since = f"; {skipped} more since the last line" if skipped else ""
+        log.warning(
+            "kafka protocol: %s (%s)%s; counted in purgatory_kafka_bad_input_total, "
+            "logged at most once per %gs",
+            kind,
+            detail,
+            since,
+            self.log_interval_s,
+            exc_info=bug,
+        )
 
 
 @final
@@ -181,8 +209,7 @@ class KafkaProtocolServer:
             self.stats.bad("malformed request", f"{ApiKey(header.api_key).name}: {exc}")
             return None
         except Exception as exc:  # a handler bug closes this connection, not the server
-            self.stats.bad("internal error", repr(exc))
-            log.exception("kafka protocol: handler failed")
+            self.stats.bad("internal error", repr(exc), bug=True)
             return None
         if inspect.isawaitable(result):
             return header.correlation_id, asyncio.ensure_future(result)
@@ -208,8 +235,7 @@ class KafkaProtocolServer:
             except ConnectionError:
                 pass
             except Exception as exc:  # a handler bug must not take the server down
-                self.stats.bad("internal error", repr(exc))
-                log.exception("kafka protocol: handler failed")
+                self.stats.bad("internal error", repr(exc), bug=True)
             break
         # The connection is done for: closing it ends the reader's wait, and what is still
         # queued is dropped, so the reader never blocks on a full queue.

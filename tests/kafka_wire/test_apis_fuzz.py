@@ -13,6 +13,7 @@ from purgatory.kafka.apis import BrokerApis
 from purgatory.kafka.codec import DecodeError, Reader
 from purgatory.kafka.coordination import GroupOffsets
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster
 
 
@@ -20,7 +21,7 @@ from purgatory.sim import Cluster
 async def test_garbage_bodies_raise_only_decode_error() -> None:
     async with Cluster(brokers=3, seed=1) as cluster:
         await cluster.create_topic("t", partitions=2, replication_factor=3)
-        broker = BrokerApis(cluster, 0, {0: ("h", 1), 1: ("h", 2), 2: ("h", 3)})
+        broker = BrokerApis(cluster, 0, {0: ("h", 1), 1: ("h", 2), 2: ("h", 3)}, ProtocolStats())
         groups = GroupOffsets()
         handlers = {
             ApiKey.METADATA: broker.metadata,
@@ -59,7 +60,7 @@ async def test_a_negative_fetch_offset_is_out_of_range_not_clamped() -> None:
     async with Cluster(brokers=1, seed=1) as cluster:
         await cluster.create_topic("t", partitions=1, replication_factor=1)
         await cluster.produce("t", 0, [(None, b"x")])
-        broker = BrokerApis(cluster, 0, {0: ("h", 1)})
+        broker = BrokerApis(cluster, 0, {0: ("h", 1)}, ProtocolStats())
         request = FetchRequest[4](
             replica_id=-1,
             max_wait_ms=0,
@@ -86,7 +87,7 @@ async def test_fetch_max_bytes_limits_the_whole_response() -> None:
         for index in (0, 1):
             for _ in range(10):  # one batch each: reads are limited batch by batch
                 await cluster.produce("t", index, [(None, b"v" * 100)])
-        broker = BrokerApis(cluster, 0, {0: ("h", 1)})
+        broker = BrokerApis(cluster, 0, {0: ("h", 1)}, ProtocolStats())
         request = FetchRequest[4](
             replica_id=-1,
             max_wait_ms=0,
@@ -106,3 +107,64 @@ async def test_fetch_max_bytes_limits_the_whole_response() -> None:
     assert [p.error_code for p in topic.partitions] == [0, 0]
     assert [p.high_watermark for p in topic.partitions] == [10, 10]
     assert counts == [4, 0]  # 4 x 108 bytes fit in 500; nothing is left for partition 1
+
+
+def _recrc(batch: bytes) -> bytes:
+    """The batch with its CRC-32C recomputed, so only the damage inside it is wrong."""
+    from purgatory.kafka.crc32c import crc32c
+
+    return batch[:17] + crc32c(batch[21:]).to_bytes(4, "big") + batch[21:]
+
+
+def _bad_batches() -> list[tuple[bytes | None, str]]:
+    from purgatory.kafka.records import encode_batch
+
+    good = encode_batch(0, 0, [(b"k", b"value")], 0)
+    flipped = bytearray(good)
+    flipped[-1] ^= 0xFF
+    magic_1 = bytearray(good)
+    magic_1[16] = 1
+    # A record length that runs past the batch, behind a valid CRC.
+    long_record = bytearray(good)
+    long_record[61] = 0x7E
+    return [
+        (good[:40], "truncated batch"),  # cut inside the header
+        (good[:-3], "truncated batch"),  # cut inside the records
+        (bytes(flipped), "corrupt batch"),  # CRC-32C mismatch
+        (bytes(magic_1), "corrupt batch"),
+        (_recrc(bytes(long_record)), "corrupt batch"),
+        (None, "corrupt batch"),
+    ]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("records", "kind"), _bad_batches())
+async def test_a_bad_batch_is_answered_corrupt_message_counted_and_logged_once(
+    records: bytes | None, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+    async with Cluster(brokers=1, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=1)
+        stats = ProtocolStats()
+        broker = BrokerApis(cluster, 0, {0: ("h", 1)}, stats)
+        request = ProduceRequest[3](
+            transactional_id=None, acks=1, timeout_ms=1000, topic_data=[("t", [(0, records)])]
+        )
+        answers = []
+        with caplog.at_level(logging.WARNING, logger="purgatory.kafka"):
+            for _ in range(2):
+                header = RequestHeader(ApiKey.PRODUCE, 3, 1, "c")
+                answer = await broker.produce(header, Reader(request.encode()))
+                assert answer is not None
+                answers.append(ProduceResponse[3].decode(bytes(answer)))
+        assert cluster.partition("t", 0).hw == 0  # nothing appended
+    for response in answers:
+        [(_, [partition])] = [(t.name, t.partition_responses) for t in response.responses]
+        assert partition.error_code == 2  # CORRUPT_MESSAGE
+    assert stats.bad_input == {kind: 2}
+    [line] = caplog.records
+    assert line.getMessage().startswith(f"kafka protocol: {kind} (Produce to t-0: ")
+    assert not line.exc_info

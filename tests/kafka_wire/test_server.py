@@ -6,6 +6,7 @@ Every test talks to a real socket on 127.0.0.1 and is bounded by asyncio.timeout
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from collections.abc import AsyncIterator
 
@@ -17,7 +18,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 
 from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, read_header
-from purgatory.kafka.server import KafkaProtocolServer, Response
+from purgatory.kafka.server import KafkaProtocolServer, ProtocolStats, Response
 
 TIMEOUT = 5.0
 
@@ -142,12 +143,18 @@ async def closes(port: int, data: bytes) -> bytes:
         (b"\x00\x00\x00\x08\x00\x02\x00\x00\x00\x00\x00\x01", "malformed header"),
     ],
 )
-async def test_bad_input_closes_the_connection_and_is_counted(
-    served, data: bytes, kind: str
+async def test_bad_input_closes_the_connection_is_counted_and_logged_once(
+    served, data: bytes, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     server, port, _ = served
-    assert await closes(port, data) == b""
-    assert server.stats.bad_input[kind] == 1
+    with caplog.at_level(logging.WARNING, logger="purgatory.kafka"):
+        assert await closes(port, data) == b""
+        assert await closes(port, data) == b""
+    assert server.stats.bad_input == {kind: 2}
+    [line] = caplog.records
+    assert line.levelno == logging.WARNING
+    assert line.getMessage().startswith(f"kafka protocol: {kind} (")
+    assert not line.exc_info  # the client's fault: no traceback
     # The server still serves the next client.
     answer = await closes(port, request(ApiKey.LIST_OFFSETS, 0, 5, b"\x00\x00\x00\x01"))
     assert answer == b"\x00\x00\x00\x08" + struct.pack(">ii", 5, 1)
@@ -178,3 +185,39 @@ def test_header_decoder_raises_only_decode_error(data: bytes) -> None:
         read_header(data)
     except DecodeError:
         pass
+
+
+def test_bad_input_is_logged_again_after_the_interval_with_the_count_between(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [0.0]
+    stats = ProtocolStats(log_interval_s=60.0, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="purgatory.kafka"):
+        for t in (0.0, 1.0, 59.0, 60.0, 61.0):
+            now[0] = t
+            stats.bad("frame size", f"at {t}")
+    assert stats.bad_input["frame size"] == 5
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2
+    assert "(at 0.0);" in messages[0]
+    assert "(at 60.0); 2 more since the last line;" in messages[1]
+
+
+@pytest.mark.asyncio
+async def test_a_handler_bug_closes_the_connection_and_logs_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(header: RequestHeader, body: Reader) -> Response:
+        raise RuntimeError("bug")
+
+    server = KafkaProtocolServer()
+    server.register(ApiKey.LIST_OFFSETS, (0, 0), broken)
+    port = await server.start("127.0.0.1", 0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="purgatory.kafka"):
+            assert await closes(port, request(ApiKey.LIST_OFFSETS, 0, 1)) == b""
+    finally:
+        await server.close()
+    assert server.stats.bad_input == {"internal error": 1}
+    [line] = caplog.records
+    assert line.exc_info is not None
