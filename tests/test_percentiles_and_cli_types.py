@@ -30,7 +30,7 @@ def test_nearest_rank_lies_beside_the_interpolated_quantile(values: list[float],
     n = len(ordered)
     interpolated = statistics.quantiles(ordered, n=100, method="inclusive")[q - 1]
     ours = percentile(ordered, q)
-    rank = max(1, math.ceil(q / 100 * n))
+    rank = max(1, math.ceil(q * n / 100))  # not q / 100 * n: 28 / 100 * 25 is above 7
     assert ours == ordered[rank - 1]
     low = ordered[max(0, rank - 2)]
     high = ordered[min(n - 1, rank)]
