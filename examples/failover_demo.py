@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import asyncio
 
-from purgatory.sim import Cluster, ErrorCode, Latency
+from purgatory.sim import Cluster, ErrorCode, Latency, ProduceRequest
 
 
 async def produce_with_retry(cluster: Cluster, value: bytes) -> tuple[int, int]:
     """Produce with acks=all, retrying on leadership changes; (attempts, offset)."""
     for attempt in range(1, 6):
-        result = await cluster.produce("payments", 0, [(None, value)], acks=-1, timeout_ms=5000)
+        result = await cluster.produce(
+            ProduceRequest("payments", 0, [(None, value)], acks=-1, timeout_ms=5000)
+        )
         if result.error is ErrorCode.NONE:
             return attempt, result.base_offset
         print(f"  {value.decode()}: {result.error}, retrying")
@@ -40,7 +42,8 @@ async def main() -> None:
         old = cluster.metadata().topics[0].partitions[0]
         print(
             f"leader {old.leader} epoch {old.leader_epoch}; crashing it with "
-            f"{cluster.purgatories['Produce'].watched} produces parked"
+            f"{cluster.brokers[old.leader].replica_manager.purgatories['Produce'].watched} "  # type: ignore[index]
+            "produces parked"
         )
         await cluster.crash_broker(old.leader)  # type: ignore[arg-type]
         new = cluster.metadata().topics[0].partitions[0]

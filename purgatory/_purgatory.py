@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Hashable, Iterable
-from types import TracebackType
+from collections.abc import Hashable, Iterable, Mapping
+from types import MappingProxyType, TracebackType
 from typing import Final, Generic, Self, SupportsIndex, TypeVar, cast, final
 
 from purgatory._clock import Clock
@@ -56,13 +56,18 @@ class DelayedOperationPurgatory(Generic[Op]):
         tick_ms: SupportsIndex = 1,
         wheel_size: SupportsIndex = 20,
         clock: Clock | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {name!r}")
+        checked_labels = check_labels(labels)
         for flag, value in (("reaper_enabled", reaper_enabled), ("timer_enabled", timer_enabled)):
             if not isinstance(value, bool):
                 raise TypeError(f"{flag} must be a bool, got {value!r}")
         self.name = name
+        #: what tells this purgatory apart from others of the same name (say, the broker
+        #: it belongs to); metrics and traces carry them
+        self.labels: Mapping[str, str] = checked_labels
         self.purge_interval = checked_int("purge_interval", purge_interval, 0)
         self.reaper_enabled = reaper_enabled
         self.timer_enabled = timer_enabled
@@ -448,7 +453,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             )
 
     def _notify(self, op: DelayedOperation, state: OperationState) -> None:
-        record = OperationRecord.of(self.name, op, self.timer.now_ms())
+        record = OperationRecord.of(self.name, self.labels, op, self.timer.now_ms())
         for listener in self._listeners:
             try:
                 listener(record)
@@ -549,6 +554,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         """Sizes and counters now, as a frozen dataclass (what metrics and tests read)."""
         return PurgatoryStatistics(
             name=self.name,
+            labels=self.labels,
             watched=self._watched,
             keys=len(self._watchers),
             num_delayed=self.timer.size,
@@ -562,7 +568,29 @@ class DelayedOperationPurgatory(Generic[Op]):
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "running" if self._reaper else "idle"
+        labels = "".join(f" {k}={v}" for k, v in self.labels.items())
         return (
-            f"<DelayedOperationPurgatory {self.name!r} {state} watched={self._watched} "
+            f"<DelayedOperationPurgatory {self.name!r}{labels} {state} watched={self._watched} "
             f"delayed={self.timer.size} keys={len(self._watchers)}>"
         )
+
+
+# Names the metrics give their own labels, and Prometheus' reserved prefix.
+_RESERVED_LABELS: Final = frozenset({"purgatory", "kind"})
+
+
+def check_labels(labels: Mapping[str, str] | None) -> Mapping[str, str]:
+    """A read-only copy of ``labels`` once every name is a usable metric label name (an
+    identifier, not reserved) and every value a str."""
+    if labels is None:
+        return MappingProxyType({})
+    if not isinstance(labels, Mapping):
+        raise TypeError(f"labels must be a mapping of str to str, got {labels!r}")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not key.isidentifier() or not key.isascii():
+            raise ValueError(f"label name {key!r} is not an ASCII identifier")
+        if key in _RESERVED_LABELS or key.startswith("__"):
+            raise ValueError(f"label name {key!r} is reserved")
+        if not isinstance(value, str):
+            raise TypeError(f"label {key!r} must be a str, got {value!r}")
+    return MappingProxyType(dict(labels))

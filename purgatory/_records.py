@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 from purgatory._operation import DelayedOperation, OperationState
@@ -14,6 +14,7 @@ class OperationRecord:
     """What a listener learns about each operation that leaves the purgatory."""
 
     purgatory: str
+    labels: Mapping[str, str]  # the purgatory's labels (e.g. its broker)
     operation: DelayedOperation
     keys: tuple[Hashable, ...]
     outcome: str  # "completed" | "expired" | "cancelled" | "error"
@@ -30,8 +31,11 @@ class OperationRecord:
         return self.finished_ms - self.started_ms
 
     @classmethod
-    def of(cls, purgatory: str, op: DelayedOperation, now: float) -> OperationRecord:
-        """The record of ``op``, which has just left ``purgatory`` at ``now`` (its clock)."""
+    def of(
+        cls, purgatory: str, labels: Mapping[str, str], op: DelayedOperation, now: float
+    ) -> OperationRecord:
+        """The record of ``op``, which has just left ``purgatory`` (with ``labels``) at
+        ``now`` (its clock)."""
         state = op.operation_state
         lateness = None
         if state is OperationState.EXPIRED:
@@ -43,6 +47,7 @@ class OperationRecord:
             outcome = "error" if op.error is not None else "completed"
         return cls(
             purgatory=purgatory,
+            labels=labels,
             operation=op,
             keys=op.keys,
             outcome=outcome,
@@ -71,6 +76,7 @@ class PurgatoryStatistics:
     """A purgatory's sizes and counters at one instant (what metrics and tests read)."""
 
     name: str
+    labels: Mapping[str, str]
     watched: int
     keys: int
     num_delayed: int

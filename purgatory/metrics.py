@@ -25,7 +25,7 @@ from prometheus_client import start_http_server as _prometheus_start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from purgatory._purgatory import DelayedOperationPurgatory
+from purgatory._purgatory import DelayedOperationPurgatory, check_labels
 from purgatory._records import OperationRecord, operation_kind
 
 #: Operation durations span sub-millisecond completions to multi-second long polls.
@@ -73,20 +73,20 @@ class _StatisticsCollector(Collector):
     def __init__(self, namespace: str, owner: PurgatoryMetrics) -> None:
         self._namespace = namespace
         self._owner = owner
+        self._labels = ["purgatory", *owner.labels]
 
     def _families(self) -> tuple[list[GaugeMetricFamily], list[CounterMetricFamily]]:
         ns = self._namespace
-        gauges = [GaugeMetricFamily(f"{ns}_{n}", h, labels=["purgatory"]) for n, _, h in _GAUGES]
-        counters = [
-            CounterMetricFamily(f"{ns}_{n}", h, labels=["purgatory"]) for n, _, h in _COUNTERS
-        ]
+        labels = self._labels
+        gauges = [GaugeMetricFamily(f"{ns}_{n}", h, labels=labels) for n, _, h in _GAUGES]
+        counters = [CounterMetricFamily(f"{ns}_{n}", h, labels=labels) for n, _, h in _COUNTERS]
         return gauges, counters
 
     def _pending_family(self) -> GaugeMetricFamily:
         return GaugeMetricFamily(
             f"{self._namespace}_pending_operations",
             "Watched operations still pending, by kind (e.g. follower vs consumer fetches).",
-            labels=["purgatory", "kind"],
+            labels=[*self._labels, "kind"],
         )
 
     def describe(self) -> Iterable[Metric]:
@@ -97,18 +97,19 @@ class _StatisticsCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         gauges, counters = self._families()
         pending = self._pending_family()
-        for purgatory in self._owner.tracked():
+        for key, purgatory in self._owner.tracked_by_key():
+            label_values = list(key)
             kinds: dict[str, int] = {}
             for op in purgatory.pending_operations():
                 kind = operation_kind(op)
                 kinds[kind] = kinds.get(kind, 0) + 1
             for kind, count in sorted(kinds.items()):
-                pending.add_metric([purgatory.name, kind], count)
+                pending.add_metric([*label_values, kind], count)
             stats = purgatory.statistics()
             for family, (_, field, _) in zip(gauges, _GAUGES, strict=True):
-                family.add_metric([stats.name], getattr(stats, field))
+                family.add_metric(label_values, getattr(stats, field))
             for cfamily, (_, field, _) in zip(counters, _COUNTERS, strict=True):
-                cfamily.add_metric([stats.name], getattr(stats, field))
+                cfamily.add_metric(label_values, getattr(stats, field))
         return [*gauges, *counters, pending]
 
 
@@ -124,6 +125,10 @@ class PurgatoryMetrics:
     ``purgatory_callback_errors_total``, ``purgatory_purges_total``,
     ``purgatory_purged_entries_total`` (counters); and the histograms
     ``purgatory_operation_duration_seconds`` and ``purgatory_expiration_lateness_seconds``.
+
+    ``labels`` names the purgatory labels every tracked purgatory carries (say
+    ``("broker",)`` for a broker's purgatories): each becomes a metric label after
+    ``purgatory``, and a purgatory is identified by its name and their values.
     """
 
     def __init__(
@@ -133,65 +138,90 @@ class PurgatoryMetrics:
         namespace: str = "purgatory",
         duration_buckets: Sequence[float] = DURATION_BUCKETS,
         lateness_buckets: Sequence[float] = LATENESS_BUCKETS,
+        labels: Sequence[str] = (),
     ) -> None:
         if not namespace.isidentifier():
             raise ValueError(f"namespace must be a valid metric name prefix, got {namespace!r}")
+        if isinstance(labels, str):
+            raise TypeError(f"labels must be a sequence of label names, got {labels!r}")
+        self.labels = tuple(check_labels(dict.fromkeys(labels, "")))
         self.registry = registry
         self._lock = threading.Lock()  # scrapes may come from another thread
-        self._tracked: dict[str, tuple[DelayedOperationPurgatory[Any], _Listener]] = {}
+        # (name, *label values) -> the purgatory and the listener feeding its histograms
+        self._tracked: dict[tuple[str, ...], tuple[DelayedOperationPurgatory[Any], _Listener]] = {}
+        names = ["purgatory", *self.labels]
         self._duration = Histogram(
             f"{namespace}_operation_duration_seconds",
             "Time from watch to completion, expiration or cancellation.",
-            ["purgatory"],
+            names,
             registry=registry,
             buckets=tuple(duration_buckets),
         )
         self._lateness = Histogram(
             f"{namespace}_expiration_lateness_seconds",
             "How long after its deadline an operation actually expired.",
-            ["purgatory"],
+            names,
             registry=registry,
             buckets=tuple(lateness_buckets),
         )
         self._errors = Counter(
             f"{namespace}_operation_errors",
             "Operations completed with an error code (e.g. NOT_LEADER_OR_FOLLOWER).",
-            ["purgatory"],
+            names,
             registry=registry,
         )
         registry.register(_StatisticsCollector(namespace, self))
 
-    def track(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
-        """Export ``purgatory``'s metrics under its name (which must be unique here)."""
-        name = purgatory.name
-        with self._lock:
-            if name in self._tracked:
-                raise ValueError(f"a purgatory named {name!r} is already tracked")
-            listener = _Listener(
-                self._duration.labels(name),
-                self._lateness.labels(name),
-                self._errors.labels(name),
+    def _key(self, purgatory: DelayedOperationPurgatory[Any]) -> tuple[str, ...]:
+        if set(purgatory.labels) != set(self.labels):
+            raise ValueError(
+                f"{purgatory!r} has labels {sorted(purgatory.labels)}; these metrics expect "
+                f"{sorted(self.labels)}"
             )
-            self._tracked[name] = (purgatory, listener)
+        return (purgatory.name, *(purgatory.labels[label] for label in self.labels))
+
+    def track(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
+        """Export ``purgatory``'s metrics under its name and label values (which must be
+        unique here)."""
+        key = self._key(purgatory)
+        with self._lock:
+            if key in self._tracked:
+                raise ValueError(f"a purgatory {_describe(key)} is already tracked")
+            listener = _Listener(
+                self._duration.labels(*key),
+                self._lateness.labels(*key),
+                self._errors.labels(*key),
+            )
+            self._tracked[key] = (purgatory, listener)
         purgatory.add_listener(listener)
 
     def untrack(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
         """Stop exporting ``purgatory``; its series disappear from the next scrape."""
+        key = self._key(purgatory)
         with self._lock:
-            entry = self._tracked.get(purgatory.name)
+            entry = self._tracked.get(key)
             if entry is None or entry[0] is not purgatory:
                 raise ValueError(f"{purgatory!r} is not tracked")
-            del self._tracked[purgatory.name]
+            del self._tracked[key]
             for metric in (self._duration, self._lateness, self._errors):
-                metric.remove(purgatory.name)
+                metric.remove(*key)
         purgatory.remove_listener(entry[1])
 
     def tracked(self) -> list[DelayedOperationPurgatory[Any]]:
         with self._lock:
             return [purgatory for purgatory, _ in self._tracked.values()]
 
+    def tracked_by_key(self) -> list[tuple[tuple[str, ...], DelayedOperationPurgatory[Any]]]:
+        """(name and label values, purgatory) for each tracked purgatory."""
+        with self._lock:
+            return [(key, purgatory) for key, (purgatory, _) in self._tracked.items()]
+
     def __repr__(self) -> str:
-        return f"<PurgatoryMetrics tracking {sorted(self._tracked)}>"
+        return f"<PurgatoryMetrics tracking {[_describe(k) for k in sorted(self._tracked)]}>"
+
+
+def _describe(key: tuple[str, ...]) -> str:
+    return repr(key[0]) if len(key) == 1 else f"{key[0]!r} {key[1:]}"
 
 
 @final

@@ -7,11 +7,11 @@ the simulations write and that ``purgatory analyze`` reads::
         purgatory.add_listener(trace)
         ...
 
-Fields: purgatory, op_id, kind, keys, created_at_ms (Unix ms), duration_ms, timeout_ms,
-outcome (completed | expired | cancelled | error), error, lateness_ms (expired only),
-checks. A fault injected into a simulation is a line of its own, ``{"fault": description,
-"at_ms": Unix ms}`` (:meth:`TraceWriter.mark_fault`), which the report draws on its time
-series.
+Fields: purgatory, the purgatory's labels (a simulated broker's purgatories carry
+``broker``), op_id, kind, keys, created_at_ms (Unix ms), duration_ms, timeout_ms, outcome
+(completed | expired | cancelled | error), error, lateness_ms (expired only), checks. A
+fault injected into a simulation is a line of its own, ``{"fault": description, "at_ms":
+Unix ms}`` (:meth:`TraceWriter.mark_fault`), which the report draws on its time series.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def record_to_event(record: OperationRecord, op_id: str) -> dict[str, Any]:
     op = record.operation
     return {
         "purgatory": record.purgatory,
+        **record.labels,  # e.g. the broker a simulated purgatory belongs to
         "op_id": op_id,
         "kind": operation_kind(op),
         "keys": [str(key) for key in record.keys],

@@ -21,7 +21,7 @@ from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim import ErrorCode as SimErrorCode
 from purgatory.sim.log import record_size
-from purgatory.sim.messages import FetchResult
+from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest
 
 VERSIONS: Final = {
     ApiKey.METADATA: (1, 7),
@@ -161,7 +161,9 @@ class BrokerApis:
             self.stats.bad(kind, f"Produce to {topic}-{index}: {exc}")
             return ErrorCode.CORRUPT_MESSAGE, -1
         try:
-            result = await self.cluster.produce(topic, index, entries, acks, timeout_ms)
+            result = await self.cluster.produce(
+                ProduceRequest(topic, index, entries, acks, timeout_ms)
+            )
         except SimulationError as exc:
             return error_code(exc.code), -1
         return error_code(result.error), result.base_offset
@@ -204,7 +206,9 @@ class BrokerApis:
             # Park every partition in DelayedFetch; the first one woken (a produce moved
             # its HW) or the timeout ends the wait, then all are read again.
             waits = [
-                asyncio.ensure_future(self.cluster.fetch(t, i, o, 1, pmax, max_wait_ms))
+                asyncio.ensure_future(
+                    self.cluster.fetch(FetchRequest(t, i, o, 1, pmax, max_wait_ms))
+                )
                 for (t, i, o, pmax), good in zip(wanted, ok, strict=True)
                 if good
             ]
@@ -230,7 +234,7 @@ class BrokerApis:
                 out.append(FetchResult(SimErrorCode(error.name)))
                 continue
             result = await self.cluster.fetch(
-                topic, index, offset, 0, max(1, min(partition_max, budget)), 0
+                FetchRequest(topic, index, offset, 0, max(1, min(partition_max, budget)), 0)
             )
             size = sum(record_size(r.key, r.value) for r in result.records)
             if size > budget and returned:

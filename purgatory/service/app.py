@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final, final
 
+import msgspec
 from aiohttp import web
 from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.aiohttp import make_aiohttp_handler
@@ -26,13 +27,20 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 import purgatory
 from purgatory.metrics import PurgatoryMetrics
 from purgatory.service import broker as broker_api
-from purgatory.service.api import ROUTES, Schemas, openapi_document
+from purgatory.service.api import ROUTES, openapi_document
+from purgatory.service.bodies import (
+    ErrorBody,
+    FetchResponse,
+    ProduceResponse,
+    RecordOut,
+    RequestTypes,
+)
 from purgatory.service.broker import Broker, BrokerError, refused
 from purgatory.service.config import ServiceConfig
 from purgatory.service.guard import AccessPolicy
 from purgatory.service.http_metrics import ServiceMetrics
-from purgatory.service.schema import Object, ValidationError
 from purgatory.sim.errors import SimulationError
+from purgatory.sim.messages import FetchRequest, ProduceRequest
 
 logger = logging.getLogger("purgatory.service")
 
@@ -68,12 +76,13 @@ class ServiceState:
         self.config = config
         self.access = access
         self.registry = registry
-        self.schemas = Schemas.build(config, broker_api.broker_count(broker))
+        self.bodies = RequestTypes.build(config, broker_api.broker_count(broker))
         self.metrics = ServiceMetrics(registry)
-        self.purgatory_metrics = PurgatoryMetrics(registry)
-        for purg in broker.purgatories.values():
+        # a simulated broker's purgatories: one set per broker, told apart by their label
+        self.purgatory_metrics = PurgatoryMetrics(registry, labels=("broker",))
+        for purg in broker.all_purgatories():
             self.purgatory_metrics.track(purg)
-        self.openapi = openapi_document(self.schemas, purgatory.__version__)
+        self.openapi = openapi_document(self.bodies, purgatory.__version__)
         self.pending = 0
         self.closing = False
         self.idle = asyncio.Event()
@@ -229,8 +238,8 @@ def _error_response(exc: Rejected, retry_after_s: int) -> web.Response:
     )
 
 
-async def _body(request: web.Request, schema: Object) -> dict[str, Any]:
-    """Read and validate a JSON body: 413 if too large, 400 with the reason otherwise."""
+async def _body(request: web.Request, body_type: type[msgspec.Struct]) -> Any:
+    """Read and decode a JSON body: 413 if too large, 400 with the reason otherwise."""
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge as exc:
@@ -241,19 +250,33 @@ async def _body(request: web.Request, schema: Object) -> dict[str, Any]:
             f"body exceeds {request.app[STATE].config.max_body_bytes} bytes",
         ) from exc
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise Rejected(400, "invalid", "INVALID_REQUEST", f"body is not valid JSON: {exc}") from exc
-    try:
-        return schema.validate(data, "body")
-    except ValidationError as exc:
+        return msgspec.json.decode(raw, type=body_type)
+    except msgspec.ValidationError as exc:
         reason = "invalid"
-        if exc.path in ("body.timeout_ms", "body.max_wait_ms") and isinstance(data, dict):
-            value = data.get(exc.path[5:])
-            ceiling = request.app[STATE].config.max_timeout_ms
-            if isinstance(value, int) and not isinstance(value, bool) and value > ceiling:
-                reason = "timeout_ceiling"
-        raise Rejected(400, reason, "INVALID_REQUEST", str(exc)) from exc
+        ceiling = request.app[STATE].config.max_timeout_ms
+        if str(exc).endswith(("`$.timeout_ms`", "`$.max_wait_ms`")) and f"<= {ceiling}" in str(exc):
+            reason = "timeout_ceiling"
+        raise Rejected(400, reason, "INVALID_REQUEST", f"body: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        message = f"body is not valid JSON: {exc}"
+        if b"\\u" in raw and _is_json(raw):
+            message = "body strings must be valid Unicode (a lone surrogate is not)"
+        raise Rejected(400, "invalid", "INVALID_REQUEST", message) from exc
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _json(body: object, status: int = 200) -> web.Response:
+    """A JSON response encoded by msgspec (structs, dataclasses, enums)."""
+    return web.Response(
+        body=msgspec.json.encode(body), status=status, content_type="application/json"
+    )
 
 
 # -- handlers --------------------------------------------------------------------------
@@ -261,85 +284,72 @@ async def _body(request: web.Request, schema: Object) -> dict[str, Any]:
 
 async def create_topic(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    body = await _body(request, state.schemas.create_topic)
+    body = await _body(request, state.bodies.create_topic)
     async with state.parking(False):
         topics = broker_api.topic_count(state.broker)
         if topics >= state.config.max_topics:
             raise Rejected(409, "", "TOO_MANY_TOPICS", f"{topics} topics exist (max_topics)")
         try:
-            await state.broker.create_topic(
-                body["name"], body["partitions"], body["replication_factor"]
-            )
+            await state.broker.create_topic(body.name, body.partitions, body.replication_factor)
         except SimulationError as exc:
             return _broker_error(refused(exc))
-    return web.json_response(
-        {
-            "name": body["name"],
-            "partitions": body["partitions"],
-            "replication_factor": body["replication_factor"],
-        },
-        status=201,
-    )
+    return _json(body, status=201)
 
 
 async def produce(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    body = await _body(request, state.schemas.produce)
-    records = [(_encode(r.get("key")), _encode(r["value"]) or b"") for r in body["records"]]
-    async with state.parking(body["acks"] == -1):
+    body = await _body(request, state.bodies.produce)
+    records = [(None if r.key is None else r.key.encode(), r.value.encode()) for r in body.records]
+    async with state.parking(body.acks == -1):
         try:
             result = await state.broker.produce(
-                body["topic"], body["partition"], records, body["acks"], body["timeout_ms"]
+                ProduceRequest(body.topic, body.partition, records, body.acks, body.timeout_ms)
             )
         except SimulationError as exc:
             return _broker_error(refused(exc))
-    return web.json_response(
-        {"error": broker_api.error_name(result.error), "base_offset": result.base_offset}
-    )
+    return _json(ProduceResponse(broker_api.error_name(result.error), result.base_offset))
 
 
 async def fetch(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    body = await _body(request, state.schemas.fetch)
-    async with state.parking(body["max_wait_ms"] > 0):
+    body = await _body(request, state.bodies.fetch)
+    async with state.parking(body.max_wait_ms > 0):
         try:
             result = await state.broker.fetch(
-                body["topic"],
-                body["partition"],
-                body["offset"],
-                body["min_bytes"],
-                body["max_bytes"],
-                body["max_wait_ms"],
+                FetchRequest(
+                    body.topic,
+                    body.partition,
+                    body.offset,
+                    body.min_bytes,
+                    body.max_bytes,
+                    body.max_wait_ms,
+                )
             )
         except SimulationError as exc:
             return _broker_error(refused(exc))
-    return web.json_response(
-        {
-            "error": broker_api.error_name(result.error),
-            "high_watermark": result.high_watermark,
-            "records": [
-                {"offset": r.offset, "key": _decode(r.key), "value": _decode(r.value)}
-                for r in result.records
-            ],
-        }
-    )
+    records = [
+        RecordOut(r.offset, None if r.key is None else _text(r.key), _text(r.value))
+        for r in result.records
+    ]
+    return _json(FetchResponse(broker_api.error_name(result.error), result.high_watermark, records))
 
 
 async def metadata(request: web.Request) -> web.Response:
-    return web.json_response(broker_api.jsonable(request.app[STATE].broker.metadata()))
+    return _json(request.app[STATE].broker.metadata())
 
 
 async def inject_fault(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    body = await _body(request, state.schemas.fault)
+    body = await _body(request, state.bodies.fault)
     async with state.parking(False):
         try:
-            outcome = await broker_api.apply_fault(state.broker, body)
+            outcome = await broker_api.apply_fault(state.broker, msgspec.structs.asdict(body))
         except BrokerError as exc:
             return _broker_error(exc)
     if state.on_fault is not None:
-        state.on_fault(" ".join(f"{k}={v}" for k, v in {**body, **outcome}.items()))
-    return web.json_response({"fault": body["fault"], **outcome})
+        fields = {**msgspec.structs.asdict(body), **outcome}
+        state.on_fault(" ".join(f"{k}={v}" for k, v in fields.items()))
+    return _json({"fault": body.fault, **outcome})
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -356,21 +366,12 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 def _broker_error(exc: BrokerError) -> web.Response:
-    return web.json_response({"error": exc.code, "message": exc.message}, status=exc.status)
+    return _json(ErrorBody(exc.code, exc.message), status=exc.status)
 
 
-def _encode(text: str | None) -> bytes | None:
-    # surrogatepass: JSON may carry lone surrogates; they must round-trip, not crash.
-    return None if text is None else text.encode("utf-8", "surrogatepass")
-
-
-def _decode(data: bytes | None) -> str | None:
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "replace")
+def _text(data: bytes) -> str:
+    # Kafka clients may store any bytes; JSON carries text, so invalid UTF-8 is replaced.
+    return data.decode("utf-8", "replace")
 
 
 # -- shutdown --------------------------------------------------------------------------

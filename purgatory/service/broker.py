@@ -8,69 +8,28 @@ into HTTP answers through one table, and map the admin fault requests onto the c
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from purgatory import DelayedOperationPurgatory
 from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest, ProduceResult
 
 if TYPE_CHECKING:
     from purgatory.sim.cluster import Cluster
 
 
-class RecordLike(Protocol):
-    @property
-    def offset(self) -> int: ...
-    @property
-    def key(self) -> bytes | None: ...
-    @property
-    def value(self) -> bytes: ...
-
-
-class ProduceOutcome(Protocol):
-    @property
-    def error(self) -> object: ...
-    @property
-    def base_offset(self) -> int: ...
-
-
-class FetchOutcome(Protocol):
-    @property
-    def error(self) -> object: ...
-    @property
-    def high_watermark(self) -> int: ...
-    @property
-    def records(self) -> Sequence[RecordLike]: ...
-
-
 class Broker(Protocol):
     """The cluster as the service sees it (see :class:`purgatory.sim.cluster.Cluster`)."""
 
-    @property
-    def purgatories(self) -> Mapping[str, DelayedOperationPurgatory[Any]]: ...
+    def all_purgatories(self) -> list[DelayedOperationPurgatory[Any]]: ...
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int) -> None: ...
 
-    async def produce(
-        self,
-        topic: str,
-        partition: int,
-        records: Sequence[tuple[bytes | None, bytes]],
-        acks: int,
-        timeout_ms: int,
-    ) -> ProduceOutcome: ...
+    async def produce(self, request: ProduceRequest) -> ProduceResult: ...
 
-    async def fetch(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        min_bytes: int,
-        max_bytes: int,
-        max_wait_ms: int,
-    ) -> FetchOutcome: ...
+    async def fetch(self, request: FetchRequest) -> FetchResult: ...
 
     def metadata(self) -> object: ...
 
@@ -107,21 +66,6 @@ def error_name(error: object) -> str | None:
         return None
     name = error.value if isinstance(error, enum.Enum) else error
     return None if name == "NONE" else str(name)
-
-
-def jsonable(value: object) -> Any:
-    """Dataclasses, enums, sets and tuples as JSON-ready values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, set | frozenset):
-        return sorted(jsonable(v) for v in value)
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    return value
 
 
 def broker_count(broker: Broker) -> int:

@@ -216,7 +216,7 @@ async def serve(
     )
     if trace is not None:
         # Kafka requests park in the same purgatories as HTTP ones: one listener each.
-        for purgatory in cluster.purgatories.values():
+        for purgatory in cluster.all_purgatories():
             purgatory.add_listener(trace)
     runner = web.AppRunner(
         app,

@@ -1,19 +1,24 @@
 """Broker simulation: a replicated log with DelayedProduce, DelayedFetch and
-DelayedDeleteRecords parked in purgatories, with faults.
+DelayedDeleteRecords parked in each broker's purgatories, with faults.
 
-The public API is :class:`Cluster`; see :mod:`purgatory.sim.cluster`.
+The public API is :class:`Cluster` and the request types it takes; see
+:mod:`purgatory.sim.cluster`.
 """
 
 from purgatory.sim.cluster import Broker, Cluster
+from purgatory.sim.controller import Controller
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
 from purgatory.sim.log import Record
 from purgatory.sim.messages import (
     BrokerMetadata,
     ClusterMetadata,
+    DeleteRecordsRequest,
     DeleteRecordsResult,
+    FetchRequest,
     FetchResult,
     PartitionMetadata,
+    ProduceRequest,
     ProduceResult,
     TopicMetadata,
 )
@@ -23,23 +28,29 @@ from purgatory.sim.operations import (
     DelayedProduce,
     DelayedReplicaFetch,
 )
+from purgatory.sim.replica_manager import ReplicaManager
 
 __all__ = [
     "Broker",
     "BrokerMetadata",
     "Cluster",
     "ClusterMetadata",
+    "Controller",
     "DelayedDeleteRecords",
     "DelayedFetch",
     "DelayedProduce",
     "DelayedReplicaFetch",
+    "DeleteRecordsRequest",
     "DeleteRecordsResult",
     "ErrorCode",
+    "FetchRequest",
     "FetchResult",
     "Latency",
     "PartitionMetadata",
+    "ProduceRequest",
     "ProduceResult",
     "Record",
+    "ReplicaManager",
     "SimulationError",
     "TopicMetadata",
 ]

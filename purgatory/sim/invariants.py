@@ -140,10 +140,13 @@ class InvariantChecker:
     def check_accounting(self) -> None:
         """After the cluster closed: every operation handed to a purgatory left it."""
         total = 0
-        for purgatory in self.cluster.purgatories.values():
+        for purgatory in self.cluster.all_purgatories():
             s = purgatory.statistics()
             total += s.completed + s.expired + s.cancelled
             if s.watched or s.num_delayed:
-                self._fail(f"{s.name}: {s.watched} watched, {s.num_delayed} delayed after close")
+                self._fail(
+                    f"{s.name} {dict(s.labels)}: {s.watched} watched, {s.num_delayed} delayed "
+                    "after close"
+                )
         if total != self.finished:
             self._fail(f"purgatories finished {total} operations, the observer saw {self.finished}")

@@ -1,12 +1,13 @@
 """Follower replication: one fetcher per (follower broker, leader broker) pair.
 
 Like Kafka's ReplicaFetcherThread, a fetcher sends one fetch for every partition it
-follows on that leader, from its log end offset. The leader parks the fetch in the
-``Fetch`` purgatory until there are new bytes (or ``replica_fetch_wait_max_ms`` passes),
-and learns the follower's LEO from the offset it fetched at, which is what moves the HW.
-The answer reaches the follower one network round trip later (plus a sampled latency
-for a slow follower), and the next fetch goes out at once: an idle cluster costs one
-round per fetcher per max wait, a busy one batches every append of a round trip.
+follows on that leader, from its log end offset. The leader's replica manager parks the
+fetch in its ``Fetch`` purgatory until there are new bytes (or
+``replica_fetch_wait_max_ms`` passes), and learns the follower's LEO from the offset it
+fetched at, which is what moves the HW. The answer reaches the follower one network round
+trip later (plus a sampled latency for a slow follower), and the next fetch goes out at
+once: an idle cluster costs one round per fetcher per max wait, a busy one batches every
+append of a round trip.
 
 The fetcher is a chain of loop callbacks (send, reply, apply, send...), not a task: a
 round costs no coroutine, future or task switch.
@@ -15,25 +16,74 @@ round costs no coroutine, future or task switch.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, final
+import random
+from collections.abc import Callable
+from typing import Protocol, final
 
-from purgatory.sim import handlers
 from purgatory.sim.errors import ErrorCode
+from purgatory.sim.faults import Latency
+from purgatory.sim.metadata import MetadataCache
+from purgatory.sim.operations import DelayedReplicaFetch, FollowerResponse
+from purgatory.sim.partition import Partition
 
-if TYPE_CHECKING:
-    from purgatory.sim.cluster import Cluster
-    from purgatory.sim.operations import DelayedReplicaFetch, FollowerResponse
-    from purgatory.sim.partition import Partition
+# (partition, leader epoch, fetch offset, follower's log start): one partition of a
+# replica fetch
+ReplicaFetchRequest = tuple[Partition, int, int, int]
+
+
+class FetchLeader(Protocol):
+    """The leader side of replication (a broker's replica manager)."""
+
+    def replica_fetch(
+        self,
+        follower: int,
+        requests: list[ReplicaFetchRequest],
+        reply: Callable[[list[FollowerResponse]], None],
+    ) -> list[FollowerResponse] | DelayedReplicaFetch: ...
+
+
+@final
+class Network:
+    """The replication network: a round trip (None: instant) plus, per broker, an injected
+    extra latency (a slow follower), sampled from one seeded generator."""
+
+    def __init__(self, rtt: Latency | None, rng: random.Random) -> None:
+        self.rtt = rtt
+        self.rng = rng
+        self.extra: dict[int, Latency] = {}
+
+    def set_latency(self, broker: int, latency: Latency | None) -> None:
+        if latency is None:
+            self.extra.pop(broker, None)
+        else:
+            self.extra[broker] = latency
+
+    def round_trip_ms(self, follower: int) -> float:
+        rtt = self.rtt
+        delay_ms = 0.0 if rtt is None else rtt.sample_ms(self.rng)
+        latency = self.extra.get(follower)
+        if latency is not None:
+            delay_ms += latency.sample_ms(self.rng)
+        return delay_ms
 
 
 @final
 class ReplicaFetcher:
     """Replicates every partition that ``follower`` follows on ``leader``."""
 
-    def __init__(self, cluster: Cluster, follower: int, leader: int) -> None:
-        self.cluster = cluster
+    def __init__(
+        self,
+        follower: int,
+        leader: int,
+        leader_side: FetchLeader,
+        metadata: MetadataCache,
+        network: Network,
+    ) -> None:
         self.follower = follower
         self.leader = leader
+        self._leader_side = leader_side
+        self._metadata = metadata
+        self._network = network
         self.rounds = 0
         self._running = False
         self._generation = 0  # a callback from before a stop/start finds a newer one
@@ -70,12 +120,12 @@ class ReplicaFetcher:
             parked.abandon()
 
     def _current_targets(self) -> list[Partition]:
-        cluster = self.cluster
-        if cluster.metadata_version != self._version:
-            self._version = cluster.metadata_version
+        metadata = self._metadata
+        if metadata.version != self._version:
+            self._version = metadata.version
             self._targets = [
                 p
-                for p in cluster.partitions()
+                for p in metadata.partitions()
                 if p.leader == self.leader and self.follower in p.followers
             ]
         return self._targets
@@ -85,20 +135,18 @@ class ReplicaFetcher:
         self._handle = None
         if not self._running:
             return
-        cluster = self.cluster
-        targets = (
-            self._targets if cluster.metadata_version == self._version else self._current_targets()
-        )
-        if not targets or not cluster.brokers[self.leader].alive:
+        metadata = self._metadata
+        targets = self._targets if metadata.version == self._version else self._current_targets()
+        if not targets or not metadata.alive[self.leader]:
             generation = self._generation
-            cluster.call_on_metadata_change(lambda: self._resume(generation))
+            metadata.call_on_change(lambda: self._resume(generation))
             return
         follower = self.follower
         requests = []
         for p in targets:
             log = p.logs[follower]
             requests.append((p, p.leader_epoch, log.leo, log.log_start_offset))
-        answer = handlers.replica_fetch(cluster, follower, requests, self._on_response)
+        answer = self._leader_side.replica_fetch(follower, requests, self._on_response)
         if isinstance(answer, list):
             self._on_response(answer)
         elif not answer.is_done:
@@ -114,13 +162,7 @@ class ReplicaFetcher:
         if not self._running:
             return
         self.rounds += 1
-        cluster = self.cluster
-        rng = cluster.rng
-        rtt = cluster.replica_rtt
-        delay_ms = 0.0 if rtt is None else rtt.sample_ms(rng)
-        latency = cluster.brokers[self.follower].latency
-        if latency is not None:
-            delay_ms += latency.sample_ms(rng)
+        delay_ms = self._network.round_trip_ms(self.follower)
         loop = self._loop
         assert loop is not None
         if delay_ms > 0:

@@ -14,10 +14,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from purgatory import OperationRecord
+from purgatory import DelayedOperationPurgatory, OperationRecord
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.invariants import InvariantChecker
+from purgatory.sim.messages import DeleteRecordsRequest
+from purgatory.sim.replica_manager import PURGATORY_NAMES
 from purgatory.sim.scenarios import Scenario
 from purgatory.sim.stats import StatsBook, format_table
 from purgatory.sim.workload import Workload
@@ -49,13 +51,14 @@ async def run_scenario(
     wall_start = time.perf_counter()
     sim_start = loop.time()
     cluster = Cluster(scenario.brokers, seed=seed, **scenario.cluster_options)
-    stats = StatsBook(cluster.purgatories)
+    stats = StatsBook(PURGATORY_NAMES)
     cluster.add_op_observer(stats.add)
-    for purgatory in cluster.purgatories.values():
+    purgatories = cluster.all_purgatories()
+    for purgatory in purgatories:
         for listener in listeners:
             purgatory.add_listener(listener)
     checker = InvariantChecker(cluster) if check else None
-    series: dict[str, list[int]] = {name: [] for name in cluster.purgatories}
+    series: dict[str, list[int]] = {name: [] for name in PURGATORY_NAMES}
     background: list[asyncio.Task[None]] = []
     deletes: set[asyncio.Task[Any]] = set()
     async with cluster:
@@ -82,9 +85,8 @@ async def run_scenario(
                 for p in cluster.topics[topic]:
                     target = p.hw - scenario.delete_keep
                     if p.leader is not None and target > p.leader_log.log_start_offset:
-                        task = loop.create_task(
-                            cluster.delete_records(topic, p.index, target, 5000)
-                        )
+                        request = DeleteRecordsRequest(topic, p.index, target, 5000)
+                        task = loop.create_task(cluster.delete_records(request))
                         deletes.add(task)
                         task.add_done_callback(deletes.discard)
 
@@ -94,10 +96,10 @@ async def run_scenario(
             while True:
                 await asyncio.sleep(SAMPLE_INTERVAL_S)
                 ticks += 1
-                for name, purgatory in cluster.purgatories.items():
-                    stats[name].sample(purgatory)
+                for name, (watched, delayed) in _sizes(purgatories).items():
+                    stats[name].sample(watched, delayed)
                     if ticks % per_second == 0:
-                        series[name].append(purgatory.watched)
+                        series[name].append(watched)
                 if checker is not None:
                     checker.sample()
 
@@ -111,7 +113,7 @@ async def run_scenario(
                 span = max(now - last_t, 1e-9)
                 counts = workload.counts
                 rates = {k: (counts[k] - last[k]) / span for k in counts}
-                sizes = " ".join(f"{n[0]}={p.watched}" for n, p in cluster.purgatories.items())
+                sizes = " ".join(f"{n[0]}={w}" for n, (w, _) in _sizes(purgatories).items())
                 progress(
                     f"\rt={now - sim_start:6.1f}s produce {rates['produce_requests']:8,.0f}/s "
                     f"fetch {rates['fetch_requests']:8,.0f}/s acked {workload.acked_records:,} "
@@ -139,7 +141,9 @@ async def run_scenario(
             progress("\n")
         lost = workload.lost_records()
         sim_s = loop.time() - sim_start
-        fetcher_rounds = sum(f.rounds for f in cluster.fetchers.values())
+        fetcher_rounds = sum(
+            f.rounds for b in cluster.brokers.values() for f in b.replica_manager.fetchers.values()
+        )
     if checker is not None:
         checker.check_accounting()
     wall_s = time.perf_counter() - wall_start
@@ -170,6 +174,15 @@ async def run_scenario(
         "ops_per_wall_s": round(produce_fetch / wall_s, 1),
     }
     return summary
+
+
+def _sizes(purgatories: list[DelayedOperationPurgatory[Any]]) -> dict[str, tuple[int, int]]:
+    """Watched entries and delayed operations per purgatory name, over every broker."""
+    sizes = dict.fromkeys(PURGATORY_NAMES, (0, 0))
+    for purgatory in purgatories:
+        watched, delayed = sizes[purgatory.name]
+        sizes[purgatory.name] = (watched + purgatory.watched, delayed + purgatory.num_delayed)
+    return sizes
 
 
 # Wall-clock fields: they differ between runs even on virtual time.

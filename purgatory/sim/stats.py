@@ -10,7 +10,7 @@ from array import array
 from collections.abc import Iterable
 from typing import Any, final
 
-from purgatory import DelayedOperationPurgatory, OperationState
+from purgatory import OperationState
 from purgatory.percentiles import percentile
 from purgatory.sim.operations import BrokerOperation
 
@@ -51,9 +51,10 @@ class PurgatoryStats:
         kinds[op.kind] = kinds.get(op.kind, 0) + 1
         self.durations.append(now_ms - op.started_ms)
 
-    def sample(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
-        self.max_watched = max(self.max_watched, purgatory.watched)
-        self.max_delayed = max(self.max_delayed, purgatory.num_delayed)
+    def sample(self, watched: int, delayed: int) -> None:
+        """The purgatory's sizes now (over every broker)."""
+        self.max_watched = max(self.max_watched, watched)
+        self.max_delayed = max(self.max_delayed, delayed)
 
     def summary(self) -> dict[str, Any]:
         durations = sorted(self.durations)

@@ -19,7 +19,7 @@ from typing import final
 
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.errors import ErrorCode
-from purgatory.sim.messages import FetchResult, ProduceResult
+from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest, ProduceResult
 from purgatory.sim.validate import check_int
 
 _RETRIABLE = frozenset(
@@ -189,15 +189,15 @@ class Workload:
         partition = self.rng.randrange(self.partitions)
         self.counts["fetch_requests"] += 1
         self._in_flight += 1
-        self.cluster.send_fetch(
+        request = FetchRequest(
             config.topic,
             partition,
             self.positions[partition],
             config.fetch_min_bytes,
             config.fetch_max_bytes,
             config.fetch_max_wait_ms,
-            lambda result: self._fetched(partition, result),
         )
+        self.cluster.send_fetch(request, lambda result: self._fetched(partition, result))
 
     def _fetched(self, partition: int, result: FetchResult) -> None:
         counts = self.counts
@@ -253,7 +253,7 @@ class _ProduceRequest:
     """One producer request and its retries: sent through the cluster's callback API,
     so that a request costs no task; a retry waits its backoff on a loop timer."""
 
-    __slots__ = ("attempt", "entries", "partition", "workload")
+    __slots__ = ("attempt", "entries", "partition", "request", "workload")
 
     def __init__(
         self, workload: Workload, partition: int, entries: list[tuple[bytes | None, bytes]]
@@ -262,18 +262,14 @@ class _ProduceRequest:
         self.partition = partition
         self.entries = entries
         self.attempt = 0
+        config = workload.config
+        # one request for every attempt: a retry sends the same records again
+        self.request = ProduceRequest(
+            config.topic, partition, entries, config.acks, config.produce_timeout_ms
+        )
 
     def send(self) -> None:
-        w = self.workload
-        config = w.config
-        w.cluster.send_produce(
-            config.topic,
-            self.partition,
-            self.entries,
-            config.acks,
-            config.produce_timeout_ms,
-            self.on_result,
-        )
+        self.workload.cluster.send_produce(self.request, self.on_result)
 
     def on_result(self, result: ProduceResult) -> None:
         w = self.workload

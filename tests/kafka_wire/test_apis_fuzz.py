@@ -14,7 +14,7 @@ from purgatory.kafka.codec import DecodeError, Reader
 from purgatory.kafka.coordination import GroupOffsets
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.server import ProtocolStats
-from purgatory.sim import Cluster
+from purgatory.sim import Cluster, ProduceRequest
 
 
 @pytest.mark.asyncio
@@ -59,7 +59,7 @@ async def test_a_negative_fetch_offset_is_out_of_range_not_clamped() -> None:
 
     async with Cluster(brokers=1, seed=1) as cluster:
         await cluster.create_topic("t", partitions=1, replication_factor=1)
-        await cluster.produce("t", 0, [(None, b"x")])
+        await cluster.produce(ProduceRequest("t", 0, [(None, b"x")]))
         broker = BrokerApis(cluster, 0, {0: ("h", 1)}, ProtocolStats())
         request = FetchRequest[4](
             replica_id=-1,
@@ -86,7 +86,7 @@ async def test_fetch_max_bytes_limits_the_whole_response() -> None:
         await cluster.create_topic("t", partitions=2, replication_factor=1)
         for index in (0, 1):
             for _ in range(10):  # one batch each: reads are limited batch by batch
-                await cluster.produce("t", index, [(None, b"v" * 100)])
+                await cluster.produce(ProduceRequest("t", index, [(None, b"v" * 100)]))
         broker = BrokerApis(cluster, 0, {0: ("h", 1)}, ProtocolStats())
         request = FetchRequest[4](
             replica_id=-1,

@@ -74,7 +74,7 @@ async def test_a_parked_fetch_is_woken_by_a_produce(door) -> None:
             await asyncio.sleep(0.3)  # the fetch is parked by now
             assert not waiting.done()
             # Parked in DelayedFetch, not answered empty and polled again.
-            fetch = door.cluster.purgatories["Fetch"]
+            fetch = door.cluster.brokers[0].replica_manager.purgatories["Fetch"]  # t-0 leader
             assert [op.kind for op in fetch.pending_operations()].count("fetch-consumer") == 1
             assert door.stats.requests["FETCH"] <= 2
             sent_at = time.monotonic()

@@ -51,6 +51,15 @@ class Served:
     async def metric(self, name: str, **labels: str) -> float:
         return (await self.metrics())[(name, tuple(sorted(labels.items())))]
 
+    async def total(self, name: str, **labels: str) -> float:
+        """The sum of ``name`` over every series that has ``labels`` (e.g. all brokers)."""
+        wanted = set(labels.items())
+        return sum(
+            value
+            for (sample, sample_labels), value in (await self.metrics()).items()
+            if sample == name and wanted <= set(sample_labels)
+        )
+
     async def until(self, condition: Callable[[], Awaitable[bool]], what: str) -> None:
         """Poll ``condition`` (a state the server reaches by itself) for up to 10 s."""
         for _ in range(1000):

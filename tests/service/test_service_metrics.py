@@ -154,9 +154,7 @@ async def test_follower_and_consumer_fetches_show_apart_and_no_created_series(
     served: Served,
 ) -> None:
     async def pending(kind: str) -> float:
-        return (await served.metrics()).get(
-            ("purgatory_pending_operations", (("kind", kind), ("purgatory", "Fetch"))), 0.0
-        )
+        return await served.total("purgatory_pending_operations", purgatory="Fetch", kind=kind)
 
     # replication parks follower fetches at once; no client waits yet
     await served.until(lambda: _positive(pending("fetch-follower")), "parked follower fetches")
@@ -171,6 +169,11 @@ async def test_follower_and_consumer_fetches_show_apart_and_no_created_series(
     )
     status, body = await poll
     assert (status, len(body["records"])) == (200, 1)
+    # the consumer's fetch waited in the Fetch purgatory of the partition's leader, broker 0
+    completed = "purgatory_operations_completed_total"
+    assert await served.total(completed, purgatory="Fetch", broker="0") >= 1
+    assert await served.total(completed, purgatory="Produce", broker="0") == 1
+    assert await served.total(completed, purgatory="Produce", broker="1") == 0
     async with served.session.get(served.url + "/metrics") as response:
         assert "_created" not in await response.text()
 

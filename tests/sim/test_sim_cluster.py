@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from purgatory.sim import Cluster, ErrorCode, Latency
+from purgatory.sim import (
+    Cluster,
+    DeleteRecordsRequest,
+    ErrorCode,
+    FetchRequest,
+    Latency,
+    ProduceRequest,
+)
 from purgatory.sim.errors import SimulationError
 from purgatory.testing import run_virtual
 
@@ -29,14 +36,14 @@ def test_acks_all_waits_for_replication_acks_1_does_not() -> None:
         c.set_replication_latency(1, Latency(40.0))
         c.set_replication_latency(2, Latency(40.0))
         start = loop.time()
-        r = await c.produce("t", 0, [(None, b"a")], acks=1)
+        r = await c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=1))
         assert (r.error, r.base_offset) == (ErrorCode.NONE, 0)
         assert loop.time() == start  # the leader append is enough
-        r = await c.produce("t", 0, [(None, b"b")], acks=-1, timeout_ms=5000)
+        r = await c.produce(ProduceRequest("t", 0, [(None, b"b")], acks=-1, timeout_ms=5000))
         assert (r.error, r.base_offset) == (ErrorCode.NONE, 1)
         assert loop.time() - start >= 0.040  # at least one slowed replication round
         assert c.partition("t", 0).hw >= 2  # type: ignore[union-attr]
-        assert c.produce_purgatory.statistics().completed == 1
+        assert c.brokers[0].replica_manager.produce_purgatory.statistics().completed == 1
 
     _run(body)
 
@@ -46,10 +53,10 @@ def test_produce_times_out_when_followers_are_down_and_isr_has_not_shrunk() -> N
         await c.crash_broker(1)
         await c.crash_broker(2)
         start = loop.time()
-        r = await c.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=300)
+        r = await c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=-1, timeout_ms=300))
         assert r.error is ErrorCode.REQUEST_TIMED_OUT
         assert loop.time() - start >= 0.3
-        stats = c.produce_purgatory.statistics()
+        stats = c.brokers[0].replica_manager.produce_purgatory.statistics()
         assert stats.expired == 1
 
     _run(body, replica_lag_time_max_ms=10_000)
@@ -59,7 +66,7 @@ def test_isr_shrink_lets_produce_complete_without_crashed_follower() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         await c.crash_broker(2)
         start = loop.time()
-        r = await c.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000)
+        r = await c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000))
         assert r.error is ErrorCode.NONE
         waited = loop.time() - start
         assert 1.0 <= waited < 5.0  # completed once the ISR shrank, not before
@@ -72,8 +79,10 @@ def test_leader_crash_answers_parked_produce_with_not_leader_and_retry_succeeds(
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         c.set_replication_latency(1, Latency(1000.0))
         c.set_replication_latency(2, Latency(1000.0))
-        await c.produce("t", 0, [(None, b"warm")], acks=-1, timeout_ms=5000)
-        parked = loop.create_task(c.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000))
+        await c.produce(ProduceRequest("t", 0, [(None, b"warm")], acks=-1, timeout_ms=5000))
+        parked = loop.create_task(
+            c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000))
+        )
         await asyncio.sleep(0.01)
         await c.crash_broker(0)
         r = await parked
@@ -82,7 +91,7 @@ def test_leader_crash_answers_parked_produce_with_not_leader_and_retry_succeeds(
         assert p is not None
         assert (p.leader, p.leader_epoch) == (1, 1)
         c.set_replication_latency(2, None)
-        r = await c.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000)
+        r = await c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000))
         assert r.error is ErrorCode.NONE
 
     _run(body)
@@ -91,10 +100,10 @@ def test_leader_crash_answers_parked_produce_with_not_leader_and_retry_succeeds(
 def test_fetch_waits_for_min_bytes_and_wakes_on_hw_advance() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         start = loop.time()
-        fetch = loop.create_task(c.fetch("t", 0, 0, min_bytes=1, max_wait_ms=5000))
+        fetch = loop.create_task(c.fetch(FetchRequest("t", 0, 0, min_bytes=1, max_wait_ms=5000)))
         await asyncio.sleep(1.0)
         assert not fetch.done()
-        await c.produce("t", 0, [(b"k", b"v")], acks=1)
+        await c.produce(ProduceRequest("t", 0, [(b"k", b"v")], acks=1))
         result = await fetch
         assert result.error is ErrorCode.NONE
         assert [(r.offset, r.key, r.value) for r in result.records] == [(0, b"k", b"v")]
@@ -105,23 +114,27 @@ def test_fetch_waits_for_min_bytes_and_wakes_on_hw_advance() -> None:
 
 def test_fetch_expires_with_what_is_there() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
-        await c.produce("t", 0, [(None, b"x")], acks=-1)
+        await c.produce(ProduceRequest("t", 0, [(None, b"x")], acks=-1))
         start = loop.time()
-        result = await c.fetch("t", 0, 0, min_bytes=10_000, max_wait_ms=250)
+        result = await c.fetch(FetchRequest("t", 0, 0, min_bytes=10_000, max_wait_ms=250))
         assert loop.time() - start >= 0.25
         assert result.error is ErrorCode.NONE
         assert len(result.records) == 1
-        assert c.fetch_purgatory.statistics().expired >= 1
+        assert c.brokers[0].replica_manager.fetch_purgatory.statistics().expired >= 1
 
     _run(body)
 
 
 def test_fetch_errors_and_out_of_range() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
-        assert (await c.fetch("nope", 0, 0)).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert (await c.fetch("t", 9, 0)).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert (await c.fetch("t", 0, 5)).error is ErrorCode.OFFSET_OUT_OF_RANGE
-        parked = loop.create_task(c.fetch("t", 0, 0, max_wait_ms=5000))
+        assert (
+            await c.fetch(FetchRequest("nope", 0, 0))
+        ).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (
+            await c.fetch(FetchRequest("t", 9, 0))
+        ).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (await c.fetch(FetchRequest("t", 0, 5))).error is ErrorCode.OFFSET_OUT_OF_RANGE
+        parked = loop.create_task(c.fetch(FetchRequest("t", 0, 0, max_wait_ms=5000)))
         await asyncio.sleep(0.01)
         await c.fail_over("t", 0)
         assert (await parked).error is ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -132,17 +145,17 @@ def test_fetch_errors_and_out_of_range() -> None:
 def test_delete_records_waits_for_every_live_replica() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         for _ in range(5):
-            await c.produce("t", 0, [(None, b"x")], acks=-1)
+            await c.produce(ProduceRequest("t", 0, [(None, b"x")], acks=-1))
         c.set_replication_latency(2, Latency(300.0))
         start = loop.time()
-        r = await c.delete_records("t", 0, 3, timeout_ms=5000)
+        r = await c.delete_records(DeleteRecordsRequest("t", 0, 3, timeout_ms=5000))
         assert (r.error, r.low_watermark) == (ErrorCode.NONE, 3)
         assert loop.time() - start >= 0.3  # waited for the slow follower's next fetch
         p = c.partition("t", 0)
         assert p is not None
         assert all(log.log_start_offset == 3 for log in p.logs.values())
-        assert (await c.fetch("t", 0, 1)).error is ErrorCode.OFFSET_OUT_OF_RANGE
-        beyond = await c.delete_records("t", 0, 99)
+        assert (await c.fetch(FetchRequest("t", 0, 1))).error is ErrorCode.OFFSET_OUT_OF_RANGE
+        beyond = await c.delete_records(DeleteRecordsRequest("t", 0, 99))
         assert beyond.error is ErrorCode.OFFSET_OUT_OF_RANGE
 
     _run(body)
@@ -152,7 +165,7 @@ def test_restarted_follower_truncates_catches_up_and_rejoins_isr() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         await c.crash_broker(2)
         for i in range(20):
-            await c.produce("t", 0, [(None, b"%d" % i)], acks=-1, timeout_ms=5000)
+            await c.produce(ProduceRequest("t", 0, [(None, b"%d" % i)], acks=-1, timeout_ms=5000))
         p = c.partition("t", 0)
         assert p is not None
         assert 2 not in p.isr
@@ -172,8 +185,10 @@ def test_close_answers_parked_requests() -> None:
         await cluster.crash_broker(1)
         await cluster.crash_broker(2)
         loop = asyncio.get_running_loop()
-        produce = loop.create_task(cluster.produce("t", 0, [(None, b"a")], timeout_ms=60_000))
-        fetch = loop.create_task(cluster.fetch("t", 0, 0, max_wait_ms=60_000))
+        produce = loop.create_task(
+            cluster.produce(ProduceRequest("t", 0, [(None, b"a")], timeout_ms=60_000))
+        )
+        fetch = loop.create_task(cluster.fetch(FetchRequest("t", 0, 0, max_wait_ms=60_000)))
         await asyncio.sleep(0.01)
         await cluster.close()
         return await produce, await fetch
@@ -186,15 +201,15 @@ def test_close_answers_parked_requests() -> None:
 def test_bad_arguments_raise_clear_errors() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         with pytest.raises(ValueError, match="acks"):
-            await c.produce("t", 0, [(None, b"a")], acks=2)
+            await c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=2))
         with pytest.raises(ValueError, match="empty"):
-            await c.produce("t", 0, [])
+            await c.produce(ProduceRequest("t", 0, []))
         with pytest.raises(TypeError, match="bytes"):
-            await c.produce("t", 0, [(None, "text")])  # type: ignore[list-item]
+            await c.produce(ProduceRequest("t", 0, [(None, "text")]))  # type: ignore[list-item]
         with pytest.raises(ValueError, match="max_wait_ms"):
-            await c.fetch("t", 0, 0, max_wait_ms=-1)
+            await c.fetch(FetchRequest("t", 0, 0, max_wait_ms=-1))
         with pytest.raises(TypeError, match="offset"):
-            await c.fetch("t", 0, 1.5)  # type: ignore[arg-type]
+            await c.fetch(FetchRequest("t", 0, 1.5))  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="TOPIC_ALREADY_EXISTS"):
             await c.create_topic("t", 1, 1)
         with pytest.raises(ValueError, match="INVALID_REPLICATION_FACTOR"):
@@ -212,9 +227,11 @@ async def test_real_loop_smoke() -> None:
     """The same API on asyncio and uvloop in real time."""
     async with Cluster(3) as cluster:
         await cluster.create_topic("t", 1, 3)
-        result = await cluster.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000)
+        result = await cluster.produce(
+            ProduceRequest("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000)
+        )
         assert result.error is ErrorCode.NONE
-        fetched = await cluster.fetch("t", 0, 0, max_wait_ms=1000)
+        fetched = await cluster.fetch(FetchRequest("t", 0, 0, max_wait_ms=1000))
         assert [r.value for r in fetched.records] == [b"a"]
         meta = cluster.metadata().to_dict()
         assert meta["topics"][0]["partitions"][0]["high_watermark"] == 1
@@ -222,14 +239,14 @@ async def test_real_loop_smoke() -> None:
 
 def test_cancelled_request_abandons_its_operation() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
-        fetch = loop.create_task(c.fetch("t", 0, 0, max_wait_ms=60_000))
+        fetch = loop.create_task(c.fetch(FetchRequest("t", 0, 0, max_wait_ms=60_000)))
         await asyncio.sleep(0.01)
-        assert c.fetch_purgatory.num_delayed >= 1
-        before = c.fetch_purgatory.statistics().cancelled
+        assert c.brokers[0].replica_manager.fetch_purgatory.num_delayed >= 1
+        before = c.brokers[0].replica_manager.fetch_purgatory.statistics().cancelled
         fetch.cancel()
         with pytest.raises(asyncio.CancelledError):
             await fetch
-        assert c.fetch_purgatory.statistics().cancelled == before + 1
+        assert c.brokers[0].replica_manager.fetch_purgatory.statistics().cancelled == before + 1
 
     _run(body)
 
@@ -238,11 +255,13 @@ def test_min_insync_replicas_rejects_acks_all_once_the_isr_is_too_small() -> Non
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         await c.crash_broker(1)
         await c.crash_broker(2)
-        late = await c.produce("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000)
+        late = await c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000))
         assert late.error is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND  # ISR shrank meanwhile
-        r = await c.produce("t", 0, [(None, b"b")], acks=-1, timeout_ms=5000)
+        r = await c.produce(ProduceRequest("t", 0, [(None, b"b")], acks=-1, timeout_ms=5000))
         assert r.error is ErrorCode.NOT_ENOUGH_REPLICAS
-        assert (await c.produce("t", 0, [(None, b"c")], acks=1)).error is ErrorCode.NONE
+        assert (
+            await c.produce(ProduceRequest("t", 0, [(None, b"c")], acks=1))
+        ).error is ErrorCode.NONE
 
     _run(body, replica_lag_time_max_ms=500, min_insync_replicas=2)
 
@@ -259,7 +278,7 @@ async def test_refusals_carry_the_kafka_error_code_as_a_value() -> None:
             await c.create_topic("u", 1, 2)
         assert factor.value.code is ErrorCode.INVALID_REPLICATION_FACTOR
         with pytest.raises(SimulationError) as acks:
-            await c.produce("t", 0, [(None, b"v")], acks=2)
+            await c.produce(ProduceRequest("t", 0, [(None, b"v")], acks=2))
         assert acks.value.code is ErrorCode.INVALID_REQUIRED_ACKS
         with pytest.raises(SimulationError) as unknown:
             await c.fail_over("nope", 0)
@@ -270,3 +289,46 @@ async def test_refusals_carry_the_kafka_error_code_as_a_value() -> None:
         with pytest.raises(SimulationError) as assignment:
             await c.create_topic("v", 1, 1, assignment=[[5]])
         assert assignment.value.code is ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_each_broker_parks_requests_for_the_partitions_it_leads() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        managers = [c.brokers[b].replica_manager for b in range(3)]
+        produce = [rm.purgatories["Produce"] for rm in managers]
+        assert len({id(p) for rm in managers for p in rm.purgatories.values()}) == 9
+        assert [p.labels["broker"] for p in produce] == ["0", "1", "2"]
+        c.set_replication_latency(0, Latency(100.0))
+        c.set_replication_latency(2, Latency(100.0))
+        parked = loop.create_task(  # t-1 is led by broker 1
+            c.produce(ProduceRequest("t", 1, [(None, b"a")], acks=-1, timeout_ms=5000))
+        )
+        await asyncio.sleep(0.01)
+        assert [p.num_delayed for p in produce] == [0, 1, 0]
+        assert (await parked).error is ErrorCode.NONE
+        assert [p.statistics().completed for p in produce] == [0, 1, 0]
+
+    _run(body)
+
+
+def test_a_crashed_broker_answers_its_own_parked_requests_and_nobody_elses() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        for broker in range(3):
+            c.set_replication_latency(broker, Latency(100.0))
+        led_by_0, led_by_1 = (
+            loop.create_task(
+                c.produce(ProduceRequest("t", i, [(None, b"a")], acks=-1, timeout_ms=5000))
+            )
+            for i in (0, 1)
+        )
+        await asyncio.sleep(0.01)
+        start = loop.time()
+        await c.crash_broker(0)
+        assert (await led_by_0).error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert loop.time() == start  # answered by the crash, not by a timeout
+        assert c.brokers[0].replica_manager.purgatories["Produce"].num_delayed == 0
+        assert not led_by_1.done()
+        assert c.brokers[1].replica_manager.purgatories["Produce"].num_delayed == 1
+        # broker 1 keeps waiting for its ISR, which drops broker 0 once it lags too long
+        assert (await led_by_1).error is ErrorCode.NONE
+
+    _run(body, replica_lag_time_max_ms=300)

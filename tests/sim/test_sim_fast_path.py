@@ -15,7 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from purgatory import OperationState
-from purgatory.sim import Cluster, DelayedProduce, ErrorCode, Latency
+from purgatory.sim import (
+    Cluster,
+    DelayedProduce,
+    ErrorCode,
+    FetchRequest,
+    Latency,
+    ProduceRequest,
+)
 from purgatory.sim.cli import fewer_collections
 from purgatory.sim.invariants import InvariantChecker
 from purgatory.sim.log import Log
@@ -46,13 +53,13 @@ def test_send_produce_replies_once_now_or_when_the_hw_covers_it() -> None:
             replies.append(result)
             answered.set()
 
-        assert c.send_produce("t", 0, [(None, b"a")], 1, 1000, reply) is None
+        assert c.send_produce(ProduceRequest("t", 0, [(None, b"a")], 1, 1000), reply) is None
         assert replies == [ProduceResult(ErrorCode.NONE, 0)]  # acks=1: answered at once
         answered.clear()
         c.set_replication_latency(1, Latency(50.0))
         c.set_replication_latency(2, Latency(50.0))
         start = loop.time()
-        parked = c.send_produce("t", 0, [(None, b"b")], -1, 5000, reply)
+        parked = c.send_produce(ProduceRequest("t", 0, [(None, b"b")], -1, 5000), reply)
         assert isinstance(parked, DelayedProduce)
         assert len(replies) == 1  # parked: not answered yet
         await answered.wait()
@@ -68,18 +75,20 @@ def test_send_produce_replies_once_now_or_when_the_hw_covers_it() -> None:
 def test_send_fetch_answers_errors_at_once_and_parks_otherwise() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         replies: list[FetchResult] = []
-        assert c.send_fetch("nope", 0, 0, 1, 1 << 20, 500, replies.append) is None
+        assert c.send_fetch(FetchRequest("nope", 0, 0, 1, 1 << 20, 500), replies.append) is None
         assert replies[0].error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        parked = c.send_fetch("t", 0, 0, 1, 1 << 20, 5000, replies.append)
+        parked = c.send_fetch(FetchRequest("t", 0, 0, 1, 1 << 20, 5000), replies.append)
         assert parked is not None
         assert not parked.is_done
-        await c.produce("t", 0, [(b"k", b"v")], acks=-1)
+        await c.produce(ProduceRequest("t", 0, [(b"k", b"v")], acks=-1))
         await asyncio.sleep(0)
         assert [(r.offset, r.value) for r in replies[1].records] == [(0, b"v")]
         with pytest.raises(TypeError, match="max_bytes"):
-            c.send_fetch("t", 0, 0, 1, None, 500, replies.append)  # type: ignore[arg-type]
+            c.send_fetch(FetchRequest("t", 0, 0, 1, None, 500), replies.append)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="acks"):
-            c.send_produce("t", 0, [(None, b"a")], True, 500, print)  # bool is not an acks
+            c.send_produce(
+                ProduceRequest("t", 0, [(None, b"a")], True, 500), print
+            )  # bool is not an acks
 
     _cluster_run(body)
 
@@ -93,8 +102,8 @@ def test_close_answers_callback_clients_and_the_observer_sees_every_operation() 
         await cluster.crash_broker(1)
         await cluster.crash_broker(2)
         replies: list[Any] = []
-        cluster.send_produce("t", 0, [(None, b"a")], -1, 60_000, replies.append)
-        cluster.send_fetch("t", 0, 0, 1, 1 << 20, 60_000, replies.append)
+        cluster.send_produce(ProduceRequest("t", 0, [(None, b"a")], -1, 60_000), replies.append)
+        cluster.send_fetch(FetchRequest("t", 0, 0, 1, 1 << 20, 60_000), replies.append)
         await asyncio.sleep(0.01)
         assert replies == []
         await cluster.close()
@@ -104,7 +113,7 @@ def test_close_answers_callback_clients_and_the_observer_sees_every_operation() 
     assert [r.error for r in replies] == [ErrorCode.BROKER_NOT_AVAILABLE] * 2
     checker.check_accounting()
     assert checker.violations == []
-    cancelled = sum(p.statistics().cancelled for p in cluster.purgatories.values())
+    cancelled = sum(p.statistics().cancelled for p in cluster.all_purgatories())
     assert cancelled >= 2
 
 
@@ -120,10 +129,12 @@ def test_observer_sees_completion_before_the_reply_and_drops() -> None:
                 order.append("observer")
 
         c.add_op_observer(observe)
-        c.send_produce("t", 0, [(None, b"a")], -1, 5000, lambda r: order.append("reply"))
+        c.send_produce(
+            ProduceRequest("t", 0, [(None, b"a")], -1, 5000), lambda r: order.append("reply")
+        )
         await asyncio.sleep(0.1)
         assert order == ["observer", "reply"]
-        task = loop.create_task(c.fetch("t", 0, 1, max_wait_ms=60_000))
+        task = loop.create_task(c.fetch(FetchRequest("t", 0, 1, max_wait_ms=60_000)))
         await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -134,6 +145,18 @@ def test_observer_sees_completion_before_the_reply_and_drops() -> None:
     assert ("fetch-consumer", OperationState.CANCELLED) in seen
 
 
+def _replication(cluster: Cluster) -> tuple[int, int, int]:
+    """Fetcher rounds, and expired and completed fetches, over every broker."""
+    rounds = expired = completed = 0
+    for broker in cluster.brokers.values():
+        rm = broker.replica_manager
+        rounds += sum(f.rounds for f in rm.fetchers.values())
+        stats = rm.fetch_purgatory.statistics()
+        expired += stats.expired
+        completed += stats.completed
+    return rounds, expired, completed
+
+
 def test_idle_cluster_replication_parks_for_the_max_wait() -> None:
     """Followers of an idle cluster wait in the Fetch purgatory for
     replica_fetch_wait_max_ms (500 ms): about two rounds a second per fetcher."""
@@ -142,12 +165,10 @@ def test_idle_cluster_replication_parks_for_the_max_wait() -> None:
         async with Cluster(3) as cluster:
             await cluster.create_topic("t", 3, 3)
             await asyncio.sleep(0.1)
-            rounds = sum(f.rounds for f in cluster.fetchers.values())
-            before = cluster.fetch_purgatory.statistics()
+            rounds, expired, completed = _replication(cluster)
             await asyncio.sleep(10.0)
-            after = cluster.fetch_purgatory.statistics()
-            spent = sum(f.rounds for f in cluster.fetchers.values()) - rounds
-            return spent, after.expired - before.expired, after.completed - before.completed
+            after = _replication(cluster)
+            return after[0] - rounds, after[1] - expired, after[2] - completed
 
     rounds, expired, completed = run_virtual(main())
     fetchers = 6  # 3 brokers: every (follower, leader) pair
@@ -169,9 +190,9 @@ def test_replica_fetch_key_prints_as_the_partition_but_is_its_own_watch_list(
     trace = TraceWriter(str(path))
 
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
-        for purgatory in c.purgatories.values():
+        for purgatory in c.all_purgatories():
             purgatory.add_listener(trace)
-        await c.produce("t", 0, [(None, b"a")], acks=-1)
+        await c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=-1))
         await asyncio.sleep(1.0)
 
     _cluster_run(body)
@@ -241,7 +262,7 @@ def test_lost_records_counts_acked_records_missing_or_changed_on_the_leader() ->
         workload = Workload(c, WorkloadConfig(topic="t"), random.Random(1))
         for i in range(3):
             entries: list[tuple[bytes | None, bytes]] = [(None, b"a%d" % i), (b"k", b"b%d" % i)]
-            result = await c.produce("t", 0, entries, acks=-1)
+            result = await c.produce(ProduceRequest("t", 0, entries, acks=-1))
             workload.acked.append((0, result.base_offset, entries))
         assert workload.lost_records() == 0
         p = c.partition("t", 0)

@@ -1,0 +1,166 @@
+"""Request and response bodies as msgspec types: one definition decodes, encodes and
+renders ``/openapi.json``, so the document cannot drift from what the server enforces.
+
+Decoding is strict: no coercion (a bool or ``"1"`` is not an integer), no clamping (a value
+out of range is an error), unknown fields are errors, and every error names its path
+(``$.records[0].value``). The limits of a :class:`ServiceConfig` (and the broker count)
+appear in the types as bounds, so each app builds its own request types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from purgatory.service.config import ServiceConfig
+from purgatory.sim.validate import TOPIC_NAME_PATTERN
+
+INT32_MAX: Final = 2**31 - 1
+INT64_MAX: Final = 2**63 - 1
+#: Kafka's legal topic names (the simulation's rule, anchored for JSON Schema).
+TOPIC_PATTERN: Final = f"^{TOPIC_NAME_PATTERN}$"
+Fault = Literal["slow_follower", "crash_follower", "restart_follower", "failover"]
+
+Topic = Annotated[
+    str, Meta(min_length=1, max_length=249, pattern=TOPIC_PATTERN, description="topic name")
+]
+PartitionIndex = Annotated[int, Meta(ge=0, le=INT32_MAX)]
+
+
+class Record(Struct, forbid_unknown_fields=True, frozen=True):
+    value: Annotated[str, Meta(description="UTF-8 text")]
+    key: Annotated[str | None, Meta(description="UTF-8 text, or null")] = None
+
+
+# -- responses (the server encodes them; their bounds come from the broker) ---------------
+
+
+class ErrorBody(Struct, frozen=True):
+    error: str
+    message: str
+
+
+ErrorName = Annotated[str | None, Meta(description="Kafka error name; null on success")]
+
+
+class ProduceResponse(Struct, frozen=True):
+    error: ErrorName
+    base_offset: int
+
+
+class RecordOut(Struct, frozen=True):
+    offset: int
+    key: str | None
+    value: str
+
+
+class FetchResponse(Struct, frozen=True):
+    error: ErrorName
+    high_watermark: int
+    records: list[RecordOut]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTypes:
+    """The request body types of one app (their bounds come from its config)."""
+
+    create_topic: type[Struct]
+    produce: type[Struct]
+    fetch: type[Struct]
+    fault: type[Struct]
+
+    @classmethod
+    def build(cls, config: ServiceConfig, brokers: int = INT32_MAX) -> RequestTypes:
+        """Types for ``config``; ``brokers`` bounds the replication factor."""
+        ceiling = config.max_timeout_ms
+
+        def struct(name: str, fields: list[tuple[Any, ...]]) -> type[Struct]:
+            return msgspec.defstruct(name, fields, forbid_unknown_fields=True, frozen=True)
+
+        return cls(
+            create_topic=struct(
+                "CreateTopicRequest",
+                [
+                    ("name", Topic),
+                    ("partitions", Annotated[int, Meta(ge=1, le=config.max_partitions)]),
+                    ("replication_factor", Annotated[int, Meta(ge=1, le=brokers)]),
+                ],
+            ),
+            produce=struct(
+                "ProduceBody",
+                [
+                    ("topic", Topic),
+                    ("partition", PartitionIndex),
+                    (
+                        "records",
+                        Annotated[list[Record], Meta(min_length=1, max_length=config.max_records)],
+                    ),
+                    (
+                        "acks",
+                        Annotated[
+                            Literal[-1, 0, 1],
+                            Meta(description="-1 waits for the whole ISR (acks=all)"),
+                        ],
+                        -1,
+                    ),
+                    (
+                        "timeout_ms",
+                        Annotated[
+                            int,
+                            Meta(
+                                ge=0,
+                                le=ceiling,
+                                description="how long an acks=-1 produce may wait for replication",
+                            ),
+                        ],
+                        min(30_000, ceiling),
+                    ),
+                ],
+            ),
+            fetch=struct(
+                "FetchBody",
+                [
+                    ("topic", Topic),
+                    ("partition", PartitionIndex),
+                    ("offset", Annotated[int, Meta(ge=0, le=INT64_MAX)]),
+                    ("min_bytes", Annotated[int, Meta(ge=0, le=INT32_MAX)], 1),
+                    (
+                        "max_bytes",
+                        Annotated[int, Meta(ge=1, le=config.max_fetch_bytes)],
+                        min(1 << 20, config.max_fetch_bytes),
+                    ),
+                    ("max_wait_ms", Annotated[int, Meta(ge=0, le=ceiling)], min(500, ceiling)),
+                ],
+            ),
+            fault=struct(
+                "FaultRequest",
+                [
+                    ("fault", Fault),
+                    ("topic", Topic),
+                    ("partition", PartitionIndex),
+                    (
+                        "broker",
+                        Annotated[
+                            Annotated[int, Meta(ge=0, le=INT32_MAX)] | None,
+                            Meta(
+                                description="slow/crash/restart: the broker (default: the "
+                                "partition's first follower); failover: the new leader "
+                                "(default: next in ISR)"
+                            ),
+                        ],
+                        None,
+                    ),
+                    (
+                        "latency_ms",
+                        Annotated[
+                            int,
+                            Meta(ge=0, le=ceiling, description="slow_follower: added latency"),
+                        ],
+                        100,
+                    ),
+                ],
+            ),
+        )

@@ -1,0 +1,72 @@
+"""The cluster's metadata as every broker sees it: topics, partitions, live brokers.
+
+The controller changes it (topics, leaders, liveness) and bumps :attr:`version`; the replica
+managers and their fetchers read it and wait for changes. In Kafka this is the metadata
+the controller publishes and each broker's ``MetadataCache`` serves; in one process both
+are this object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Iterator
+from typing import final
+
+from purgatory.sim.errors import ErrorCode
+from purgatory.sim.partition import HighWatermarkListener, Partition
+
+
+@final
+class MetadataCache:
+    """Topics (name -> partitions), broker liveness, and a version bumped on every change
+    of leadership or liveness."""
+
+    def __init__(self, brokers: Iterable[int]) -> None:
+        self.topics: dict[str, list[Partition]] = {}
+        self.alive = dict.fromkeys(brokers, True)
+        #: told about every change of a leader's high watermark (the invariant checker)
+        self.hw_listeners: list[HighWatermarkListener] = []
+        self.version = 0
+        self._event = asyncio.Event()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def is_alive(self, broker: int) -> bool:
+        return self.alive[broker]
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        parts = self.topics.get(topic)
+        if parts is None or partition.__class__ is not int or not 0 <= partition < len(parts):
+            return None
+        return parts[partition]
+
+    def partitions(self) -> Iterator[Partition]:
+        for parts in self.topics.values():
+            yield from parts
+
+    def lookup(self, topic: str, partition: int) -> Partition | ErrorCode:
+        """The partition if it has a live leader, else the error a client gets."""
+        p = self.partition(topic, partition)
+        if p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if p.leader is None or not self.alive[p.leader]:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return p
+
+    def bump(self) -> None:
+        """Leadership or liveness changed: wake whoever waits for it."""
+        self.version += 1
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        if callbacks:
+            loop = asyncio.get_running_loop()
+            for callback in callbacks:
+                loop.call_soon(callback)
+
+    def call_on_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once, soon after the next change."""
+        self._callbacks.append(callback)
+
+    async def changed(self) -> None:
+        """Wait for the next change."""
+        await self._event.wait()

@@ -1,0 +1,377 @@
+"""A broker's replica manager (Kafka's ``ReplicaManager``): its purgatories, the leader's
+request handlers, high-watermark triggers, ISR shrink, and its fetchers as a follower.
+
+Handlers are synchronous: each either answers at once (returns the result) or returns the
+delayed operation for the caller to park, with :meth:`ReplicaManager.watch` (callback
+clients: no task or future per request) or :meth:`ReplicaManager.park` (async callers).
+A parked operation answers through its ``reply`` callback or, once awaited, its
+``result``. Requests for a partition this broker does not lead are answered
+NOT_LEADER_OR_FOLLOWER, as by a Kafka broker.
+
+Each broker's purgatories are its own (they carry the label ``broker``): a crashed broker
+answers its own parked requests and nobody else's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar, final
+
+from purgatory import DelayedOperationPurgatory, OperationCancelled
+from purgatory.sim.errors import ErrorCode
+from purgatory.sim.log import RECORD_OVERHEAD
+from purgatory.sim.messages import (
+    DeleteRecordsRequest,
+    DeleteRecordsResult,
+    FetchRequest,
+    FetchResult,
+    ProduceRequest,
+    ProduceResult,
+)
+from purgatory.sim.metadata import MetadataCache
+from purgatory.sim.operations import (
+    BrokerOperation,
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedProduce,
+    DelayedReplicaFetch,
+    FollowerResponse,
+    Observer,
+    PartitionStatus,
+    read_consumer_fetch,
+    read_follower_fetch,
+    readable_at_least,
+)
+from purgatory.sim.partition import Partition
+from purgatory.sim.replication import FetchLeader, Network, ReplicaFetcher, ReplicaFetchRequest
+
+_NONE = ErrorCode.NONE
+
+#: The purgatories of every replica manager, by name (Kafka's ElectLeader comes next).
+PURGATORY_NAMES: Final = ("Produce", "Fetch", "DeleteRecords")
+
+Op = TypeVar("Op", bound=BrokerOperation[Any])
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaConfig:
+    """The broker settings replication and acks=all depend on (Kafka's names)."""
+
+    replica_lag_time_max_ms: int = 10_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1 << 20
+    min_insync_replicas: int = 1
+    purge_interval: int = 1000
+
+
+@final
+class ReplicaManager:
+    """Broker ``broker_id``'s replicas, purgatories and fetchers. ``peers`` maps every
+    broker id to its replica manager (the leaders this broker's fetchers fetch from); the
+    cluster fills it once all exist."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        metadata: MetadataCache,
+        config: ReplicaConfig,
+        network: Network,
+        peers: Mapping[int, FetchLeader],
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self._metadata = metadata
+        self._network = network
+        self._peers = peers
+        labels = {"broker": str(broker_id)}
+        interval = config.purge_interval
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
+            DelayedOperationPurgatory("Produce", purge_interval=interval, labels=labels)
+        )
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch | DelayedReplicaFetch] = (
+            DelayedOperationPurgatory("Fetch", purge_interval=interval, labels=labels)
+        )
+        self.delete_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
+            DelayedOperationPurgatory("DeleteRecords", purge_interval=interval, labels=labels)
+        )
+        #: purgatory name -> this broker's purgatory
+        self.purgatories: dict[str, DelayedOperationPurgatory[Any]] = {
+            p.name: p for p in (self.produce_purgatory, self.fetch_purgatory, self.delete_purgatory)
+        }
+        #: leader id -> the fetcher that replicates what this broker follows on it
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        #: handed to every request operation; None while nobody observes them
+        self.op_observer: Observer | None = None
+        #: the purgatories' clock (the running loop's, in ms); bound on first use
+        self.now_ms: Callable[[], float] = self._bind_clock
+        self._ids = itertools.count(1)
+        self._isr_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the purgatories' reapers, the ISR-shrink check and, if alive, the fetchers."""
+        for purgatory in self.purgatories.values():
+            await purgatory.start()
+        for leader, side in self._peers.items():
+            if leader != self.broker_id and leader not in self.fetchers:
+                self.fetchers[leader] = ReplicaFetcher(
+                    self.broker_id, leader, side, self._metadata, self._network
+                )
+        if self._isr_task is None:
+            self._isr_task = asyncio.get_running_loop().create_task(
+                self._isr_shrink_loop(), name=f"isr-shrink-{self.broker_id}"
+            )
+        if self._metadata.alive[self.broker_id]:
+            self.start_fetchers()
+
+    async def shutdown(self) -> None:
+        """Stop, answering every parked request BROKER_NOT_AVAILABLE. Idempotent."""
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            try:
+                await self._isr_task
+            except asyncio.CancelledError:
+                pass
+        self.stop_fetchers()
+        self.answer_parked_unavailable()
+        for purgatory in self.purgatories.values():
+            await purgatory.shutdown()
+
+    def start_fetchers(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.start()
+
+    def stop_fetchers(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+
+    def answer_parked_unavailable(self) -> None:
+        """Answer every request still parked here BROKER_NOT_AVAILABLE (a crash or a
+        shutdown: the client learns at once instead of at its timeout)."""
+        for purgatory in self.purgatories.values():
+            for op in purgatory.pending_operations():
+                op.answer_unavailable()
+
+    def _bind_clock(self) -> float:
+        loop_time = asyncio.get_running_loop().time
+
+        def now_ms() -> float:
+            return loop_time() * 1000.0
+
+        self.now_ms = now_ms
+        return now_ms()
+
+    def _next_op_id(self, kind: str) -> str:
+        return f"{kind}-{self.broker_id}.{next(self._ids)}"
+
+    # -- parking -------------------------------------------------------------------------------
+
+    def watch(self, op: BrokerOperation[Any]) -> None:
+        """Park ``op`` for a callback client (it answers through its ``reply``)."""
+        self.purgatories[op.purgatory_name].try_complete_else_watch_nowait(op, op.watch_keys())
+
+    async def park(self, op: BrokerOperation[Any]) -> Any:
+        """Park ``op`` with the core's ``park`` (abandoned if the awaiting task is cancelled,
+        e.g. an HTTP client went away) and return its answer; None if the broker shut down
+        or crashed under it without one."""
+        with contextlib.suppress(OperationCancelled):  # answered unavailable, or not at all
+            await self.purgatories[op.purgatory_name].park(op, op.watch_keys())
+        return op.result
+
+    # -- the leader's handlers -----------------------------------------------------------------
+
+    def _led(self, topic: str, partition: int) -> Partition | ErrorCode:
+        p = self._metadata.lookup(topic, partition)
+        if isinstance(p, Partition) and p.leader != self.broker_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return p
+
+    def produce(
+        self, request: ProduceRequest, reply: Callable[[ProduceResult], None] | None
+    ) -> ProduceResult | DelayedProduce:
+        """Append on this leader; acks=-1 returns a DelayedProduce to park until the HW
+        covers the records."""
+        p = self._led(request.topic, request.partition)
+        if isinstance(p, ErrorCode):
+            return ProduceResult(p)
+        acks = request.acks
+        min_isr = self.config.min_insync_replicas
+        if acks == -1 and len(p.isr) < min_isr:
+            return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
+        batch, hw_advanced = p.append(request.records)  # type: ignore[arg-type]
+        # new bytes for parked follower fetches (consumers wait for the HW)
+        self.fetch_purgatory.check_and_complete_nowait(p.replica_key)
+        if hw_advanced:
+            self.on_high_watermark(p, produce=False)
+        if acks != -1:
+            return ProduceResult(_NONE, batch.base_offset if acks == 1 else -1)
+        status = PartitionStatus(p, batch.end_offset, batch.base_offset)
+        return DelayedProduce(
+            request.timeout_ms,
+            [status],
+            self._next_op_id("produce"),
+            min_isr,
+            reply,
+            self.op_observer,
+        )
+
+    def fetch(
+        self, request: FetchRequest, reply: Callable[[FetchResult], None] | None
+    ) -> FetchResult | DelayedFetch:
+        """A consumer fetch: answer now if ``min_bytes`` are below the HW (or no wait is
+        allowed), else return a DelayedFetch to park."""
+        p = self._led(request.topic, request.partition)
+        if isinstance(p, ErrorCode):
+            return FetchResult(p)
+        offset = request.offset
+        log = p.logs[self.broker_id]
+        if offset < log.log_start_offset or offset > log.leo:
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
+        hw = p.hws[self.broker_id]
+        min_bytes = request.min_bytes
+        if request.max_wait_ms > 0 and (
+            hw <= offset or readable_at_least(log, offset, hw, min_bytes) < min_bytes
+        ):
+            return DelayedFetch(
+                request.max_wait_ms,
+                [PartitionStatus(p, offset)],
+                min_bytes,
+                self._next_op_id("fetch"),
+                request.max_bytes,
+                reply,
+                self.op_observer,
+            )
+        return read_consumer_fetch(p, offset, request.max_bytes)
+
+    def delete_records(
+        self, request: DeleteRecordsRequest, reply: Callable[[DeleteRecordsResult], None] | None
+    ) -> DeleteRecordsResult | DelayedDeleteRecords:
+        """Move this leader's log start; return the DelayedDeleteRecords to park until every
+        live replica followed."""
+        p = self._led(request.topic, request.partition)
+        if isinstance(p, ErrorCode):
+            return DeleteRecordsResult(p)
+        target = p.hw if request.offset == -1 else request.offset
+        if target > p.hw:
+            return DeleteRecordsResult(ErrorCode.OFFSET_OUT_OF_RANGE)
+        p.leader_log.delete_before(target)
+        self.on_leadership_change(p)  # parked fetches below the new log start
+        return DelayedDeleteRecords(
+            request.timeout_ms,
+            [PartitionStatus(p, target)],
+            self._next_op_id("delete"),
+            self._metadata.is_alive,
+            reply,
+            self.op_observer,
+        )
+
+    def replica_fetch(
+        self,
+        follower: int,
+        requests: list[ReplicaFetchRequest],
+        reply: Callable[[list[FollowerResponse]], None] | None,
+    ) -> list[FollowerResponse] | DelayedReplicaFetch:
+        """The leader side of a replica fetch: record each follower's fetch offset (which
+        may advance the HW), then park until ``replica_fetch_min_bytes`` past the offsets
+        or the max wait; the answer is read when it completes."""
+        now = self.now_ms()
+        broker_id = self.broker_id
+        errors: dict[int, ErrorCode] | None = None  # by request index, rare
+        statuses: list[PartitionStatus] = []
+        i = -1
+        for p, epoch, offset, lso in requests:
+            i += 1
+            if p.leader_epoch != epoch or p.leader != broker_id:
+                errors = errors or {}
+                errors[i] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
+            log = p.logs[broker_id]
+            if offset > log.leo or offset < log.log_start_offset:
+                errors = errors or {}
+                errors[i] = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            hw_advanced, lso_moved, _ = p.update_follower(follower, offset, lso, now)
+            if hw_advanced:
+                self.on_high_watermark(p)
+            elif lso_moved:
+                self.delete_purgatory.check_and_complete_nowait(p.key)
+            statuses.append(PartitionStatus(p, offset))
+        config = self.config
+        max_bytes = config.replica_fetch_max_bytes
+        wait = config.replica_fetch_wait_max_ms
+        if statuses and errors is None and wait > 0:
+            need = config.replica_fetch_min_bytes
+            available = 0
+            for status in statuses:
+                log = status.partition.logs[broker_id]
+                offset = status.required_offset
+                leo = log.leo
+                if leo > offset:  # readable_at_least, inlined
+                    lower = RECORD_OVERHEAD * (leo - offset)
+                    if lower >= need - available:
+                        available += lower
+                    else:
+                        available += log.bytes_between(offset, leo)
+            if available < need:
+                op = DelayedReplicaFetch(
+                    wait,
+                    statuses,
+                    need,
+                    self._next_op_id("replica-fetch"),
+                    max_bytes,
+                    reply,
+                    self.op_observer,
+                )
+                keys = tuple([status.partition.replica_key for status in statuses])
+                self.fetch_purgatory.try_complete_else_watch_nowait(op, keys)
+                return op
+        out: list[FollowerResponse] = []
+        i = -1
+        for p, epoch, offset, _lso in requests:
+            i += 1
+            error = None if errors is None else errors.get(i)
+            if error is None:
+                out.append(read_follower_fetch(p, epoch, offset, max_bytes))
+            else:
+                out.append((p, epoch, error, [], -1, -1))
+        return out
+
+    # -- triggers ------------------------------------------------------------------------------
+
+    def on_leadership_change(self, p: Partition) -> None:
+        """The epoch or the log start of ``p`` moved: every request parked here on it may be
+        done."""
+        self.fetch_purgatory.check_and_complete_nowait(p.replica_key)
+        self.on_high_watermark(p)
+
+    def on_high_watermark(self, p: Partition, *, produce: bool = True) -> None:
+        """The HW moved: parked produces, consumer fetches and deletes may be done."""
+        key = p.key
+        if produce:
+            self.produce_purgatory.check_and_complete_nowait(key)
+        self.fetch_purgatory.check_and_complete_nowait(key)
+        self.delete_purgatory.check_and_complete_nowait(key)
+
+    async def _isr_shrink_loop(self) -> None:
+        """Kafka's isr-expiration task, on the leader: every ``replica_lag_time_max_ms / 2``,
+        drop followers that have not caught up within ``replica_lag_time_max_ms``."""
+        lag = self.config.replica_lag_time_max_ms
+        metadata = self._metadata
+        while True:
+            await asyncio.sleep(lag / 2000.0)
+            if not metadata.alive[self.broker_id]:
+                continue
+            now = self.now_ms()
+            for p in list(metadata.partitions()):
+                if p.leader == self.broker_id and p.shrink_isr(now, lag) and p.maybe_increment_hw():
+                    self.on_high_watermark(p)
+
+    def __repr__(self) -> str:
+        parked = sum(p.num_delayed for p in self.purgatories.values())
+        return f"<ReplicaManager broker={self.broker_id} parked={parked}>"
