@@ -347,7 +347,7 @@ async def inject_fault(request: web.Request) -> web.Response:
         except BrokerError as exc:
             return _broker_error(exc)
     if state.on_fault is not None:
-        fields = {**msgspec.structs.asdict(body), **outcome}
+        fields = {"fault": body.fault, "topic": body.topic, "partition": body.partition, **outcome}
         state.on_fault(" ".join(f"{k}={v}" for k, v in fields.items()))
     return _json({"fault": body.fault, **outcome})
 

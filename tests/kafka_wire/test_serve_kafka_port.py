@@ -116,9 +116,10 @@ def test_kafka_port_without_room_for_every_broker_is_refused() -> None:
 
 
 def _counter(metrics: str, name: str, purgatory: str) -> float:
-    match = re.search(rf'^{name}{{purgatory="{purgatory}"}} (\S+)$', metrics, re.M)
-    assert match is not None, f"no {name} for {purgatory}"
-    return float(match.group(1))
+    """``name`` for ``purgatory``, summed over the brokers."""
+    found = re.findall(rf'^{name}{{broker="\d+",purgatory="{purgatory}"}} (\S+)$', metrics, re.M)
+    assert found, f"no {name} for {purgatory}"
+    return sum(map(float, found))
 
 
 async def _metrics(session: aiohttp.ClientSession, url: str) -> str:
