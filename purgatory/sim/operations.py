@@ -197,13 +197,7 @@ class DelayedProduce(_PerPartitionOperation[ProduceResult]):
         reply: Callable[[ProduceResult], None] | None = None,
         observer: Observer | None = None,
     ) -> None:
-        # BrokerOperation.__init__, inlined: every request builds one of these
-        DelayedOperation.__init__(self, delay_ms)
-        self.statuses = statuses
-        self.op_id = op_id
-        self.reply = reply
-        self.observer = observer
-        self.result = None
+        super().__init__(delay_ms, statuses, op_id, reply, observer)
         self.min_insync_replicas = min_insync_replicas
 
     def decide(self, status: PartitionStatus) -> ErrorCode | None:
@@ -278,13 +272,7 @@ class _FetchCondition(BrokerOperation[R]):
         reply: Callable[[R], None] | None = None,
         observer: Observer | None = None,
     ) -> None:
-        # BrokerOperation.__init__, inlined: every request builds one of these
-        DelayedOperation.__init__(self, delay_ms)
-        self.statuses = statuses
-        self.op_id = op_id
-        self.reply = reply
-        self.observer = observer
-        self.result = None
+        super().__init__(delay_ms, statuses, op_id, reply, observer)
         self.min_bytes = min_bytes  # statuses' required_offset holds the fetch offset
         self.max_bytes = max_bytes
 
@@ -304,9 +292,8 @@ class _FetchCondition(BrokerOperation[R]):
             if offset < log.log_start_offset or offset > log.leo:
                 # the log moved under the request (deleted or truncated): answer now
                 return self.force_complete()
-            if end > offset:  # readable_at_least, inlined: every append checks these
-                lower = RECORD_OVERHEAD * (end - offset)
-                available += lower if lower >= need - available else log.bytes_between(offset, end)
+            if end > offset:
+                available += readable_at_least(log, offset, end, need - available)
         if available >= need:
             return self.force_complete()
         return False
@@ -348,18 +335,10 @@ class DelayedReplicaFetch(_FetchCondition[list[FollowerResponse]]):
 
     def response(self) -> list[FollowerResponse]:
         max_bytes = self.max_bytes
-        out: list[FollowerResponse] = []
-        for s in self.statuses:
-            p = s.partition
-            leader = p.leader
-            if p.leader_epoch != s.epoch or leader is None:
-                out.append((p, s.epoch, _NOT_LEADER, [], -1, -1))
-                continue
-            log = p.logs[leader]  # read_follower_fetch, inlined: one per replica round
-            offset = s.required_offset
-            batches = log.read_batches(offset, log.leo, max_bytes) if log.leo > offset else []
-            out.append((p, s.epoch, _NONE, batches, p.hws[leader], log.log_start_offset))
-        return out
+        return [
+            read_follower_fetch(s.partition, s.epoch, s.required_offset, max_bytes)
+            for s in self.statuses
+        ]
 
     def unavailable(self) -> list[FollowerResponse]:
         return []

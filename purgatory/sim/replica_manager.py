@@ -23,7 +23,6 @@ from typing import Any, Final, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory, OperationCancelled
 from purgatory.sim.errors import ErrorCode
-from purgatory.sim.log import RECORD_OVERHEAD
 from purgatory.sim.messages import (
     DeleteRecordsRequest,
     DeleteRecordsResult,
@@ -312,12 +311,8 @@ class ReplicaManager:
                 log = status.partition.logs[broker_id]
                 offset = status.required_offset
                 leo = log.leo
-                if leo > offset:  # readable_at_least, inlined
-                    lower = RECORD_OVERHEAD * (leo - offset)
-                    if lower >= need - available:
-                        available += lower
-                    else:
-                        available += log.bytes_between(offset, leo)
+                if leo > offset:
+                    available += readable_at_least(log, offset, leo, need - available)
             if available < need:
                 op = DelayedReplicaFetch(
                     wait,
