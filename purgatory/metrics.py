@@ -150,19 +150,20 @@ class PurgatoryMetrics:
         # (name, *label values) -> the purgatory and the listener feeding its histograms
         self._tracked: dict[tuple[str, ...], tuple[DelayedOperationPurgatory[Any], _Listener]] = {}
         names = ["purgatory", *self.labels]
-        self._duration = Histogram(
-            f"{namespace}_operation_duration_seconds",
-            "Time from watch to completion, expiration or cancellation.",
-            names,
-            registry=registry,
-            buckets=tuple(duration_buckets),
-        )
-        self._lateness = Histogram(
-            f"{namespace}_expiration_lateness_seconds",
-            "How long after its deadline an operation actually expired.",
-            names,
-            registry=registry,
-            buckets=tuple(lateness_buckets),
+        self._duration, self._lateness = (
+            Histogram(f"{namespace}_{name}", help_text, names, registry=registry, buckets=buckets)
+            for name, help_text, buckets in (
+                (
+                    "operation_duration_seconds",
+                    "Time from watch to completion, expiration or cancellation.",
+                    tuple(duration_buckets),
+                ),
+                (
+                    "expiration_lateness_seconds",
+                    "How long after its deadline an operation actually expired.",
+                    tuple(lateness_buckets),
+                ),
+            )
         )
         self._errors = Counter(
             f"{namespace}_operation_errors",

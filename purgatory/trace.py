@@ -21,7 +21,6 @@ import itertools
 import json
 import os
 import time
-from types import TracebackType
 from typing import IO, Any, Self, final
 
 from purgatory._records import OperationRecord, operation_kind
@@ -86,12 +85,7 @@ class TraceWriter:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Sequence
-from types import TracebackType
 from typing import Any, Self, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory
@@ -33,16 +32,13 @@ from purgatory.sim.controller import Controller
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
 from purgatory.sim.messages import (
-    BrokerMetadata,
     ClusterMetadata,
     DeleteRecordsRequest,
     DeleteRecordsResult,
     FetchRequest,
     FetchResult,
-    PartitionMetadata,
     ProduceRequest,
     ProduceResult,
-    TopicMetadata,
 )
 from purgatory.sim.metadata import MetadataCache
 from purgatory.sim.operations import BrokerOperation, DelayedFetch, DelayedProduce
@@ -165,12 +161,7 @@ class Cluster:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     @property
@@ -216,29 +207,7 @@ class Cluster:
 
     def metadata(self) -> ClusterMetadata:
         """Brokers, and per partition: leader, epoch, replicas, ISR, HW, log offsets."""
-        brokers = [
-            BrokerMetadata(b.broker_id, b.alive, None if b.latency is None else b.latency.median_ms)
-            for b in self.brokers.values()
-        ]
-        topics = []
-        for name, parts in self._metadata.topics.items():
-            metas = []
-            for p in parts:
-                log = p.logs[p.leader] if p.leader is not None else None
-                metas.append(
-                    PartitionMetadata(
-                        p.index,
-                        p.leader,
-                        p.leader_epoch,
-                        list(p.replicas),
-                        sorted(p.isr),
-                        p.hw,
-                        -1 if log is None else log.log_start_offset,
-                        -1 if log is None else log.leo,
-                    )
-                )
-            topics.append(TopicMetadata(name, metas))
-        return ClusterMetadata(brokers, topics)
+        return self._metadata.describe(self._network.extra)
 
     def call_on_metadata_change(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once, soon after the next leadership or liveness change."""

@@ -9,10 +9,17 @@ are this object.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import final
 
 from purgatory.sim.errors import ErrorCode
+from purgatory.sim.faults import Latency
+from purgatory.sim.messages import (
+    BrokerMetadata,
+    ClusterMetadata,
+    PartitionMetadata,
+    TopicMetadata,
+)
 from purgatory.sim.partition import HighWatermarkListener, Partition
 
 
@@ -51,6 +58,35 @@ class MetadataCache:
         if p.leader is None or not self.alive[p.leader]:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return p
+
+    def describe(self, latencies: Mapping[int, Latency]) -> ClusterMetadata:
+        """Brokers (with the replication latency injected into each, if any), and per
+        partition: leader, epoch, replicas, ISR, HW, log offsets."""
+        brokers = []
+        for broker, alive in self.alive.items():
+            latency = latencies.get(broker)
+            brokers.append(
+                BrokerMetadata(broker, alive, None if latency is None else latency.median_ms)
+            )
+        topics = []
+        for name, parts in self.topics.items():
+            metas = []
+            for p in parts:
+                log = p.logs[p.leader] if p.leader is not None else None
+                metas.append(
+                    PartitionMetadata(
+                        p.index,
+                        p.leader,
+                        p.leader_epoch,
+                        list(p.replicas),
+                        sorted(p.isr),
+                        p.hw,
+                        -1 if log is None else log.log_start_offset,
+                        -1 if log is None else log.leo,
+                    )
+                )
+            topics.append(TopicMetadata(name, metas))
+        return ClusterMetadata(brokers, topics)
 
     def bump(self) -> None:
         """Leadership or liveness changed: wake whoever waits for it."""
