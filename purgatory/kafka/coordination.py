@@ -1,15 +1,18 @@
-"""What a consumer with a ``group.id`` and a producer with idempotence need besides the log:
-FindCoordinator, OffsetCommit, OffsetFetch (committed offsets kept per group) and
-InitProducerId. One store serves every broker, and every broker is a coordinator (the
-simulation has no internal offsets topic to fail over).
+"""What a consumer with a ``group.id`` and a producer with idempotence need besides the log
+and group membership: FindCoordinator, OffsetCommit, OffsetFetch (committed offsets kept per
+group; a group member commits for its current generation) and InitProducerId. One store
+serves every broker, and every broker is a coordinator (the simulation has no internal
+offsets topic to fail over).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Final, final
 
 from purgatory.kafka.codec import Reader, Writer
+from purgatory.kafka.group_coordinator import GroupCoordinator
 from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader
 
 VERSIONS: Final = {
@@ -25,17 +28,20 @@ class GroupOffsets:
     """Committed offsets per (group, topic, partition), with their metadata strings, and
     the producer id sequence."""
 
-    def __init__(self) -> None:
+    def __init__(self, members: GroupCoordinator) -> None:
         self.committed: dict[tuple[str, str, int], tuple[int, int, str | None]] = {}
+        self.members = members
         self._producer_ids = itertools.count(1000)
 
     def find_coordinator(
-        self, header: RequestHeader, body: Reader, node: tuple[int, str, int]
+        self, header: RequestHeader, body: Reader, locate: Callable[[str], tuple[int, str, int]]
     ) -> bytearray:
-        body.string()  # key: any group or transactional id
+        """``locate(key)`` names the one broker that coordinates a group (or transactional
+        id), whichever broker is asked: clients ask several and follow each answer."""
+        key = body.string()
         if header.api_version >= 1:
             body.int8()  # key_type
-        node_id, host, port = node
+        node_id, host, port = locate(key)
         out = Writer()
         if header.api_version >= 1:
             out.int32(0).int16(ErrorCode.NONE).string(None)
@@ -46,28 +52,35 @@ class GroupOffsets:
     def offset_commit(self, header: RequestHeader, body: Reader) -> bytearray:
         version = header.api_version
         group = body.string()
-        body.int32()  # generation_id: no group membership, so none is checked
-        body.string()  # member_id
+        generation = body.int32()
+        member_id = body.string()
         if version <= 4:
             body.int64()  # retention_time_ms
         if version >= 7:
             body.nullable_string()  # group_instance_id
-        out = Writer()
-        if version >= 3:
-            out.int32(0)  # throttle_time_ms
-        topics = body.array_length()
-        out.int32(topics)
-        for _ in range(topics):
+        commits: list[tuple[str, int, int, int, str | None]] = []
+        for _ in range(body.array_length()):
             topic = body.string()
-            count = body.array_length()
-            out.string(topic).int32(count)
-            for _ in range(count):
+            for _ in range(body.array_length()):
                 index = body.int32()
                 offset = body.int64()
                 epoch = body.int32() if version >= 6 else -1
-                metadata = body.nullable_string()
+                commits.append((topic, index, offset, epoch, body.nullable_string()))
+        # A member of a group commits for its generation; assign() consumers with -1.
+        error = self.members.commit_error(group, generation, member_id)
+        out = Writer()
+        if version >= 3:
+            out.int32(0)  # throttle_time_ms
+        by_topic: dict[str, list[int]] = {}
+        for topic, index, offset, epoch, metadata in commits:
+            if not error:
                 self.committed[group, topic, index] = (offset, epoch, metadata)
-                out.int32(index).int16(ErrorCode.NONE)
+            by_topic.setdefault(topic, []).append(index)
+        out.int32(len(by_topic))
+        for topic, indexes in by_topic.items():
+            out.string(topic).int32(len(indexes))
+            for index in indexes:
+                out.int32(index).int16(error)
         return out.buf
 
     def offset_fetch(self, header: RequestHeader, body: Reader) -> bytearray:

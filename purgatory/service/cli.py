@@ -16,6 +16,7 @@ import resource
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from purgatory.service.config import ServiceConfig
 from purgatory.service.guard import AccessPolicy
@@ -195,9 +196,10 @@ async def serve(
     from aiohttp import web
     from prometheus_client import CollectorRegistry
 
+    from purgatory import DelayedOperationPurgatory
     from purgatory.kafka.front_door import KafkaFrontDoor
     from purgatory.kafka.metrics import ProtocolCollector
-    from purgatory.service.app import create_app
+    from purgatory.service.app import STATE, create_app
     from purgatory.service.broker import new_cluster
 
     cluster = await new_cluster(brokers)
@@ -214,9 +216,15 @@ async def serve(
         registry=registry,
         on_fault=None if trace is None else trace.mark_fault,
     )
+    # Kafka requests park in the same purgatories as HTTP ones; the group coordinator's
+    # joins and heartbeats park in two more, metered and traced alike.
+    purgatories: list[DelayedOperationPurgatory[Any]] = cluster.all_purgatories()
+    if kafka is not None:
+        for purgatory in kafka.purgatories.values():
+            app[STATE].purgatory_metrics.track(purgatory)
+            purgatories.append(purgatory)
     if trace is not None:
-        # Kafka requests park in the same purgatories as HTTP ones: one listener each.
-        for purgatory in cluster.all_purgatories():
+        for purgatory in purgatories:
             purgatory.add_listener(trace)
     runner = web.AppRunner(
         app,

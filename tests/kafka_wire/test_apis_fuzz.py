@@ -8,10 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from purgatory.kafka import apis, coordination
+from purgatory.kafka import apis, coordination, membership
 from purgatory.kafka.apis import BrokerApis
 from purgatory.kafka.codec import DecodeError, Reader
 from purgatory.kafka.coordination import GroupOffsets
+from purgatory.kafka.group_coordinator import GroupCoordinator
+from purgatory.kafka.membership import MembershipApis
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, ProduceRequest
@@ -22,7 +24,9 @@ async def test_garbage_bodies_raise_only_decode_error() -> None:
     async with Cluster(brokers=3, seed=1) as cluster:
         await cluster.create_topic("t", partitions=2, replication_factor=3)
         broker = BrokerApis(cluster, 0, {0: ("h", 1), 1: ("h", 2), 2: ("h", 3)}, ProtocolStats())
-        groups = GroupOffsets()
+        members = GroupCoordinator()
+        groups = GroupOffsets(members)
+        membership_apis = MembershipApis(members)
         handlers = {
             ApiKey.METADATA: broker.metadata,
             ApiKey.PRODUCE: broker.produce,
@@ -31,8 +35,12 @@ async def test_garbage_bodies_raise_only_decode_error() -> None:
             ApiKey.OFFSET_COMMIT: groups.offset_commit,
             ApiKey.OFFSET_FETCH: groups.offset_fetch,
             ApiKey.INIT_PRODUCER_ID: groups.init_producer_id,
+            ApiKey.JOIN_GROUP: membership_apis.join_group,
+            ApiKey.SYNC_GROUP: membership_apis.sync_group,
+            ApiKey.HEARTBEAT: membership_apis.heartbeat,
+            ApiKey.LEAVE_GROUP: membership_apis.leave_group,
         }
-        versions = {**apis.VERSIONS, **coordination.VERSIONS}
+        versions = {**apis.VERSIONS, **coordination.VERSIONS, **membership.VERSIONS}
 
         @settings(
             max_examples=400,
@@ -50,7 +58,10 @@ async def test_garbage_bodies_raise_only_decode_error() -> None:
             if inspect.iscoroutine(answer):
                 answer.close()  # decoding is done; what it would park on is not the point
 
-        check()
+        try:
+            check()
+        finally:
+            await members.close()
 
 
 @pytest.mark.asyncio

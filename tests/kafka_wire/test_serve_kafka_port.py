@@ -117,7 +117,7 @@ def test_kafka_port_without_room_for_every_broker_is_refused() -> None:
 
 def _counter(metrics: str, name: str, purgatory: str) -> float:
     """``name`` for ``purgatory``, summed over the brokers."""
-    found = re.findall(rf'^{name}{{broker="\d+",purgatory="{purgatory}"}} (\S+)$', metrics, re.M)
+    found = re.findall(rf'^{name}{{broker="\w+",purgatory="{purgatory}"}} (\S+)$', metrics, re.M)
     assert found, f"no {name} for {purgatory}"
     return sum(map(float, found))
 
@@ -156,6 +156,14 @@ async def test_kafka_and_http_operations_share_the_trace_and_the_metrics(tmp_pat
     try:
         async with asyncio.timeout(30), aiohttp.ClientSession() as session:
             assert await _parked_kafka_fetch_woken(bootstrap) == b"k0"
+            group_member = AIOKafkaConsumer(
+                "t", bootstrap_servers=bootstrap, group_id="g", auto_offset_reset="earliest"
+            )
+            await group_member.start()  # joins: a DelayedJoin, then DelayedHeartbeats
+            try:
+                assert (await group_member.getone()).value == b"k0"
+            finally:
+                await group_member.stop()
             after_kafka = await _metrics(session, url)
             long_poll = {"topic": "t", "partition": 0, "offset": 3, "max_wait_ms": 5000}
             parked = asyncio.ensure_future(session.post(url + "/v1/fetch", json=long_poll))
@@ -193,6 +201,11 @@ async def test_kafka_and_http_operations_share_the_trace_and_the_metrics(tmp_pat
         and 250 <= e["duration_ms"] < 4000
     ]
     assert len(woken) >= 2
+    # The group coordinator's purgatories are metered and traced alike.
+    assert _counter(after_kafka, completed, "Rebalance") == 2  # joined, then left: empty
+    assert _counter(after_kafka, completed, "Heartbeat") >= 1
+    joins = [e for e in events if e["kind"] == "join-group"]
+    assert [(e["keys"], e["outcome"]) for e in joins] == [(["g"], "completed")] * 2
     [fault_marker] = [e["fault"] for e in lines if "fault" in e]
     assert re.fullmatch(r"fault=failover topic=t partition=0 leader=[12]", fault_marker)
 

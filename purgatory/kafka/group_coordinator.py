@@ -1,0 +1,327 @@
+"""Consumer group membership as Kafka's group coordinator runs it, in memory.
+
+A group moves Empty -> PreparingRebalance -> CompletingRebalance -> Stable. A rebalance is
+a DelayedJoin parked in the "Rebalance" purgatory until every known member has sent its
+JoinGroup or the longest rebalance timeout has passed (members that did not rejoin are
+removed); then the generation goes up, the leader gets every member's subscription, and
+SyncGroup hands out the leader's assignment. Each member's session is a DelayedHeartbeat
+in the "Heartbeat" purgatory: each heartbeat completes it and parks the next one, and its
+expiry removes the member and starts a rebalance. Both purgatories show in metrics and
+traces like the broker's own.
+
+Static membership (``group.instance.id``) is not kept: such a member is treated as a
+dynamic one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import Mapping
+from typing import ClassVar, TypeVar, final
+
+from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.kafka.groups import (
+    MAX_SESSION_TIMEOUT_MS,
+    MIN_SESSION_TIMEOUT_MS,
+    Group,
+    GroupState,
+    JoinResult,
+    Member,
+    SyncResult,
+)
+from purgatory.kafka.protocol import ErrorCode
+
+T = TypeVar("T")
+
+
+class DelayedJoin(DelayedOperation):
+    """Kafka's DelayedJoin: done once every member has rejoined, else at the timeout."""
+
+    __slots__ = ("coordinator", "group", "op_id")
+    kind: ClassVar[str] = "join-group"
+
+    def __init__(self, coordinator: GroupCoordinator, group: Group, timeout_ms: int) -> None:
+        super().__init__(timeout_ms)
+        self.coordinator = coordinator
+        self.group = group
+        self.op_id = f"join-{group.name}-{group.generation + 1}"
+
+    def try_complete(self) -> bool:
+        return self.group.all_joined() and self.force_complete()
+
+    def on_complete(self) -> None:
+        self.coordinator._complete_join(self.group)
+
+
+class DelayedHeartbeat(DelayedOperation):
+    """Kafka's DelayedHeartbeat: done by the member's next heartbeat (or its leaving);
+    expiring ends the member's session."""
+
+    __slots__ = ("coordinator", "group", "member", "op_id")
+    kind: ClassVar[str] = "heartbeat"
+
+    def __init__(
+        self, coordinator: GroupCoordinator, group: Group, member: Member, op_id: str
+    ) -> None:
+        super().__init__(member.session_timeout_ms)
+        self.coordinator = coordinator
+        self.group = group
+        self.member = member
+        self.op_id = op_id
+
+    def try_complete(self) -> bool:
+        return (self.member.beat or self.member.leaving) and self.force_complete()
+
+    def on_expiration(self) -> None:
+        self.coordinator._session_expired(self.group, self.member, self)
+
+
+@final
+class GroupCoordinator:
+    """Every group's membership; one coordinator serves every broker of the cluster.
+    ``labels`` go on its two purgatories (metrics and traces)."""
+
+    def __init__(
+        self,
+        min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS,
+        max_session_timeout_ms: int = MAX_SESSION_TIMEOUT_MS,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.groups: dict[str, Group] = {}
+        self.rebalances: DelayedOperationPurgatory[DelayedJoin] = DelayedOperationPurgatory(
+            "Rebalance", labels=labels
+        )
+        self.heartbeats: DelayedOperationPurgatory[DelayedHeartbeat] = DelayedOperationPurgatory(
+            "Heartbeat", labels=labels
+        )
+        self._ids = itertools.count(1)
+
+    @property
+    def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
+        return {"Rebalance": self.rebalances, "Heartbeat": self.heartbeats}  # type: ignore[dict-item]
+
+    async def close(self) -> None:
+        """Answer every parked JoinGroup and SyncGroup, then stop both purgatories."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                _answer(member.join, JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                _answer(member.sync, (ErrorCode.COORDINATOR_NOT_AVAILABLE, b""))
+        await self.rebalances.shutdown()
+        await self.heartbeats.shutdown()
+
+    # -- the requests ----------------------------------------------------------------------
+
+    def join(
+        self,
+        group_id: str,
+        member_id: str,
+        client_id: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        *,
+        require_known_id: bool = False,
+    ) -> JoinResult | asyncio.Future[JoinResult]:
+        """JoinGroup: answered now, or parked until the rebalance completes.
+
+        With ``require_known_id`` (JoinGroup v4+, KIP-394), a new member is first answered
+        MEMBER_ID_REQUIRED with its id and joins with that id: a first JoinGroup that the
+        client gives up on (it moved to another coordinator, say) leaves no member behind
+        for the next rebalance to wait on, only a pending id that expires with its session.
+        """
+        if not group_id:
+            return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id)
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+        group = self.groups.get(group_id)
+        if member_id and (
+            group is None or (member_id not in group.members and member_id not in group.pending)
+        ):
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        if not group.supports(protocol_type, protocols, member_id):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        if not member_id and require_known_id:
+            member = Member(f"{client_id or 'member'}-{uuid.uuid4()}")
+            member.session_timeout_ms = session_timeout_ms
+            group.pending[member.member_id] = member
+            self._beat(group, member)  # the pending id expires with the session
+            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member.member_id)
+        known = group.members.get(member_id)
+        if known is None:
+            pending = group.pending.pop(member_id, None)
+            member = pending or Member(f"{client_id or 'member'}-{uuid.uuid4()}")
+            group.members[member.member_id] = member
+            group.protocol_type = protocol_type
+            if not group.leader:
+                group.leader = member.member_id
+        else:
+            member = known
+        changed = member.protocols != protocols
+        member.protocols = list(protocols)
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        if known is not None and group.state is not GroupState.PREPARING_REBALANCE:
+            is_leader = member.member_id == group.leader
+            if not changed and (group.state is GroupState.COMPLETING_REBALANCE or not is_leader):
+                # Nothing new: the current generation stands (Kafka answers the same).
+                self._beat(group, member)
+                return group.join_result(member)
+        # Answer an earlier JoinGroup of this member still parked: this one replaces it.
+        _answer(member.join, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        member.join = future
+        self._beat(group, member)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self.rebalances.check_and_complete_nowait(group.name)
+        else:
+            self._prepare_rebalance(group)
+        return future
+
+    def sync(
+        self, group_id: str, generation: int, member_id: str, assignments: dict[str, bytes]
+    ) -> SyncResult | asyncio.Future[SyncResult]:
+        """SyncGroup: the leader's assignments go out to every member once it sends them."""
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, b""
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION, b""
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS, b""
+        self._beat(group, member)
+        if group.state is GroupState.STABLE:
+            return ErrorCode.NONE, member.assignment
+        _answer(member.sync, (ErrorCode.REBALANCE_IN_PROGRESS, b""))
+        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        member.sync = future
+        if member_id == group.leader:
+            group.state = GroupState.STABLE
+            for m in group.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+                _answer(m.sync, (ErrorCode.NONE, m.assignment))
+                m.sync = None
+        return future
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._beat(group, member)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS  # the member learns it must rejoin
+        return ErrorCode.NONE
+
+    def leave(self, group_id: str, member_ids: list[str]) -> list[ErrorCode]:
+        """LeaveGroup: each member's error; those that left trigger a rebalance."""
+        group = self.groups.get(group_id)
+        errors = []
+        for member_id in member_ids:
+            member = None if group is None else group.members.get(member_id)
+            if group is None or member is None:
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            self._remove(group, member)
+            errors.append(ErrorCode.NONE)
+        if group is not None and ErrorCode.NONE in errors:
+            self._members_changed(group)
+        return errors
+
+    def commit_error(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+        """Whether OffsetCommit may write for this group (Kafka's checks, in its order).
+        A consumer without membership (``assign()``) commits with generation -1."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.EMPTY:
+            if generation < 0:
+                return ErrorCode.NONE
+            return ErrorCode.ILLEGAL_GENERATION if group is None else ErrorCode.UNKNOWN_MEMBER_ID
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._beat(group, member)
+        return ErrorCode.NONE
+
+    # -- rebalancing -----------------------------------------------------------------------
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        for member in group.members.values():
+            _answer(member.sync, (ErrorCode.REBALANCE_IN_PROGRESS, b""))
+            member.sync = None
+        group.state = GroupState.PREPARING_REBALANCE
+        timeout_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        join = DelayedJoin(self, group, timeout_ms)
+        self.rebalances.try_complete_else_watch_nowait(join, [group.name])
+
+    def _complete_join(self, group: Group) -> None:
+        """The rebalance is over: members that did not rejoin are out, the rest get the
+        new generation."""
+        for member in [m for m in group.members.values() if m.join is None]:
+            self._remove(group, member)
+        group.generation += 1
+        if not group.members:
+            group.state = GroupState.EMPTY
+            group.protocol = group.leader = ""
+            return
+        group.protocol = group.select_protocol()
+        if group.leader not in group.members:
+            group.leader = next(iter(group.members))
+        group.state = GroupState.COMPLETING_REBALANCE
+        for member in group.members.values():
+            _answer(member.join, group.join_result(member))
+            member.join = None
+            self._beat(group, member)
+
+    def _members_changed(self, group: Group) -> None:
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self.rebalances.check_and_complete_nowait(group.name)
+        elif group.state is not GroupState.EMPTY:
+            self._prepare_rebalance(group)
+
+    def _remove(self, group: Group, member: Member) -> None:
+        member.leaving = True
+        self.heartbeats.check_and_complete_nowait((group.name, member.member_id))
+        _answer(member.join, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        _answer(member.sync, (ErrorCode.UNKNOWN_MEMBER_ID, b""))
+        del group.members[member.member_id]
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def _beat(self, group: Group, member: Member) -> None:
+        """The member is alive: complete its DelayedHeartbeat and park the next one."""
+        key = (group.name, member.member_id)
+        member.beat = True
+        self.heartbeats.check_and_complete_nowait(key)
+        member.beat = False
+        member.heartbeat = DelayedHeartbeat(self, group, member, f"heartbeat-{next(self._ids)}")
+        self.heartbeats.try_complete_else_watch_nowait(member.heartbeat, [key])
+
+    def _session_expired(self, group: Group, member: Member, op: DelayedHeartbeat) -> None:
+        if member.heartbeat is op and group.pending.get(member.member_id) is member:
+            del group.pending[member.member_id]  # never came back with its id
+            return
+        if member.heartbeat is not op or group.members.get(member.member_id) is not member:
+            return  # a newer heartbeat, or the member left meanwhile
+        if member.join is not None or member.sync is not None:
+            self._beat(group, member)  # waiting on us is no sign of death (Kafka agrees)
+            return
+        self._remove(group, member)
+        self._members_changed(group)
+
+
+def _answer(future: asyncio.Future[T] | None, result: T) -> None:
+    if future is not None and not future.done():
+        future.set_result(result)

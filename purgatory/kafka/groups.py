@@ -1,0 +1,137 @@
+"""A consumer group as Kafka's group coordinator keeps it: its state, generation, leader,
+chosen protocol and members (each with its subscriptions, its assignment and the JoinGroup
+or SyncGroup it has parked). :mod:`purgatory.kafka.group_coordinator` moves it along.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, final
+
+from purgatory.kafka.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.group_coordinator import DelayedHeartbeat
+
+# Kafka's group.min.session.timeout.ms and group.max.session.timeout.ms defaults.
+MIN_SESSION_TIMEOUT_MS: Final = 6_000
+MAX_SESSION_TIMEOUT_MS: Final = 1_800_000
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    """A JoinGroup answer; ``members`` (member id, metadata) goes to the leader only."""
+
+    error: ErrorCode
+    member_id: str = ""
+    generation: int = -1
+    protocol: str = ""
+    leader: str = ""
+    members: tuple[tuple[str, bytes], ...] = ()
+
+
+SyncResult = tuple[ErrorCode, bytes]
+
+
+@final
+class Member:
+    __slots__ = (
+        "assignment",
+        "beat",
+        "heartbeat",
+        "join",
+        "leaving",
+        "member_id",
+        "protocols",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
+        "sync",
+    )
+
+    def __init__(self, member_id: str) -> None:
+        self.member_id = member_id
+        self.session_timeout_ms = MIN_SESSION_TIMEOUT_MS
+        self.rebalance_timeout_ms = MIN_SESSION_TIMEOUT_MS
+        self.protocols: list[tuple[str, bytes]] = []
+        self.assignment = b""
+        self.join: asyncio.Future[JoinResult] | None = None  # its JoinGroup, while parked
+        self.sync: asyncio.Future[SyncResult] | None = None  # its SyncGroup, while parked
+        self.heartbeat: DelayedHeartbeat | None = None
+        self.beat = False  # a heartbeat came since the current DelayedHeartbeat was parked
+        self.leaving = False
+
+    def metadata(self, protocol: str) -> bytes:
+        return next(data for name, data in self.protocols if name == protocol)
+
+
+@final
+class Group:
+    __slots__ = (
+        "generation",
+        "leader",
+        "members",
+        "name",
+        "pending",
+        "protocol",
+        "protocol_type",
+        "state",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.state = GroupState.EMPTY
+        self.generation = 0
+        self.protocol_type = ""
+        self.protocol = ""
+        self.leader = ""
+        self.members: dict[str, Member] = {}
+        # Ids handed out with MEMBER_ID_REQUIRED, not members until they join with them.
+        self.pending: dict[str, Member] = {}
+
+    def all_joined(self) -> bool:
+        return all(m.join is not None for m in self.members.values())
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]], member: str) -> bool:
+        """Whether ``member`` (new, or rejoining) may join with these protocols: the
+        group's protocol type and one protocol every other member supports too."""
+        if not protocol_type or not protocols:
+            return False
+        if not self.members.keys() - {member}:
+            return True  # alone in its group, a member may change protocols freely
+        names = {name for name, _ in protocols}
+        return protocol_type == self.protocol_type and bool(names & self._candidates(member))
+
+    def _candidates(self, besides: str = "") -> set[str]:
+        every = [
+            {name for name, _ in m.protocols}
+            for m in self.members.values()
+            if m.member_id != besides
+        ]
+        return set.intersection(*every) if every else set()
+
+    def select_protocol(self) -> str:
+        """Each member votes for its first choice among the protocols all support."""
+        candidates = self._candidates()
+        votes = Counter(
+            next(name for name, _ in m.protocols if name in candidates)
+            for m in self.members.values()
+        )
+        return votes.most_common(1)[0][0]
+
+    def join_result(self, member: Member) -> JoinResult:
+        members: tuple[tuple[str, bytes], ...] = ()
+        if member.member_id == self.leader:
+            members = tuple((m.member_id, m.metadata(self.protocol)) for m in self.members.values())
+        return JoinResult(
+            ErrorCode.NONE, member.member_id, self.generation, self.protocol, self.leader, members
+        )
