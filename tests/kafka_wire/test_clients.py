@@ -249,3 +249,43 @@ async def test_offsets_are_committed_and_fetched_per_group(door) -> None:
             finally:
                 await consumer.stop()
     assert committed == {"g1": 5, "g2": 7, "g3": None}
+
+
+@pytest.mark.asyncio
+async def test_acks_0_gets_no_response_and_acks_1_and_2_are_answered(door) -> None:
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+    from purgatory.kafka.records import encode_batch
+
+    def produce(correlation_id: int, acks: int, value: bytes) -> bytes:
+        request = ProduceRequest[3](
+            transactional_id=None,
+            acks=acks,
+            timeout_ms=1000,
+            topic_data=[("t", [(0, encode_batch(0, 0, [(None, value)], 0))])],
+        )
+        request.with_header(correlation_id=correlation_id, client_id="c")
+        return request.encode(header=True, framed=True)
+
+    host, port = door.addresses[door.cluster.partition("t", 0).leader]
+    async with asyncio.timeout(TIMEOUT):
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(produce(1, 0, b"zero") + produce(2, 1, b"one") + produce(3, 2, b"two"))
+            answers = {}
+            for _ in range(2):
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                frame = await reader.readexactly(size)
+                [topic] = ProduceResponse[3].decode(frame[4:]).responses
+                [partition] = topic.partition_responses
+                answers[int.from_bytes(frame[:4], "big")] = (
+                    partition.error_code,
+                    partition.base_offset,
+                )
+        finally:
+            writer.close()
+    # No answer to correlation id 1 (acks=0): the next one on the wire is 2's.
+    assert answers == {2: (0, 1), 3: (21, -1)}  # acks=2: INVALID_REQUIRED_ACKS
+    p = door.cluster.partition("t", 0)
+    log = p.logs[p.leader]
+    assert [r.value for r in log.read_records(0, log.leo, 1 << 20)] == [b"zero", b"one"]
