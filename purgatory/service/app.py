@@ -195,11 +195,8 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
             reason, code = _NOT_ROUTED[status]
             state.metrics.reject(reason)
             headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else {}
-            return web.json_response(
-                {"error": code, "message": f"{request.method} {request.path}: {exc.reason}"},
-                status=status,
-                headers=headers,
-            )
+            message = f"{request.method} {request.path}: {exc.reason}"
+            return _json(ErrorBody(code, message), status=status, headers=headers)
         raise
     except asyncio.CancelledError:
         status = 499  # the client went away (nginx's "client closed request")
@@ -233,9 +230,7 @@ def _error_response(exc: Rejected, retry_after_s: int) -> web.Response:
         headers["Retry-After"] = str(retry_after_s)
     if exc.status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="purgatory"'
-    return web.json_response(
-        {"error": exc.code, "message": exc.message}, status=exc.status, headers=headers
-    )
+    return _json(ErrorBody(exc.code, exc.message), status=exc.status, headers=headers)
 
 
 async def _body(request: web.Request, body_type: type[msgspec.Struct]) -> Any:
@@ -272,10 +267,13 @@ def _is_json(raw: bytes) -> bool:
     return True
 
 
-def _json(body: object, status: int = 200) -> web.Response:
+def _json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """A JSON response encoded by msgspec (structs, dataclasses, enums)."""
     return web.Response(
-        body=msgspec.json.encode(body), status=status, content_type="application/json"
+        body=msgspec.json.encode(body),
+        status=status,
+        headers=headers,
+        content_type="application/json",
     )
 
 
@@ -355,14 +353,14 @@ async def inject_fault(request: web.Request) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     state = request.app[STATE]
     # 503 while shutting down, so that load balancers stop sending work here.
-    return web.json_response(
+    return _json(
         {"status": "closing" if state.closing else "ok", "parked": state.pending},
         status=503 if state.closing else 200,
     )
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(request.app[STATE].openapi)
+    return _json(request.app[STATE].openapi)
 
 
 def _broker_error(exc: BrokerError) -> web.Response:
