@@ -97,7 +97,7 @@ class _StatisticsCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         gauges, counters = self._families()
         pending = self._pending_family()
-        for key, purgatory in self._owner.tracked_by_key():
+        for key, purgatory in self._owner.tracked():
             label_values = list(key)
             kinds: dict[str, int] = {}
             for op in purgatory.pending_operations():
@@ -208,11 +208,7 @@ class PurgatoryMetrics:
                 metric.remove(*key)
         purgatory.remove_listener(entry[1])
 
-    def tracked(self) -> list[DelayedOperationPurgatory[Any]]:
-        with self._lock:
-            return [purgatory for purgatory, _ in self._tracked.values()]
-
-    def tracked_by_key(self) -> list[tuple[tuple[str, ...], DelayedOperationPurgatory[Any]]]:
+    def tracked(self) -> list[tuple[tuple[str, ...], DelayedOperationPurgatory[Any]]]:
         """(name and label values, purgatory) for each tracked purgatory."""
         with self._lock:
             return [(key, purgatory) for key, (purgatory, _) in self._tracked.items()]

@@ -209,14 +209,6 @@ class Cluster:
         """Brokers, and per partition: leader, epoch, replicas, ISR, HW, log offsets."""
         return self._metadata.describe(self._network.extra)
 
-    def call_on_metadata_change(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` once, soon after the next leadership or liveness change."""
-        self._metadata.call_on_change(callback)
-
-    async def metadata_changed(self) -> None:
-        """Wait for the next leadership or liveness change."""
-        await self._metadata.changed()
-
     def all_purgatories(self) -> list[DelayedOperationPurgatory[Any]]:
         """Every broker's purgatories (each carries its ``broker`` label)."""
         return [

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import urllib.request
 from collections.abc import Awaitable
+from pathlib import Path
 
 import pytest
 from conftest import Served
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory import DelayedOperation, DelayedOperationPurgatory, OperationRecord
 from purgatory.metrics import PurgatoryMetrics, start_http_server
 from purgatory.testing import run_virtual
+from purgatory.trace import TraceWriter
 
 
 class Flag(DelayedOperation):
@@ -180,3 +183,41 @@ async def test_follower_and_consumer_fetches_show_apart_and_no_created_series(
 
 async def _positive(value: Awaitable[float]) -> bool:
     return await value > 0
+
+
+def test_labels_tell_purgatories_of_one_name_apart_in_metrics_records_and_traces(
+    tmp_path: Path,
+) -> None:
+    registry = CollectorRegistry()
+    metrics = PurgatoryMetrics(registry, labels=("broker",))
+    brokers = [DelayedOperationPurgatory("Fetch", labels={"broker": b}) for b in "01"]
+    for purgatory in brokers:
+        metrics.track(purgatory)
+    with pytest.raises(ValueError, match="already tracked"):
+        metrics.track(DelayedOperationPurgatory("Fetch", labels={"broker": "1"}))
+    with pytest.raises(ValueError, match="expect"):
+        metrics.track(DelayedOperationPurgatory("Fetch"))
+    records: list[OperationRecord] = []
+    brokers[1].add_listener(records.append)
+
+    async def main() -> None:
+        flag = {"set": False}
+        with TraceWriter(tmp_path / "t.jsonl") as trace:
+            brokers[1].add_listener(trace)
+            await brokers[1].try_complete_else_watch(Flag(1000, flag), ["k"])
+            flag["set"] = True
+            await brokers[1].check_and_complete("k")
+        for purgatory in brokers:
+            await purgatory.shutdown()
+
+    run_virtual(main())
+    completed = samples(registry)
+    name = "purgatory_operations_completed_total"
+    assert completed[(name, (("broker", "0"), ("purgatory", "Fetch")))] == 0
+    assert completed[(name, (("broker", "1"), ("purgatory", "Fetch")))] == 1
+    assert [dict(r.labels) for r in records] == [{"broker": "1"}]
+    assert brokers[1].statistics().labels == {"broker": "1"}
+    [event] = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert (event["purgatory"], event["broker"]) == ("Fetch", "1")
+    metrics.untrack(brokers[0])
+    assert (name, (("broker", "0"), ("purgatory", "Fetch"))) not in samples(registry)
