@@ -16,11 +16,17 @@ from typing import Final, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, error_code
-from purgatory.kafka.records import TruncatedBatch, encode_batch, split_batches
+from purgatory.kafka.records import (
+    TruncatedBatch,
+    UnsupportedCompression,
+    encode_batch,
+    split_batches,
+    stamp,
+)
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim import ErrorCode as SimErrorCode
-from purgatory.sim.log import record_size
+from purgatory.sim.log import Record, record_size
 from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest
 
 VERSIONS: Final = {
@@ -152,17 +158,22 @@ class BrokerApis:
         try:
             if records is None:
                 raise DecodeError("null records")
-            for batch in split_batches(records):
-                if batch.compression:
-                    return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
+            batches = split_batches(records)
+            for batch in batches:
                 entries.extend((r.key, r.value or b"") for r in batch.records())
+        except UnsupportedCompression:
+            return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
         except DecodeError as exc:
             kind = "truncated batch" if isinstance(exc, TruncatedBatch) else "corrupt batch"
             self.stats.bad(kind, f"Produce to {topic}-{index}: {exc}")
             return ErrorCode.CORRUPT_MESSAGE, -1
+        # The log keeps the client's batch byte-exact (headers, timestamps, compression)
+        # for Kafka consumers; several batches in one request are rare and stored as
+        # records only, one log batch holding them all.
+        wire = batches[0].buf if len(batches) == 1 else None
         try:
             result = await self.cluster.produce(
-                ProduceRequest(topic, index, entries, acks, timeout_ms)
+                ProduceRequest(topic, index, entries, acks, timeout_ms, wire)
             )
         except SimulationError as exc:
             return error_code(exc.code), -1
@@ -265,14 +276,38 @@ class BrokerApis:
                     out.int64(result.log_start_offset)
                 out.int32(-1)  # aborted_transactions: null
                 records = result.records
-                if records:
-                    p = self.cluster.partition(topic, index)
-                    epoch = p.leader_epoch if p else 0
-                    pairs = [(r.key, r.value) for r in records]
-                    out.nullable_bytes(encode_batch(records[0].offset, epoch, pairs, now_ms))
-                else:
-                    out.nullable_bytes(b"")
+                section = self._records_section(topic, index, records, now_ms) if records else b""
+                out.nullable_bytes(section)
         return out.buf
+
+    def _records_section(
+        self, topic: str, index: int, records: list[Record], now_ms: int
+    ) -> bytearray:
+        """A fetch answer's records: a batch a Kafka client produced goes back as it came
+        (whole, as Kafka sends it, with its offset and epoch stamped in place); records
+        written over HTTP, or in a batch a truncation cut, are encoded afresh."""
+        first, end = records[0].offset, records[-1].offset + 1
+        p = self.cluster.partition(topic, index)
+        log = None if p is None or p.leader is None else p.logs[p.leader]
+        out = bytearray()
+        at = first
+        for batch in [] if log is None else log.read_batches(first, end, 1 << 62):
+            if batch.end_offset <= at or batch.base_offset > at:
+                break  # not the log the records came from (a failover meanwhile)
+            upto = min(batch.end_offset, end)
+            part = records[at - first : upto - first]
+            same = batch.records[at - batch.base_offset] is part[0]
+            if batch.wire is not None and same and batch.end_offset <= end:
+                stamp(batch.wire, batch.base_offset, batch.epoch)
+                out += batch.wire
+            else:
+                out += encode_batch(at, batch.epoch, [(r.key, r.value) for r in part], now_ms)
+            at = upto
+        if at < end:
+            epoch = p.leader_epoch if p is not None else 0
+            rest = [(r.key, r.value) for r in records[at - first :]]
+            out += encode_batch(at, epoch, rest, now_ms)
+        return out
 
     # -- ListOffsets ---------------------------------------------------------------------
 

@@ -3,13 +3,15 @@
 A produced batch is validated once (length, magic, CRC-32C) and then stored as the client
 sent it. Assigning offsets rewrites only the base offset and the partition leader epoch in
 place; the CRC covers the bytes from ``attributes`` on, so it stays valid. Records are decoded
-only on demand (the HTTP API reads key/value pairs), and only from uncompressed batches:
-compressed batches pass through untouched.
+for the simulation's log (the HTTP API reads key/value pairs) from uncompressed and gzip
+batches (the standard library has gzip); the bytes themselves stay as the client sent them,
+compressed or not.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Sequence
 from typing import Final, NamedTuple, final
 
@@ -28,6 +30,8 @@ _CRC_FROM: Final = 21  # the CRC covers attributes through the end of the batch
 _BASE_OFFSET: Final = struct.Struct(">q")
 _EPOCH: Final = struct.Struct(">i")
 COMPRESSION_MASK: Final = 0x07
+GZIP: Final = 1
+MAX_INFLATED: Final = 64 * 1024 * 1024
 CONTROL_FLAG: Final = 0x20
 
 
@@ -43,6 +47,10 @@ class BatchRecord(NamedTuple):
 
 class TruncatedBatch(DecodeError):
     """A batch whose header or stated length runs past the bytes sent."""
+
+
+class UnsupportedCompression(DecodeError):
+    """A batch compressed with a codec we do not decompress (snappy, lz4, zstd)."""
 
 
 @final
@@ -83,23 +91,41 @@ class WireBatch:
 
     def assign(self, base_offset: int, leader_epoch: int) -> None:
         """Stamp the offsets and epoch the leader gave this batch (CRC unaffected)."""
-        _BASE_OFFSET.pack_into(self.buf, 0, base_offset)
-        _EPOCH.pack_into(self.buf, _EPOCH_AT, leader_epoch)
+        stamp(self.buf, base_offset, leader_epoch)
 
     def crc_valid(self) -> bool:
         stored = struct.unpack_from(">I", self.buf, _MAGIC_AT + 1)[0]
         return bool(stored == crc32c(memoryview(self.buf)[_CRC_FROM:]))
 
     def records(self) -> list[BatchRecord]:
-        """Decode the records of an uncompressed batch; raises DecodeError otherwise."""
-        if self.compression:
-            raise DecodeError(f"batch is compressed (codec {self.compression})")
+        """Decode the records of an uncompressed or gzip batch; raises DecodeError for
+        bad records, UnsupportedCompression for the other codecs."""
+        data = memoryview(self.buf)[HEADER_SIZE:]
+        if self.compression == GZIP:
+            data = memoryview(_gunzip(data))
+        elif self.compression:
+            raise UnsupportedCompression(f"compression codec {self.compression}")
         try:
             return _decode_records(
-                bytes(self.buf), self.record_count, self.base_offset, self.base_timestamp
+                bytes(data), self.record_count, self.base_offset, self.base_timestamp
             )
         except IndexError:
             raise DecodeError("record runs past the end of the batch") from None
+
+
+def _gunzip(data: memoryview) -> bytes:
+    """A gzip member's content, refusing more than MAX_INFLATED bytes (a small batch
+    must not inflate into gigabytes)."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, MAX_INFLATED)
+    except zlib.error as exc:
+        raise DecodeError(f"gzip batch does not decompress: {exc}") from None
+    if inflater.unconsumed_tail:
+        raise DecodeError(f"gzip batch inflates beyond {MAX_INFLATED} bytes")
+    if not inflater.eof:
+        raise DecodeError("gzip batch is cut short")
+    return out
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -125,8 +151,9 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 def _decode_records(
     data: bytes, count: int, base_offset: int, base_timestamp: int
 ) -> list[BatchRecord]:
+    """The ``count`` records of a batch's (uncompressed) records section ``data``."""
     out: list[BatchRecord] = []
-    pos = HEADER_SIZE
+    pos = 0
     size = len(data)
     for _ in range(count):
         length, pos = _varint(data, pos)
@@ -187,6 +214,13 @@ def _varbytes(reader: Reader) -> bytes | None:
     if n < -1:
         raise DecodeError(f"negative length {n}")
     return bytes(reader.raw(n))
+
+
+def stamp(batch: bytearray, base_offset: int, leader_epoch: int) -> None:
+    """Rewrite a v2 batch's base offset and partition leader epoch in place; the CRC-32C
+    covers neither, so the batch stays valid."""
+    _BASE_OFFSET.pack_into(batch, 0, base_offset)
+    _EPOCH.pack_into(batch, _EPOCH_AT, leader_epoch)
 
 
 def split_batches(records: bytes | bytearray | memoryview) -> list[WireBatch]:

@@ -32,15 +32,25 @@ def record_size(key: bytes | None, value: bytes) -> int:
 class RecordBatch:
     """Records appended together by one leader in one epoch."""
 
-    __slots__ = ("base_offset", "end_offset", "epoch", "records", "size")
+    __slots__ = ("base_offset", "end_offset", "epoch", "records", "size", "wire")
 
-    def __init__(self, base_offset: int, epoch: int, records: tuple[Record, ...], size: int):
+    def __init__(
+        self,
+        base_offset: int,
+        epoch: int,
+        records: tuple[Record, ...],
+        size: int,
+        wire: bytearray | None = None,
+    ):
         self.base_offset = base_offset
         #: one past the last offset
         self.end_offset = base_offset + len(records)
         self.epoch = epoch
         self.records = records
         self.size = size
+        #: the batch as a Kafka client sent it (record batch v2), if one did: the Kafka
+        #: front door serves it back byte-exact; the simulation never reads it
+        self.wire = wire
 
     def __repr__(self) -> str:
         return f"<RecordBatch [{self.base_offset}, {self.end_offset}) epoch={self.epoch}>"
@@ -62,8 +72,13 @@ class Log:
 
     # -- writing --------------------------------------------------------------------------
 
-    def append(self, entries: Sequence[tuple[bytes | None, bytes]], epoch: int) -> RecordBatch:
-        """Append records as the leader; returns the new batch."""
+    def append(
+        self,
+        entries: Sequence[tuple[bytes | None, bytes]],
+        epoch: int,
+        wire: bytearray | None = None,
+    ) -> RecordBatch:
+        """Append records as the leader; returns the new batch (carrying ``wire``)."""
         base = self.leo
         size = RECORD_OVERHEAD * len(entries)
         records = []
@@ -73,7 +88,7 @@ class Log:
             size += len(value) if key is None else len(value) + len(key)
             offset += 1
         end = offset
-        batch = RecordBatch(base, epoch, tuple(records), size)
+        batch = RecordBatch(base, epoch, tuple(records), size, wire)
         self._batches.append(batch)
         self._ends.append(end)
         self._total += size

@@ -23,13 +23,15 @@ Entries = Sequence[tuple[bytes | None, bytes]]
 class ProduceRequest:
     """Append ``records`` to ``topic``-``partition`` on its leader. ``acks``: -1 (all) waits
     in DelayedProduce until the HW covers them, 1 answers after the leader's append, 0
-    likewise but with base_offset -1 (Kafka sends no response)."""
+    likewise but with base_offset -1 (Kafka sends no response). ``wire``: the same records
+    as one Kafka record batch v2, as a client sent it; stored with them, never read here."""
 
     topic: str
     partition: int
     records: Entries
     acks: int = -1
     timeout_ms: int = 30_000
+    wire: bytearray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         acks = self.acks

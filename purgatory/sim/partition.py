@@ -119,9 +119,11 @@ class Partition:
     def leo(self) -> int:
         return self.leader_log.leo
 
-    def append(self, entries: list[tuple[bytes | None, bytes]]) -> tuple[RecordBatch, bool]:
+    def append(
+        self, entries: list[tuple[bytes | None, bytes]], wire: bytearray | None = None
+    ) -> tuple[RecordBatch, bool]:
         """Leader append; returns the batch and whether the HW advanced (ISR of one)."""
-        batch = self.logs[self.leader].append(entries, self.leader_epoch)  # type: ignore[index]
+        batch = self.logs[self.leader].append(entries, self.leader_epoch, wire)  # type: ignore[index]
         # With a follower in the ISR the HW is that follower's LEO or below, which a
         # leader append does not move (followers never hold more than the leader).
         return batch, len(self.isr) == 1 and self.maybe_increment_hw()

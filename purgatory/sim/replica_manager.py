@@ -203,7 +203,7 @@ class ReplicaManager:
         min_isr = self.config.min_insync_replicas
         if acks == -1 and len(p.isr) < min_isr:
             return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
-        batch, hw_advanced = p.append(request.records)  # type: ignore[arg-type]
+        batch, hw_advanced = p.append(request.records, request.wire)  # type: ignore[arg-type]
         # new bytes for parked follower fetches (consumers wait for the HW)
         self.fetch_purgatory.check_and_complete_nowait(p.replica_key)
         if hw_advanced:

@@ -15,8 +15,10 @@ from purgatory.kafka.coordination import GroupOffsets
 from purgatory.kafka.group_coordinator import GroupCoordinator
 from purgatory.kafka.membership import MembershipApis
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.records import split_batches
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, ProduceRequest
+from purgatory.sim import FetchRequest as FetchRequest_
 
 
 @pytest.mark.asyncio
@@ -179,3 +181,62 @@ async def test_a_bad_batch_is_answered_corrupt_message_counted_and_logged_once(
     [line] = caplog.records
     assert line.getMessage().startswith(f"kafka protocol: {kind} (Produce to t-0: ")
     assert not line.exc_info
+
+
+@pytest.mark.asyncio
+async def test_a_produced_batch_is_fetched_back_byte_exact_and_http_records_encoded() -> None:
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+    from kafka.protocol.producer import ProduceRequest as KafkaProduceRequest
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=1,  # gzip: stored compressed, as sent
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i in range(3):
+        builder.append(
+            i, 1_700_000_000_000 + i, b"k", None if i == 2 else b"v" * 300, [("h", b"x")]
+        )
+    sent = bytes(builder.build())
+    async with Cluster(brokers=1, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=1)
+        await cluster.produce(ProduceRequest("t", 0, [(None, b"first")]))  # over "HTTP"
+        broker = BrokerApis(cluster, 0, {0: ("h", 1)}, ProtocolStats())
+        produce = KafkaProduceRequest[3](
+            transactional_id=None, acks=1, timeout_ms=1000, topic_data=[("t", [(0, sent)])]
+        )
+        await broker.produce(RequestHeader(ApiKey.PRODUCE, 3, 1, "c"), Reader(produce.encode()))
+        await cluster.produce(ProduceRequest("t", 0, [(b"k", b"last")]))
+        fetch = FetchRequest[4](
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            topics=[("t", [(0, 0, 1 << 20)])],
+        )
+        answer = await broker.fetch(RequestHeader(ApiKey.FETCH, 4, 2, "c"), Reader(fetch.encode()))
+        http_view = await cluster.fetch(FetchRequest_("t", 0, 0, 0, 1 << 20, 0))
+    [topic] = FetchResponse[4].decode(bytes(answer)).responses
+    [partition] = topic.partitions
+    first, middle, last = split_batches(partition.records)
+    # The client's batch as it came: only its base offset (1) and epoch were stamped.
+    assert bytes(middle.buf[8:12]) == sent[8:12]
+    assert bytes(middle.buf[16:]) == sent[16:]
+    assert (middle.base_offset, middle.compression) == (1, 1)
+    assert [(r.offset, r.value, r.headers) for r in middle.records()] == [
+        (1, b"v" * 300, (("h", b"x"),)),
+        (2, b"v" * 300, (("h", b"x"),)),
+        (3, None, (("h", b"x"),)),  # a tombstone stays null over Kafka
+    ]
+    assert [(r.offset, r.key, r.value) for b in (first, last) for r in b.records()] == [
+        (0, None, b"first"),
+        (4, b"k", b"last"),
+    ]
+    # The simulation (and so HTTP) holds the same records as key/value pairs.
+    assert [r.value for r in http_view.records] == [b"first", b"v" * 300, b"v" * 300, b"", b"last"]

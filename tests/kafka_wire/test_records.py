@@ -78,13 +78,31 @@ def test_several_batches_in_one_records_field() -> None:
     assert [b.record_count for b in batches] == [1, 2]
 
 
-def test_compressed_batch_passes_through_but_is_not_decoded() -> None:
-    raw = build([(None, b"v" * 100, [])] * 5, compression=GZIP)
+def test_a_gzip_batch_is_kept_compressed_and_its_records_decode() -> None:
+    raw = build([(b"k", b"v" * 100, [("h", b"1")])] * 5, compression=GZIP)
     [batch] = split_batches(raw)
     assert batch.compression == GZIP
     assert bytes(batch.buf) == raw
-    with pytest.raises(DecodeError, match="compressed"):
-        batch.records()
+    decoded = batch.records()
+    assert [(r.offset, r.key, r.value, r.headers) for r in decoded] == [
+        (i, b"k", b"v" * 100, (("h", b"1"),)) for i in range(5)
+    ]
+
+
+def test_other_codecs_are_refused_and_gzip_bombs_are_bounded(monkeypatch) -> None:
+    from purgatory.kafka import records
+    from purgatory.kafka.records import UnsupportedCompression
+
+    plain = bytearray(build([(None, b"x", [])]))
+    plain[22] |= 2  # attributes: snappy
+    plain[17:21] = crc32c(bytes(plain[21:])).to_bytes(4, "big")
+    [snappy] = split_batches(plain)
+    with pytest.raises(UnsupportedCompression, match="codec 2"):
+        snappy.records()
+    [zipped] = split_batches(build([(None, b"v" * 1000, [])] * 5, compression=GZIP))
+    monkeypatch.setattr(records, "MAX_INFLATED", 1000)
+    with pytest.raises(DecodeError, match="inflates beyond 1000 bytes"):
+        zipped.records()
 
 
 def test_corrupted_byte_fails_the_crc() -> None:
