@@ -3,7 +3,7 @@ records, default batching): records/s, and the broker's and this client's CPU pe
 then the wake-up latency of a parked consumer fetch (produce sent -> record received), p50
 and p99, over the Kafka protocol (aiokafka) and over the HTTP long poll.
 
-    python examples/kafka_throughput.py [--records 50000] [--wakeups 200]
+    python examples/kafka_throughput.py [--records 50000] [--wakeups 200] [--replica-rtt-ms MS]
 
 Starts the server as a child process on loopback, produces, reads the server's CPU time
 from /proc (Linux), and stops it.
@@ -102,8 +102,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--wakeups", type=int, default=200)
+    parser.add_argument(
+        "--replica-rtt-ms",
+        help="the server's simulated replication round trip (default: its own, 1 ms)",
+    )
     args = parser.parse_args()
     command = ["serve", "--port", "0", "--kafka-port", "0", "--topic", "t:1:3"]
+    if args.replica_rtt_ms is not None:
+        command += ["--replica-rtt-ms", args.replica_rtt_ms]
     command += ["--topic", "w:1:3", "--topic", "h:1:3"]
     server = subprocess.Popen(
         [sys.executable, "-m", "purgatory", *command, "--log-level", "WARNING"],

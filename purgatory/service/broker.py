@@ -79,11 +79,17 @@ def topic_count(broker: Broker) -> int:
     return len(topics) if topics is not None else 0
 
 
-async def new_cluster(brokers: int) -> Cluster:
-    """A started simulated cluster (imported lazily: the sim is the default broker)."""
-    from purgatory.sim.cluster import Cluster
+async def new_cluster(brokers: int, replica_rtt_ms: float | None = None) -> Cluster:
+    """A started simulated cluster (imported lazily: the sim is the default broker).
+    ``replica_rtt_ms``: the replication network's median round trip (None: the cluster's
+    default; 0: instant)."""
+    from purgatory.sim.cluster import DEFAULT_REPLICA_RTT, Cluster
+    from purgatory.sim.faults import Latency
 
-    cluster = Cluster(brokers=brokers)
+    rtt: Latency | None = DEFAULT_REPLICA_RTT
+    if replica_rtt_ms is not None:
+        rtt = Latency(replica_rtt_ms, DEFAULT_REPLICA_RTT.sigma) if replica_rtt_ms else None
+    cluster = Cluster(brokers=brokers, replica_rtt=rtt)
     await cluster.start()
     return cluster
 

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import resource
 import signal
@@ -33,6 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="event loop to run on"
     )
     parser.add_argument("--brokers", type=int, default=3, help="brokers in the simulated cluster")
+    parser.add_argument(
+        "--replica-rtt-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="median round trip of the simulated replication network, which every "
+        "acks=all produce waits for twice (default: the simulation's, 1 ms; 0: instant)",
+    )
     parser.add_argument(
         "--topic",
         action="append",
@@ -141,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--port must be in 0..65535, got {args.port}")
         if args.brokers < 1:
             raise ValueError(f"--brokers must be >= 1, got {args.brokers}")
+        rtt = args.replica_rtt_ms
+        if rtt is not None and not (math.isfinite(rtt) and rtt >= 0):
+            raise ValueError(f"--replica-rtt-ms must be a finite number >= 0, got {rtt}")
         if args.kafka_port is not None and not (
             args.kafka_port == 0 or 1 <= args.kafka_port <= 65536 - args.brokers
         ):
@@ -171,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
                     access,
                     kafka_port=args.kafka_port,
                     trace=trace,
+                    replica_rtt_ms=args.replica_rtt_ms,
                 )
             )
     finally:
@@ -189,10 +202,12 @@ async def serve(
     *,
     kafka_port: int | None = None,
     trace: TraceWriter | None = None,
+    replica_rtt_ms: float | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
     broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster.
-    ``trace`` hears of every finished operation and of each fault injected over HTTP."""
+    ``trace`` hears of every finished operation and of each fault injected over HTTP;
+    ``replica_rtt_ms`` sets the replication network's round trip (None: the default)."""
     from aiohttp import web
     from prometheus_client import CollectorRegistry
 
@@ -202,7 +217,7 @@ async def serve(
     from purgatory.service.app import STATE, create_app
     from purgatory.service.broker import new_cluster
 
-    cluster = await new_cluster(brokers)
+    cluster = await new_cluster(brokers, replica_rtt_ms)
     for name, partitions, replication_factor in topics:
         await cluster.create_topic(name, partitions, replication_factor)
     registry = CollectorRegistry()

@@ -219,3 +219,42 @@ def test_an_unwritable_trace_path_is_refused(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "t.jsonl" in result.stderr
+
+
+@pytest.mark.asyncio
+@pytest.mark.virtual_time
+@pytest.mark.parametrize("rtt_ms", [0.0, 40.0, None])
+async def test_the_replica_round_trip_is_what_acks_all_waits_for(rtt_ms: float | None) -> None:
+    from purgatory.service.broker import new_cluster
+    from purgatory.sim import ProduceRequest
+
+    cluster = await new_cluster(3, rtt_ms)
+    try:
+        await cluster.create_topic("t", 1, 3)
+        loop = asyncio.get_running_loop()
+        waits = []
+        for _ in range(20):
+            start = loop.time()
+            await cluster.produce(ProduceRequest("t", 0, [(None, b"x")], acks=-1))
+            waits.append((loop.time() - start) * 1000)
+    finally:
+        await cluster.close()
+    median = sorted(waits)[10]
+    if rtt_ms == 0:
+        assert waits == [0.0] * 20  # replication at once
+    elif rtt_ms == 40:
+        assert 30 < median < 60
+    else:
+        assert 0.5 < median < 2  # the simulation's default, 1 ms
+
+
+@pytest.mark.parametrize("rtt", ["-1", "nan", "inf"])
+def test_a_bad_replica_round_trip_is_refused(rtt: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "purgatory", "serve", "--replica-rtt-ms", rtt],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "--replica-rtt-ms" in result.stderr
