@@ -4,28 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from purgatory.kafka.front_door import KafkaFrontDoor
-from purgatory.sim import Cluster
-
 TIMEOUT = 30.0
-
-
-@pytest_asyncio.fixture
-async def door() -> AsyncIterator[KafkaFrontDoor]:
-    async with Cluster(brokers=3, seed=1) as cluster:
-        await cluster.create_topic("t", partitions=2, replication_factor=3)
-        front = KafkaFrontDoor(cluster, "127.0.0.1", 0)
-        await front.start()
-        try:
-            yield front
-        finally:
-            await front.close()
 
 
 @pytest.mark.asyncio
