@@ -174,3 +174,64 @@ async def test_two_aiokafka_members_split_the_partitions_and_one_takes_over_on_l
             await one.stop()
     assert sorted(split[0] + split[1]) == _expected("a", 10)
     assert sorted(rest) == _expected("b", 4)  # from the committed offsets, nothing twice
+
+
+@pytest.mark.asyncio
+async def test_an_aiokafka_and_a_librdkafka_member_share_one_group(door: KafkaFrontDoor) -> None:
+    """Different clients, one group: they agree on the protocol both support
+    (roundrobin) and split the partitions, whichever of them leads."""
+    import threading
+
+    from confluent_kafka import Consumer
+
+    stop = threading.Event()
+    confluent_got: list[bytes] = []
+    confluent_assignment: list[int] = []
+
+    def confluent_member() -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": door.bootstrap,
+                "group.id": "mixed",
+                "auto.offset.reset": "earliest",
+                "heartbeat.interval.ms": 100,
+            }
+        )
+        try:
+            consumer.subscribe(["t"])
+            while not stop.is_set():
+                message = consumer.poll(0.1)
+                confluent_assignment[:] = [tp.partition for tp in consumer.assignment()]
+                if message is not None and message.error() is None:
+                    confluent_got.append(message.value())
+        finally:
+            consumer.close()
+
+    aio = AIOKafkaConsumer(
+        "t",
+        bootstrap_servers=door.bootstrap,
+        group_id="mixed",
+        auto_offset_reset="earliest",
+        heartbeat_interval_ms=100,
+    )
+    async with asyncio.timeout(TIMEOUT):
+        await aio.start()
+        thread = threading.Thread(target=confluent_member)
+        thread.start()
+        try:
+            aio_got: list[bytes] = []
+            while len(aio.assignment()) != 1 or len(confluent_assignment) != 1:
+                await aio.getmany(timeout_ms=100)
+            assert {tp.partition for tp in aio.assignment()} | set(confluent_assignment) == {0, 1}
+            protocol = door.members.groups["mixed"].protocol
+            await _produce(door, "m", 10)
+            while len(aio_got) + len(confluent_got) < 10:
+                batches = await aio.getmany(timeout_ms=100)
+                aio_got += [m.value for messages in batches.values() for m in messages]
+        finally:
+            stop.set()
+            await asyncio.to_thread(thread.join, 10)
+            await aio.stop()
+    assert sorted(aio_got + confluent_got) == _expected("m", 10)
+    assert len(aio_got) == len(confluent_got) == 5
+    assert protocol == "roundrobin"
