@@ -144,9 +144,10 @@ class GroupCoordinator:
         ):
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         if group is None:
-            group = self.groups[group_id] = Group(group_id)
+            group = Group(group_id)  # kept once the join is accepted, not before
         if not group.supports(protocol_type, protocols, member_id):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        self.groups[group_id] = group
         if not member_id and require_known_id:
             member = Member(f"{client_id or 'member'}-{uuid.uuid4()}")
             member.session_timeout_ms = session_timeout_ms
@@ -312,6 +313,8 @@ class GroupCoordinator:
     def _session_expired(self, group: Group, member: Member, op: DelayedHeartbeat) -> None:
         if member.heartbeat is op and group.pending.get(member.member_id) is member:
             del group.pending[member.member_id]  # never came back with its id
+            if not group.members and not group.pending and not group.generation:
+                del self.groups[group.name]  # nobody ever joined: forget the group
             return
         if member.heartbeat is not op or group.members.get(member.member_id) is not member:
             return  # a newer heartbeat, or the member left meanwhile

@@ -207,6 +207,28 @@ async def test_member_id_required_then_the_id_joins_and_an_unused_id_expires(
 
 @pytest.mark.asyncio
 @pytest.mark.virtual_time
+async def test_groups_nobody_joined_are_not_kept(coordinator) -> None:
+    """Refused joins and unused member ids leave nothing behind: a client cannot grow the
+    coordinator's memory by asking for groups it never joins."""
+    assert coordinator.join("g", "", "c", 10, 1, "consumer", RANGE).error == (
+        ErrorCode.INVALID_SESSION_TIMEOUT
+    )
+    assert coordinator.join("g", "", "c", SESSION_MS, 1, "", RANGE).error == (
+        ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    )
+    for name in ("a", "b", "c"):
+        answer = coordinator.join(
+            name, "", "c", SESSION_MS, REBALANCE_MS, "consumer", RANGE, require_known_id=True
+        )
+        assert isinstance(answer, JoinResult)
+        assert answer.error == ErrorCode.MEMBER_ID_REQUIRED
+    assert sorted(coordinator.groups) == ["a", "b", "c"]
+    await asyncio.sleep(SESSION_MS / 1000 + 0.01)
+    assert coordinator.groups == {}
+
+
+@pytest.mark.asyncio
+@pytest.mark.virtual_time
 async def test_refusals(coordinator) -> None:
     first = await joined(coordinator)
     assert join(coordinator, "stranger") == JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, "stranger")
