@@ -39,6 +39,7 @@ from purgatory.service.broker import Broker, BrokerError, refused
 from purgatory.service.config import ServiceConfig
 from purgatory.service.guard import AccessPolicy
 from purgatory.service.http_metrics import ServiceMetrics
+from purgatory.service.throttled import Throttled
 from purgatory.sim.errors import SimulationError
 from purgatory.sim.messages import FetchRequest, ProduceRequest
 
@@ -84,6 +85,7 @@ class ServiceState:
             self.purgatory_metrics.track(purg)
         self.openapi = openapi_document(self.bodies, purgatory.__version__)
         self.pending = 0
+        self.overloads = Throttled(logger)
         self.closing = False
         self.idle = asyncio.Event()
         self.idle.set()
@@ -97,6 +99,9 @@ class ServiceState:
             yield
             return
         if self.pending >= self.config.max_pending:
+            self.overloads.warning(
+                "request refused with 503: %d requests parked (max_pending)", self.pending
+            )
             raise Rejected(
                 503,
                 "overloaded",
@@ -196,7 +201,7 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
             state.metrics.reject(reason)
             headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else {}
             message = f"{request.method} {request.path}: {exc.reason}"
-            return _json(ErrorBody(code, message), status=status, headers=headers)
+            return json_response(ErrorBody(code, message), status=status, headers=headers)
         raise
     except asyncio.CancelledError:
         status = 499  # the client went away (nginx's "client closed request")
@@ -230,7 +235,7 @@ def _error_response(exc: Rejected, retry_after_s: int) -> web.Response:
         headers["Retry-After"] = str(retry_after_s)
     if exc.status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="purgatory"'
-    return _json(ErrorBody(exc.code, exc.message), status=exc.status, headers=headers)
+    return json_response(ErrorBody(exc.code, exc.message), status=exc.status, headers=headers)
 
 
 async def _body(request: web.Request, body_type: type[msgspec.Struct]) -> Any:
@@ -267,7 +272,9 @@ def _is_json(raw: bytes) -> bool:
     return True
 
 
-def _json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def json_response(
+    body: object, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
     """A JSON response encoded by msgspec (structs, dataclasses, enums)."""
     return web.Response(
         body=msgspec.json.encode(body),
@@ -291,7 +298,7 @@ async def create_topic(request: web.Request) -> web.Response:
             await state.broker.create_topic(body.name, body.partitions, body.replication_factor)
         except SimulationError as exc:
             return _broker_error(refused(exc))
-    return _json(body, status=201)
+    return json_response(body, status=201)
 
 
 async def produce(request: web.Request) -> web.Response:
@@ -305,7 +312,7 @@ async def produce(request: web.Request) -> web.Response:
             )
         except SimulationError as exc:
             return _broker_error(refused(exc))
-    return _json(ProduceResponse(broker_api.error_name(result.error), result.base_offset))
+    return json_response(ProduceResponse(broker_api.error_name(result.error), result.base_offset))
 
 
 async def fetch(request: web.Request) -> web.Response:
@@ -329,11 +336,13 @@ async def fetch(request: web.Request) -> web.Response:
         RecordOut(r.offset, None if r.key is None else _text(r.key), _text(r.value))
         for r in result.records
     ]
-    return _json(FetchResponse(broker_api.error_name(result.error), result.high_watermark, records))
+    return json_response(
+        FetchResponse(broker_api.error_name(result.error), result.high_watermark, records)
+    )
 
 
 async def metadata(request: web.Request) -> web.Response:
-    return _json(request.app[STATE].broker.metadata())
+    return json_response(request.app[STATE].broker.metadata())
 
 
 async def inject_fault(request: web.Request) -> web.Response:
@@ -347,24 +356,24 @@ async def inject_fault(request: web.Request) -> web.Response:
     if state.on_fault is not None:
         fields = {"fault": body.fault, "topic": body.topic, "partition": body.partition, **outcome}
         state.on_fault(" ".join(f"{k}={v}" for k, v in fields.items()))
-    return _json({"fault": body.fault, **outcome})
+    return json_response({"fault": body.fault, **outcome})
 
 
 async def healthz(request: web.Request) -> web.Response:
     state = request.app[STATE]
     # 503 while shutting down, so that load balancers stop sending work here.
-    return _json(
+    return json_response(
         {"status": "closing" if state.closing else "ok", "parked": state.pending},
         status=503 if state.closing else 200,
     )
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return _json(request.app[STATE].openapi)
+    return json_response(request.app[STATE].openapi)
 
 
 def _broker_error(exc: BrokerError) -> web.Response:
-    return _json(ErrorBody(exc.code, exc.message), status=exc.status)
+    return json_response(ErrorBody(exc.code, exc.message), status=exc.status)
 
 
 def _text(data: bytes) -> str:

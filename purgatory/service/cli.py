@@ -9,23 +9,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import math
 import os
-import resource
 import signal
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from purgatory.service.config import ServiceConfig
+from purgatory.service.config import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_PENDING,
+    ConnectionLimits,
+    ServiceConfig,
+    budget,
+    descriptor_limit,
+)
 from purgatory.service.guard import AccessPolicy
 from purgatory.trace import TraceWriter
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = ServiceConfig()
+    limits = ConnectionLimits()
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
     )
@@ -64,8 +70,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-pending",
         type=int,
-        default=defaults.max_pending,
-        help="parked requests at once before 503 (default: %(default)s)",
+        default=None,
+        help="parked requests at once before 503 (default: --max-connections less 5%%, "
+        f"at most {DEFAULT_MAX_PENDING:,})",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="connections served at once; more get 503 (default: the open-files limit, "
+        f"raised to the hard limit, less 10%%, at most {DEFAULT_MAX_CONNECTIONS:,})",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=limits.header_timeout_s,
+        help="seconds for a request head to arrive, from its first byte or a new "
+        "connection's start; then 408 and close (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=limits.body_timeout_s,
+        help="seconds for a request body to arrive after its head (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=limits.idle_timeout_s,
+        help="seconds a keep-alive connection may wait for its next request; a parked "
+        "long poll is not idle (default: %(default)s)",
     )
     parser.add_argument(
         "--shutdown-timeout",
@@ -122,21 +156,23 @@ def _topic_spec(spec: str) -> tuple[str, int, int]:
     return parts[0], int(parts[1]), int(parts[2])
 
 
-def _raise_nofile_limit() -> None:
-    """Every parked long poll holds a socket: use the whole hard open-files limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        with contextlib.suppress(ValueError, OSError):  # e.g. an unlimited hard limit
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
     try:
+        # every connection holds a descriptor: read (and raise) the limit, fit the budget in
+        max_connections, max_pending = budget(
+            descriptor_limit(), args.max_connections, args.max_pending
+        )
+        connections = ConnectionLimits(
+            max_connections=max_connections,
+            header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
+            idle_timeout_s=args.idle_timeout,
+        )
         config = ServiceConfig(
             max_timeout_ms=args.max_timeout_ms,
             max_body_bytes=args.max_body_bytes,
-            max_pending=args.max_pending,
+            max_pending=max_pending,
             shutdown_timeout_s=args.shutdown_timeout,
         )
         topics = [_topic_spec(spec) for spec in args.topic]
@@ -164,7 +200,9 @@ def run(args: argparse.Namespace) -> int:
     except (TypeError, ValueError, OSError) as exc:
         print(f"purgatory serve: {exc}", file=sys.stderr)
         return 2
-    _raise_nofile_limit()
+    logging.getLogger("purgatory.service").info(
+        "serving at most %d connections, %d parked requests", max_connections, max_pending
+    )
     factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
     if args.loop == "uvloop":
         import uvloop
@@ -184,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
                     kafka_port=args.kafka_port,
                     trace=trace,
                     replica_rtt_ms=args.replica_rtt_ms,
+                    connections=connections,
                 )
             )
     finally:
@@ -203,6 +242,7 @@ async def serve(
     kafka_port: int | None = None,
     trace: TraceWriter | None = None,
     replica_rtt_ms: float | None = None,
+    connections: ConnectionLimits | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
     broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster.
@@ -216,6 +256,7 @@ async def serve(
     from purgatory.kafka.metrics import ProtocolCollector
     from purgatory.service.app import STATE, create_app
     from purgatory.service.broker import new_cluster
+    from purgatory.service.connections import ServiceRunner
 
     cluster = await new_cluster(brokers, replica_rtt_ms)
     for name, partitions, replication_factor in topics:
@@ -241,11 +282,10 @@ async def serve(
     if trace is not None:
         for purgatory in purgatories:
             purgatory.add_listener(trace)
-    runner = web.AppRunner(
+    runner = ServiceRunner(
         app,
-        handler_cancellation=True,  # a disconnected client's parked operation is dropped
+        ConnectionLimits() if connections is None else connections,
         shutdown_timeout=config.shutdown_timeout_s,
-        access_log=None,
     )
     await runner.setup()
     stop = asyncio.Event()

@@ -1,8 +1,21 @@
-"""Service limits: every request the server accepts is bounded by one of these."""
+"""Service limits: every request and connection the server accepts is bounded by one of
+these; the connection budget is derived from the open-files limit."""
 
 from __future__ import annotations
 
+import resource
 from dataclasses import dataclass, fields
+from typing import Any, Final
+
+
+def _all_positive(limits: Any) -> None:
+    """Every field of a limits dataclass is a number > 0 (bool is not a number here)."""
+    for f in fields(limits):
+        value = getattr(limits, f.name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{f.name} must be a number, got {value!r}")
+        if not value > 0:
+            raise ValueError(f"{f.name} must be > 0, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +44,77 @@ class ServiceConfig:
     shutdown_timeout_s: float = 5.0
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{f.name} must be a number, got {value!r}")
-            if not value > 0:
-                raise ValueError(f"{f.name} must be > 0, got {value!r}")
+        _all_positive(self)
+
+
+#: a default budget never exceeds this, whatever the descriptor limit (memory bounds it too)
+DEFAULT_MAX_CONNECTIONS: Final = 30_000
+#: a default ``max_pending`` never exceeds this
+DEFAULT_MAX_PENDING: Final = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Connection limits of one ``purgatory serve`` (:mod:`purgatory.service.connections`)."""
+
+    max_connections: int = 4096
+    #: seconds from a request's first byte (a new connection's start) to the end of its head
+    header_timeout_s: float = 10.0
+    #: seconds from the end of a request's head to the end of its body
+    body_timeout_s: float = 30.0
+    #: seconds a keep-alive connection may wait for its next request
+    idle_timeout_s: float = 15.0
+
+    def __post_init__(self) -> None:
+        _all_positive(self)
+
+
+def descriptor_limit() -> int:
+    """The open-files limit after raising the soft limit to the hard one where allowed."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard and hard != resource.RLIM_INFINITY:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):  # not allowed here: keep the soft limit
+            pass
+    return 1 << 20 if soft == resource.RLIM_INFINITY else soft
+
+
+def headroom(descriptor_limit: int) -> int:
+    """Descriptors kept free of HTTP connections: listeners, Kafka ports, files, logs."""
+    return max(64, descriptor_limit // 10)
+
+
+def reserve(max_connections: int) -> int:
+    """Connections kept free of parked requests, for ``/healthz``, metrics and produces."""
+    return max(8, max_connections // 20)
+
+
+def budget(
+    descriptor_limit: int, max_connections: int | None, max_pending: int | None
+) -> tuple[int, int]:
+    """``(max_connections, max_pending)``: the given values checked against the limit, or
+    defaults derived from it. Raises ValueError with the figures when they do not fit."""
+    usable = descriptor_limit - headroom(descriptor_limit)
+    if max_connections is None:
+        max_connections = min(usable, DEFAULT_MAX_CONNECTIONS)
+        if max_connections < 16:
+            raise ValueError(
+                f"the open-files limit is {descriptor_limit}: too low to serve (ulimit -n)"
+            )
+    elif not 16 <= max_connections <= usable:
+        raise ValueError(
+            f"--max-connections must be in 16..{usable} (the open-files limit "
+            f"{descriptor_limit} less {headroom(descriptor_limit)} spare), got {max_connections}"
+        )
+    most_pending = max_connections - reserve(max_connections)
+    if max_pending is None:
+        max_pending = min(most_pending, DEFAULT_MAX_PENDING)
+    elif not 1 <= max_pending <= most_pending:
+        raise ValueError(
+            f"--max-pending must be in 1..{most_pending} (--max-connections {max_connections} "
+            f"less {reserve(max_connections)} kept for health checks and produces), "
+            f"got {max_pending}"
+        )
+    return max_connections, max_pending

@@ -23,7 +23,11 @@ REJECT_REASONS: Final = (
     "media_type",
     "not_found",
     "method_not_allowed",
+    "malformed",
 )
+
+#: Why the server closed a connection itself.
+CLOSE_REASONS: Final = ("header_timeout", "body_timeout", "idle_timeout", "evicted")
 
 
 @final
@@ -62,3 +66,33 @@ class ServiceMetrics:
         if reason not in REJECT_REASONS:
             raise ValueError(f"unknown rejection reason {reason!r}")
         self.rejected.labels(reason).inc()
+
+
+@final
+class ConnectionMetrics:
+    """``purgatory_http_connections*``: the connection budget and why connections closed."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.open = Gauge(
+            "purgatory_http_connections",
+            "HTTP connections being served (within the budget).",
+            registry=registry,
+        )
+        self.max_connections = Gauge(
+            "purgatory_http_max_connections",
+            "The connection budget (--max-connections).",
+            registry=registry,
+        )
+        self.refused = Counter(
+            "purgatory_http_connections_refused",
+            "Connections answered 503 and closed because the budget was full.",
+            registry=registry,
+        )
+        self.closed = Counter(
+            "purgatory_http_connections_closed",
+            "Connections the server closed: slow request head or body, idle, evicted.",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in CLOSE_REASONS:
+            self.closed.labels(reason)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import signal
@@ -18,38 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-
-
-class Server:
-    """``python -m purgatory serve --port 0``; the URL is read from its first line."""
-
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "purgatory", "serve", "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("listening on "):
-            self.proc.kill()
-            raise AssertionError(f"server did not start: {line!r} {self.proc.stderr.read()!r}")  # type: ignore[union-attr]
-        self.url = line.split()[-1]
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(10)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            for stream in (self.proc.stdout, self.proc.stderr):
-                if stream is not None:
-                    stream.close()
+from serve_process import Server
 
 
 @pytest.fixture
