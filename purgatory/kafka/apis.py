@@ -12,13 +12,14 @@ import asyncio
 import time
 from collections.abc import Awaitable
 from dataclasses import replace
-from typing import Final, final
+from typing import Final, NamedTuple, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
+from purgatory.kafka.compression import ZSTD, UnsupportedCompression
 from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, error_code
 from purgatory.kafka.records import (
+    COMPRESSION_MASK,
     TruncatedBatch,
-    UnsupportedCompression,
     encode_batch,
     split_batches,
     stamp,
@@ -32,11 +33,32 @@ from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest
 VERSIONS: Final = {
     ApiKey.METADATA: (1, 7),
     ApiKey.PRODUCE: (3, 7),
-    ApiKey.FETCH: (4, 6),
+    ApiKey.FETCH: (4, 10),
     ApiKey.LIST_OFFSETS: (1, 5),
 }
 EARLIEST: Final = -2
 LATEST: Final = -1
+_ATTRIBUTES_AT: Final = 22  # low byte of a v2 batch's attributes: the codec
+_NOTHING: Final = FetchResult(SimErrorCode.NONE)
+
+
+class Wanted(NamedTuple):
+    """One partition of a Fetch request; ``leader_epoch`` -1 when not given (before v9)."""
+
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    leader_epoch: int
+
+
+async def _ready(answer: bytearray) -> bytearray:
+    return answer
+
+
+def _fetch_error(error: ErrorCode) -> bytearray:
+    """A Fetch v7+ answer with a top-level error and no partitions."""
+    return Writer().int32(0).int16(error).int32(0).int32(0).buf
 
 
 @final
@@ -127,7 +149,7 @@ class BrokerApis:
         requests: list[tuple[str, int, memoryview | None]],
     ) -> bytearray | None:
         answers = await asyncio.gather(
-            *(self._produce_one(t, i, r, acks, max(timeout_ms, 0)) for t, i, r in requests)
+            *(self._produce_one(version, t, i, r, acks, max(timeout_ms, 0)) for t, i, r in requests)
         )
         if acks == 0:
             return None
@@ -149,7 +171,13 @@ class BrokerApis:
         return out.buf
 
     async def _produce_one(
-        self, topic: str, index: int, records: memoryview | None, acks: int, timeout_ms: int
+        self,
+        version: int,
+        topic: str,
+        index: int,
+        records: memoryview | None,
+        acks: int,
+        timeout_ms: int,
     ) -> tuple[ErrorCode, int]:
         error = self._leads(topic, index)
         if error:
@@ -160,6 +188,8 @@ class BrokerApis:
                 raise DecodeError("null records")
             batches = split_batches(records)
             for batch in batches:
+                if batch.compression == ZSTD and version < 7:
+                    raise UnsupportedCompression("zstd needs Produce v7 (KIP-110)")
                 entries.extend((r.key, r.value or b"") for r in batch.records())
         except UnsupportedCompression:
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
@@ -188,39 +218,53 @@ class BrokerApis:
         min_bytes = max(body.int32(), 0)
         max_bytes = body.int32()
         body.int8()  # isolation_level: no transactions, LSO = HW
-        wanted: list[tuple[str, int, int, int]] = []
+        session_id = session_epoch = 0
+        if version >= 7:
+            session_id, session_epoch = body.int32(), body.int32()
+        wanted: list[Wanted] = []
         for _ in range(body.array_length()):
             topic = body.string()
             for _ in range(body.array_length()):
                 index = body.int32()
+                leader_epoch = body.int32() if version >= 9 else -1
                 offset = body.int64()
                 if version >= 5:
                     body.int64()  # log_start_offset: followers only
-                wanted.append((topic, index, offset, body.int32()))
+                wanted.append(Wanted(topic, index, offset, body.int32(), leader_epoch))
+        if version >= 7:
+            for _ in range(body.array_length()):  # forgotten topics: sessions only
+                body.string()
+                for _ in range(body.array_length()):
+                    body.int32()
         if max_bytes < 1:
             raise DecodeError(f"fetch max_bytes {max_bytes}")
+        if session_id or session_epoch > 0:
+            # No fetch session is ever created (each answer says session 0), so a
+            # client can only name one by mistake: answer as Kafka does for a lost one.
+            return _ready(_fetch_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
         return self._fetch(version, wanted, min_bytes, max_bytes, max_wait_ms)
 
     async def _fetch(
         self,
         version: int,
-        wanted: list[tuple[str, int, int, int]],
+        wanted: list[Wanted],
         min_bytes: int,
         max_bytes: int,
         max_wait_ms: int,
     ) -> bytearray:
         results = await self._read_all(wanted, max_bytes)
-        # The simulation's error codes are names ("NONE" included), never falsy.
-        ok = [r.error is SimErrorCode.NONE for r in results]
-        readable = sum(len(r.records) for r, good in zip(results, ok, strict=True) if good)
+        ok = [error is ErrorCode.NONE for error, _ in results]
+        readable = sum(len(r.records) for error, r in results if error is ErrorCode.NONE)
         if not readable and min_bytes > 0 and max_wait_ms > 0 and any(ok):
             # Park every partition in DelayedFetch; the first one woken (a produce moved
             # its HW) or the timeout ends the wait, then all are read again.
             waits = [
                 asyncio.ensure_future(
-                    self.cluster.fetch(FetchRequest(t, i, o, 1, pmax, max_wait_ms))
+                    self.cluster.fetch(
+                        FetchRequest(w.topic, w.partition, w.offset, 1, w.max_bytes, max_wait_ms)
+                    )
                 )
-                for (t, i, o, pmax), good in zip(wanted, ok, strict=True)
+                for w, good in zip(wanted, ok, strict=True)
                 if good
             ]
             try:
@@ -231,21 +275,34 @@ class BrokerApis:
             results = await self._read_all(wanted, max_bytes)
         return self._encode_fetch(version, wanted, results)
 
+    def _fetch_error_for(self, w: Wanted) -> ErrorCode:
+        """What keeps a partition from being read: not led here, a negative offset, or
+        a leader epoch the client knows that is not the current one (Fetch v9+)."""
+        error = self._leads(w.topic, w.partition)
+        if error:
+            return error
+        if w.offset < 0:
+            return ErrorCode.OFFSET_OUT_OF_RANGE
+        p = self.cluster.partition(w.topic, w.partition)
+        if w.leader_epoch >= 0 and p is not None and w.leader_epoch != p.leader_epoch:
+            if w.leader_epoch < p.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.NONE
+
     async def _read_all(
-        self, wanted: list[tuple[str, int, int, int]], max_bytes: int
-    ) -> list[FetchResult]:
-        out = []
+        self, wanted: list[Wanted], max_bytes: int
+    ) -> list[tuple[ErrorCode, FetchResult]]:
+        out: list[tuple[ErrorCode, FetchResult]] = []
         budget = max_bytes  # the whole response's limit, shared by the partitions in order
         returned = False
-        for topic, index, offset, partition_max in wanted:
-            error = self._leads(topic, index)
-            if not error and offset < 0:
-                error = ErrorCode.OFFSET_OUT_OF_RANGE
+        for w in wanted:
+            error = self._fetch_error_for(w)
             if error:
-                out.append(FetchResult(SimErrorCode(error.name)))
+                out.append((error, _NOTHING))
                 continue
             result = await self.cluster.fetch(
-                FetchRequest(topic, index, offset, 0, max(1, min(partition_max, budget)), 0)
+                FetchRequest(w.topic, w.partition, w.offset, 0, max(1, min(w.max_bytes, budget)), 0)
             )
             size = sum(record_size(r.key, r.value) for r in result.records)
             if size > budget and returned:
@@ -255,38 +312,47 @@ class BrokerApis:
                 size = 0
             budget -= size
             returned = returned or bool(result.records)
-            out.append(result)
+            out.append((error_code(result.error), result))
         return out
 
     def _encode_fetch(
-        self, version: int, wanted: list[tuple[str, int, int, int]], results: list[FetchResult]
+        self, version: int, wanted: list[Wanted], results: list[tuple[ErrorCode, FetchResult]]
     ) -> bytearray:
         out = Writer().int32(0)  # throttle_time_ms
-        by_topic: dict[str, list[tuple[int, FetchResult]]] = {}
-        for (topic, index, _, _), result in zip(wanted, results, strict=True):
-            by_topic.setdefault(topic, []).append((index, result))
+        if version >= 7:
+            out.int16(ErrorCode.NONE).int32(0)  # error, session_id 0: no session created
+        by_topic: dict[str, list[tuple[int, ErrorCode, FetchResult]]] = {}
+        for w, (error, result) in zip(wanted, results, strict=True):
+            by_topic.setdefault(w.topic, []).append((w.partition, error, result))
         now_ms = int(time.time() * 1000)
         out.int32(len(by_topic))
         for topic, parts in by_topic.items():
             out.string(topic).int32(len(parts))
-            for index, result in parts:
+            for index, error, result in parts:
+                section: bytes | bytearray = b""
+                codecs: set[int] = set()
+                if result.records:
+                    section, codecs = self._records_section(topic, index, result.records, now_ms)
+                if ZSTD in codecs and version < 10:
+                    # Kafka serves zstd batches to Fetch v10 and later only (KIP-110).
+                    error, section = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
                 hw = result.high_watermark
-                out.int32(index).int16(error_code(result.error)).int64(hw).int64(hw)
+                out.int32(index).int16(error).int64(hw).int64(hw)
                 if version >= 5:
                     out.int64(result.log_start_offset)
                 out.int32(-1)  # aborted_transactions: null
-                records = result.records
-                section = self._records_section(topic, index, records, now_ms) if records else b""
                 out.nullable_bytes(section)
         return out.buf
 
     def _records_section(
         self, topic: str, index: int, records: list[Record], now_ms: int
-    ) -> bytearray:
+    ) -> tuple[bytearray, set[int]]:
         """A fetch answer's records: a batch a Kafka client produced goes back as it came
         (whole, as Kafka sends it, with its offset and epoch stamped in place); records
-        written over HTTP, or in a batch a truncation cut, are encoded afresh."""
+        written over HTTP, or in a batch a truncation cut, are encoded afresh. Also says
+        which compression codecs the section holds."""
         first, end = records[0].offset, records[-1].offset + 1
+        codecs: set[int] = set()
         p = self.cluster.partition(topic, index)
         log = None if p is None or p.leader is None else p.logs[p.leader]
         out = bytearray()
@@ -300,6 +366,7 @@ class BrokerApis:
             if batch.wire is not None and same and batch.end_offset <= end:
                 stamp(batch.wire, batch.base_offset, batch.epoch)
                 out += batch.wire
+                codecs.add(batch.wire[_ATTRIBUTES_AT] & COMPRESSION_MASK)
             else:
                 out += encode_batch(at, batch.epoch, [(r.key, r.value) for r in part], now_ms)
             at = upto
@@ -307,7 +374,7 @@ class BrokerApis:
             epoch = p.leader_epoch if p is not None else 0
             rest = [(r.key, r.value) for r in records[at - first :]]
             out += encode_batch(at, epoch, rest, now_ms)
-        return out
+        return out, codecs
 
     # -- ListOffsets ---------------------------------------------------------------------
 

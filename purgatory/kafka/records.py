@@ -3,19 +3,18 @@
 A produced batch is validated once (length, magic, CRC-32C) and then stored as the client
 sent it. Assigning offsets rewrites only the base offset and the partition leader epoch in
 place; the CRC covers the bytes from ``attributes`` on, so it stays valid. Records are decoded
-for the simulation's log (the HTTP API reads key/value pairs) from uncompressed and gzip
-batches (the standard library has gzip); the bytes themselves stay as the client sent them,
-compressed or not.
+for the simulation's log (the HTTP API reads key/value pairs), inflated first if compressed
+(:mod:`purgatory.kafka.compression`); the bytes themselves stay as the client sent them.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Sequence
 from typing import Final, NamedTuple, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
+from purgatory.kafka.compression import inflate
 from purgatory.kafka.crc32c import crc32c
 
 # baseOffset q, batchLength i, partitionLeaderEpoch i, magic b, crc I, attributes h,
@@ -30,8 +29,6 @@ _CRC_FROM: Final = 21  # the CRC covers attributes through the end of the batch
 _BASE_OFFSET: Final = struct.Struct(">q")
 _EPOCH: Final = struct.Struct(">i")
 COMPRESSION_MASK: Final = 0x07
-GZIP: Final = 1
-MAX_INFLATED: Final = 64 * 1024 * 1024
 CONTROL_FLAG: Final = 0x20
 
 
@@ -47,10 +44,6 @@ class BatchRecord(NamedTuple):
 
 class TruncatedBatch(DecodeError):
     """A batch whose header or stated length runs past the bytes sent."""
-
-
-class UnsupportedCompression(DecodeError):
-    """A batch compressed with a codec we do not decompress (snappy, lz4, zstd)."""
 
 
 @final
@@ -98,34 +91,17 @@ class WireBatch:
         return bool(stored == crc32c(memoryview(self.buf)[_CRC_FROM:]))
 
     def records(self) -> list[BatchRecord]:
-        """Decode the records of an uncompressed or gzip batch; raises DecodeError for
-        bad records, UnsupportedCompression for the other codecs."""
+        """Decode the records (inflated first if compressed); raises DecodeError for bad
+        records, UnsupportedCompression for a codec we cannot inflate."""
         data = memoryview(self.buf)[HEADER_SIZE:]
-        if self.compression == GZIP:
-            data = memoryview(_gunzip(data))
-        elif self.compression:
-            raise UnsupportedCompression(f"compression codec {self.compression}")
+        if self.compression:
+            data = memoryview(inflate(self.compression, data))
         try:
             return _decode_records(
                 bytes(data), self.record_count, self.base_offset, self.base_timestamp
             )
         except IndexError:
             raise DecodeError("record runs past the end of the batch") from None
-
-
-def _gunzip(data: memoryview) -> bytes:
-    """A gzip member's content, refusing more than MAX_INFLATED bytes (a small batch
-    must not inflate into gigabytes)."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(data, MAX_INFLATED)
-    except zlib.error as exc:
-        raise DecodeError(f"gzip batch does not decompress: {exc}") from None
-    if inflater.unconsumed_tail:
-        raise DecodeError(f"gzip batch inflates beyond {MAX_INFLATED} bytes")
-    if not inflater.eof:
-        raise DecodeError("gzip batch is cut short")
-    return out
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -240,3 +240,74 @@ async def test_a_produced_batch_is_fetched_back_byte_exact_and_http_records_enco
     ]
     # The simulation (and so HTTP) holds the same records as key/value pairs.
     assert [r.value for r in http_view.records] == [b"first", b"v" * 300, b"v" * 300, b"", b"last"]
+
+
+def _zstd_batch() -> bytes:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 4, 0, -1, -1, -1, 1 << 20)  # magic 2, zstd
+    for i in range(3):
+        builder.append(i, 1_700_000_000_000, None, b"z" * 300, [])
+    return bytes(builder.build())
+
+
+async def _fetch(broker: BrokerApis, version: int, **fields: object) -> object:
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+    request = FetchRequest[version](
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        **fields,
+    )
+    answer = await broker.fetch(
+        RequestHeader(ApiKey.FETCH, version, 1, "c"), Reader(request.encode())
+    )
+    return FetchResponse[version].decode(bytes(answer))
+
+
+@pytest.mark.asyncio
+async def test_fetch_v7_to_v10_sessionless_leader_epochs_and_zstd() -> None:
+    from kafka.protocol.producer import ProduceRequest as KafkaProduceRequest
+
+    def partitions(epoch: int) -> list[object]:
+        return [("t", [(0, epoch, 0, 0, 1 << 20)])]
+
+    session = {"session_id": 0, "session_epoch": 0, "forgotten_topics_data": []}
+    async with Cluster(brokers=3, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        addresses = {0: ("h", 1), 1: ("h", 2), 2: ("h", 3)}
+        await cluster.fail_over("t", 0)  # a new leader, a new epoch
+        broker = BrokerApis(cluster, cluster.partition("t", 0).leader, addresses, ProtocolStats())
+        zstd = _zstd_batch()
+        answers = []
+        for version in (6, 7):  # zstd needs Produce v7
+            produce = KafkaProduceRequest[version](
+                transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[("t", [(0, zstd)])]
+            )
+            header = RequestHeader(ApiKey.PRODUCE, version, 1, "c")
+            answers.append(await broker.produce(header, Reader(produce.encode())))
+        epoch = cluster.partition("t", 0).leader_epoch
+        assert epoch >= 1
+        fresh = await _fetch(broker, 10, topics=partitions(epoch), **session)
+        old = await _fetch(broker, 6, topics=[("t", [(0, 0, 0, 1 << 20)])])
+        fenced = await _fetch(broker, 9, topics=partitions(epoch - 1), **session)
+        ahead = await _fetch(broker, 9, topics=partitions(epoch + 1), **session)
+        lost = await _fetch(broker, 7, topics=partitions(-1), **{**session, "session_id": 5})
+    from kafka.protocol.producer import ProduceResponse
+
+    codes = [
+        ProduceResponse[v].decode(bytes(a)).responses[0].partition_responses[0].error_code
+        for v, a in zip((6, 7), answers, strict=True)
+    ]
+    assert codes == [76, 0]  # UNSUPPORTED_COMPRESSION_TYPE before v7
+    assert (fresh.error_code, fresh.session_id) == (0, 0)  # no session: full fetches
+    [part] = fresh.responses[0].partitions
+    assert part.error_code == 0
+    assert bytes(part.records)[16:] == zstd[16:]  # the zstd batch, byte-exact
+    assert old.responses[0].partitions[0].error_code == 76  # zstd only to Fetch v10+
+    assert fenced.responses[0].partitions[0].error_code == 74  # FENCED_LEADER_EPOCH
+    assert ahead.responses[0].partitions[0].error_code == 75  # UNKNOWN_LEADER_EPOCH
+    assert (lost.error_code, lost.responses) == (70, [])  # FETCH_SESSION_ID_NOT_FOUND

@@ -89,18 +89,18 @@ def test_a_gzip_batch_is_kept_compressed_and_its_records_decode() -> None:
     ]
 
 
-def test_other_codecs_are_refused_and_gzip_bombs_are_bounded(monkeypatch) -> None:
-    from purgatory.kafka import records
-    from purgatory.kafka.records import UnsupportedCompression
+def test_unknown_codecs_are_refused_and_gzip_bombs_are_bounded(monkeypatch) -> None:
+    from purgatory.kafka import compression
+    from purgatory.kafka.compression import UnsupportedCompression
 
     plain = bytearray(build([(None, b"x", [])]))
-    plain[22] |= 2  # attributes: snappy
+    plain[22] |= 7  # attributes: codec 7, which Kafka does not have
     plain[17:21] = crc32c(bytes(plain[21:])).to_bytes(4, "big")
-    [snappy] = split_batches(plain)
-    with pytest.raises(UnsupportedCompression, match="codec 2"):
-        snappy.records()
+    [unknown] = split_batches(plain)
+    with pytest.raises(UnsupportedCompression, match="codec 7"):
+        unknown.records()
     [zipped] = split_batches(build([(None, b"v" * 1000, [])] * 5, compression=GZIP))
-    monkeypatch.setattr(records, "MAX_INFLATED", 1000)
+    monkeypatch.setattr(compression, "MAX_INFLATED", 1000)
     with pytest.raises(DecodeError, match="inflates beyond 1000 bytes"):
         zipped.records()
 
@@ -186,3 +186,35 @@ def test_encoded_batch_reads_back_here_and_in_kafka_python() -> None:
         (41, None, b""),
         (42, b"x", None),
     ]
+
+
+def _aiokafka_batch(codec: int, values: list[bytes]) -> bytes:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 1 << 22)
+    for i, value in enumerate(values):
+        builder.append(i, 1_700_000_000_000 + i, b"k", value, [])
+    return bytes(builder.build())
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])  # gzip, snappy (xerial), lz4, zstd
+def test_every_codec_inflates_within_the_bound(codec: int, monkeypatch) -> None:
+    from purgatory.kafka import compression
+
+    values = [b"%d" % i * 500 for i in range(20)]
+    [batch] = split_batches(_aiokafka_batch(codec, values))
+    assert batch.compression == codec
+    assert [r.value for r in batch.records()] == values
+    monkeypatch.setattr(compression, "MAX_INFLATED", 5000)  # the records take ~10 kB
+    with pytest.raises(DecodeError, match="5000"):
+        batch.records()
+
+
+@pytest.mark.parametrize("codec", [2, 3, 4])
+def test_a_damaged_compressed_batch_is_a_decode_error(codec: int) -> None:
+    raw = bytearray(_aiokafka_batch(codec, [b"x" * 2000] * 5))
+    raw[80] ^= 0xFF  # inside the compressed records, then a valid CRC over the damage
+    raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
+    [batch] = split_batches(raw)
+    with pytest.raises(DecodeError):
+        batch.records()
