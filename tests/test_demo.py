@@ -20,7 +20,7 @@ def test_demo_traces_faults_and_explains_its_timings(
     out = capsys.readouterr().out
     assert "(virtual time)" in out
     assert timing_note(True, 1) in out
-    assert "(no operations: DeleteRecords)" in out  # not an all-zero row
+    assert "(no operations: DeleteRecords, ElectLeader)" in out  # not all-zero rows
     lines = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
     faults = [line["fault"] for line in lines if "fault" in line]
     injected = sorted(SCENARIOS["leader-failover"].faults, key=lambda e: e.at)

@@ -13,7 +13,13 @@ from typing import Any, Final
 
 import msgspec
 
-from purgatory.service.bodies import ErrorBody, FetchResponse, ProduceResponse, RequestTypes
+from purgatory.service.bodies import (
+    ElectLeadersResponse,
+    ErrorBody,
+    FetchResponse,
+    ProduceResponse,
+    RequestTypes,
+)
 
 #: a JSON object the document does not detail (metadata, fault outcomes, health)
 OBJECT: Final = "object"
@@ -87,6 +93,18 @@ ROUTES: Final = (
         },
     ),
     Route(
+        "POST",
+        "/v1/admin/elect-leaders",
+        "elect_leaders",
+        "Elect leaders (preferred or unclean); waits in DelayedElectLeader until they lead",
+        "elect_leaders",
+        {
+            200: ("an answer per partition (a Kafka error name, or null)", ElectLeadersResponse),
+            **_BAD,
+            **_BUSY,
+        },
+    ),
+    Route(
         "GET",
         "/healthz",
         "healthz",
@@ -110,7 +128,7 @@ ROUTES: Final = (
 def openapi_document(types: RequestTypes, version: str) -> dict[str, Any]:
     """The OpenAPI 3.0 document of every route, rendered from :data:`ROUTES`."""
     bodies: list[Any] = [getattr(types, r.request) for r in ROUTES if r.request is not None]
-    bodies += [ErrorBody, ProduceResponse, FetchResponse]
+    bodies += [ErrorBody, ProduceResponse, FetchResponse, ElectLeadersResponse]
     refs, components = msgspec.json.schema_components(
         bodies, ref_template="#/components/schemas/{name}"
     )

@@ -29,8 +29,10 @@ from purgatory.metrics import PurgatoryMetrics
 from purgatory.service import broker as broker_api
 from purgatory.service.api import ROUTES, openapi_document
 from purgatory.service.bodies import (
+    ElectLeadersResponse,
     ErrorBody,
     FetchResponse,
+    PartitionElectionOut,
     ProduceResponse,
     RecordOut,
     RequestTypes,
@@ -41,7 +43,7 @@ from purgatory.service.guard import AccessPolicy
 from purgatory.service.http_metrics import ServiceMetrics
 from purgatory.service.throttled import Throttled
 from purgatory.sim.errors import SimulationError
-from purgatory.sim.messages import FetchRequest, ProduceRequest
+from purgatory.sim.messages import ElectLeadersRequest, FetchRequest, ProduceRequest
 
 logger = logging.getLogger("purgatory.service")
 
@@ -152,6 +154,7 @@ def create_app(
         "fetch": fetch,
         "metadata": metadata,
         "inject_fault": inject_fault,
+        "elect_leaders": elect_leaders,
         "healthz": healthz,
         "metrics": make_aiohttp_handler(state.registry),
         "openapi": openapi,
@@ -343,6 +346,24 @@ async def fetch(request: web.Request) -> web.Response:
 
 async def metadata(request: web.Request) -> web.Response:
     return json_response(request.app[STATE].broker.metadata())
+
+
+async def elect_leaders(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await _body(request, state.bodies.elect_leaders)
+    partitions = [(tp.topic, tp.partition) for tp in body.partitions]
+    async with state.parking(True):
+        try:
+            result = await state.broker.elect_leaders(
+                ElectLeadersRequest(partitions, body.election_type, body.timeout_ms)
+            )
+        except SimulationError as exc:
+            return _broker_error(refused(exc))
+    answers = [
+        PartitionElectionOut(a.topic, a.partition, broker_api.error_name(a.error), a.leader)
+        for a in result.partitions
+    ]
+    return json_response(ElectLeadersResponse(broker_api.error_name(result.error), answers))
 
 
 async def inject_fault(request: web.Request) -> web.Response:

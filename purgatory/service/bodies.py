@@ -63,6 +63,23 @@ class FetchResponse(Struct, frozen=True):
     records: list[RecordOut]
 
 
+class TopicPartition(Struct, forbid_unknown_fields=True, frozen=True):
+    topic: Topic
+    partition: PartitionIndex
+
+
+class PartitionElectionOut(Struct, frozen=True):
+    topic: str
+    partition: int
+    error: ErrorName
+    leader: int | None
+
+
+class ElectLeadersResponse(Struct, frozen=True):
+    error: ErrorName
+    partitions: list[PartitionElectionOut]
+
+
 @dataclass(frozen=True, slots=True)
 class RequestTypes:
     """The request body types of one app (their bounds come from its config)."""
@@ -71,6 +88,7 @@ class RequestTypes:
     produce: type[Struct]
     fetch: type[Struct]
     fault: type[Struct]
+    elect_leaders: type[Struct]
 
     @classmethod
     def build(cls, config: ServiceConfig, brokers: int = INT32_MAX) -> RequestTypes:
@@ -161,6 +179,33 @@ class RequestTypes:
                         ],
                         100,
                     ),
+                ],
+            ),
+            elect_leaders=struct(
+                "ElectLeadersBody",
+                [
+                    (
+                        "partitions",
+                        Annotated[
+                            list[TopicPartition],
+                            Meta(
+                                min_length=1, max_length=config.max_partitions * config.max_topics
+                            ),
+                        ],
+                    ),
+                    (
+                        "election_type",
+                        Annotated[
+                            Literal["preferred", "unclean"],
+                            Meta(
+                                description="preferred: the first assigned replica, if in "
+                                "the ISR; unclean: an offline partition may take a leader "
+                                "from outside the ISR, losing what only the ISR had"
+                            ),
+                        ],
+                        "preferred",
+                    ),
+                    ("timeout_ms", Annotated[int, Meta(ge=0, le=ceiling)], min(30_000, ceiling)),
                 ],
             ),
         )

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from purgatory import DelayedOperationPurgatory
 from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest, ProduceResult
+from purgatory.sim.messages import (
+    ElectLeadersRequest,
+    ElectLeadersResult,
+    FetchRequest,
+    FetchResult,
+    ProduceRequest,
+    ProduceResult,
+)
 
 if TYPE_CHECKING:
     from purgatory.sim.cluster import Cluster
@@ -30,6 +37,8 @@ class Broker(Protocol):
     async def produce(self, request: ProduceRequest) -> ProduceResult: ...
 
     async def fetch(self, request: FetchRequest) -> FetchResult: ...
+
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResult: ...
 
     def metadata(self) -> object: ...
 

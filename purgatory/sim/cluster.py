@@ -23,6 +23,8 @@ restarted brokers, leader failover) are methods here.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self, TypeVar, final
@@ -35,8 +37,11 @@ from purgatory.sim.messages import (
     ClusterMetadata,
     DeleteRecordsRequest,
     DeleteRecordsResult,
+    ElectLeadersRequest,
+    ElectLeadersResult,
     FetchRequest,
     FetchResult,
+    PartitionElection,
     ProduceRequest,
     ProduceResult,
 )
@@ -50,6 +55,8 @@ from purgatory.sim.validate import check_int
 # A replica fetch's network round trip within a data centre; it also lets a round
 # batch every append that arrived meanwhile, as in Kafka.
 DEFAULT_REPLICA_RTT = Latency(1.0, 0.25)
+# An election's way from the broker to the controller and the new leader's metadata back.
+DEFAULT_ELECTION_RTT = Latency(2.0, 0.25)
 
 _UNAVAILABLE = ErrorCode.BROKER_NOT_AVAILABLE
 
@@ -104,6 +111,10 @@ class Cluster:
         min_insync_replicas: int = 1,
         purge_interval: int = 1000,
         replica_rtt: Latency | None = DEFAULT_REPLICA_RTT,
+        election_rtt: Latency | None = DEFAULT_ELECTION_RTT,
+        auto_leader_rebalance_enable: bool = False,
+        leader_imbalance_check_interval_ms: int = 300_000,
+        leader_imbalance_per_broker_percentage: int = 10,
     ) -> None:
         check_int("brokers", brokers, 1)
         check_int("replica_lag_time_max_ms", replica_lag_time_max_ms, 1)
@@ -111,6 +122,19 @@ class Cluster:
         check_int("replica_fetch_min_bytes", replica_fetch_min_bytes, 0)
         check_int("replica_fetch_max_bytes", replica_fetch_max_bytes, 1)
         check_int("min_insync_replicas", min_insync_replicas, 1)
+        if not isinstance(auto_leader_rebalance_enable, bool):
+            raise TypeError("auto_leader_rebalance_enable must be a bool")
+        #: Kafka's auto.leader.rebalance.enable and its check (see :meth:`rebalance_leaders`)
+        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
+        self.leader_imbalance_check_interval_ms = check_int(
+            "leader_imbalance_check_interval_ms", leader_imbalance_check_interval_ms, 1
+        )
+        self.leader_imbalance_per_broker_percentage = check_int(
+            "leader_imbalance_per_broker_percentage", leader_imbalance_per_broker_percentage, 0
+        )
+        self._election_rtt = election_rtt
+        self._elections: set[asyncio.TimerHandle] = set()  # scheduled, not yet carried out
+        self._rebalancer: asyncio.Task[None] | None = None
         config = ReplicaConfig(
             replica_lag_time_max_ms,
             replica_fetch_wait_max_ms,
@@ -145,6 +169,10 @@ class Cluster:
         self._started = True
         for rm in self._replica_managers.values():
             await rm.start()
+        if self._rebalancer is None:
+            self._rebalancer = asyncio.get_running_loop().create_task(
+                self._rebalance_loop(), name="leader-rebalance"
+            )
 
     async def close(self) -> None:
         """Stop replication and shut every broker: each parked request is answered
@@ -152,6 +180,12 @@ class Cluster:
         if self._closed:
             return
         self._closed = True
+        if self._rebalancer is not None:
+            self._rebalancer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rebalancer
+        for handle in self._elections:
+            handle.cancel()
         for rm in self._replica_managers.values():  # no fetch may reach a closed broker
             rm.stop_fetchers()
         for rm in self._replica_managers.values():
@@ -271,6 +305,69 @@ class Cluster:
         every live replica's log start reached the offset."""
         return await self._ask(request, ReplicaManager.delete_records, DeleteRecordsResult)
 
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResult:
+        """Elect leaders (Kafka's ElectLeaders): the controller plans each election and
+        carries it out one election round trip later; the request waits in the
+        ElectLeader purgatory of the broker that took it (the controller's, the lowest
+        live broker) until every planned leader is in place."""
+        if self._closed:
+            return ElectLeadersResult(_UNAVAILABLE)
+        unclean = request.election_type == "unclean"
+        plans: list[tuple[Partition, int]] = []
+        decided: list[PartitionElection] = []
+        for topic, index in request.partitions:
+            p = self._metadata.partition(topic, index)
+            if p is None:
+                decided.append(
+                    PartitionElection(topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                )
+                continue
+            plan = self.controller.plan_election(p, unclean)
+            if isinstance(plan, ErrorCode):
+                decided.append(PartitionElection(topic, index, plan, p.leader))
+            else:
+                plans.append((p, plan))
+        rm = self._controller_broker()
+        answer = rm.elect_leaders(request, plans, decided, None)
+        if isinstance(answer, ElectLeadersResult):
+            return answer
+        self._schedule_elections(plans, unclean)
+        result: ElectLeadersResult | None = await rm.park(answer)
+        return result or ElectLeadersResult(_UNAVAILABLE)
+
+    def _controller_broker(self) -> ReplicaManager:
+        live = [b for b, up in self._metadata.alive.items() if up]
+        return self._replica_managers[live[0] if live else 0]
+
+    def _schedule_elections(self, plans: list[tuple[Partition, int]], unclean: bool) -> None:
+        """Carry ``plans`` out one sampled election round trip from now."""
+        loop = asyncio.get_running_loop()
+
+        def carry_out() -> None:
+            self._elections.discard(handle)
+            touched = [p for p, leader in plans if self.controller.elect(p, leader, unclean)]
+            self._leadership_changed(touched)
+
+        delay_s = self._network.sample_ms(self._election_rtt) / 1000.0
+        handle = loop.call_later(delay_s, carry_out)
+        self._elections.add(handle)
+
+    def rebalance_leaders(self) -> int:
+        """One check of Kafka's automatic preferred-leader rebalancing: a broker whose
+        share of the partitions it should lead but does not is above
+        ``leader_imbalance_per_broker_percentage`` gets them back by preferred election
+        (one election round trip later). Returns how many elections were started."""
+        moves = self.controller.preferred_imbalance(self.leader_imbalance_per_broker_percentage)
+        if moves:
+            self._schedule_elections([(p, p.replicas[0]) for p in moves], unclean=False)
+        return len(moves)
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.leader_imbalance_check_interval_ms / 1000.0)
+            if self.auto_leader_rebalance_enable:
+                self.rebalance_leaders()
+
     async def _ask(
         self,
         request: Request,
@@ -346,10 +443,13 @@ class Cluster:
         return leader
 
     def _leadership_changed(self, partitions: list[Partition]) -> None:
-        """Requests parked on these partitions, on any of their replicas, look again."""
+        """Requests parked on these partitions, on any of their replicas, look again, and
+        so do ElectLeaders requests (parked on whichever broker took them)."""
         for p in partitions:
             for broker in p.replicas:
                 self._replica_managers[broker].on_leadership_change(p)
+            for rm in self._replica_managers.values():
+                rm.on_leader_elected(p)
 
     def _broker(self, broker: int) -> Broker:
         if isinstance(broker, bool) or broker not in self.brokers:

@@ -9,6 +9,7 @@ the new leader. Shrinking the ISR is the leader's job (its replica manager), as 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import final
 
 from purgatory import loop_clock_ms
@@ -18,12 +19,26 @@ from purgatory.sim.partition import Partition
 from purgatory.sim.validate import check_int, check_topic_name
 
 
+@dataclass(frozen=True, slots=True)
+class UncleanElection:
+    """An unclean election made ``leader`` lead ``partition`` from outside the ISR: records
+    at offsets ``[lost_from, lost_to)`` (its log end, the HW the ISR had reached) may be
+    gone, acknowledged or not. Kafka accepts that loss when asked for it."""
+
+    partition: str
+    leader: int
+    lost_from: int
+    lost_to: int
+
+
 @final
 class Controller:
     """Decides leadership for every partition of ``metadata``."""
 
     def __init__(self, metadata: MetadataCache) -> None:
         self.metadata = metadata
+        #: every unclean election so far, with the offsets it may have lost
+        self.unclean_elections: list[UncleanElection] = []
 
     def create_topic(
         self,
@@ -164,3 +179,59 @@ class Controller:
         self._make_leader(p, new_leader)
         self.metadata.bump()
         return new_leader
+
+    # -- requested elections (ElectLeaders) --------------------------------------------------
+
+    def plan_election(self, p: Partition, unclean: bool) -> int | ErrorCode:
+        """The broker an election of ``p`` would make leader, or the answer right away.
+
+        Preferred: the first assigned replica, if alive and in the ISR (already leading:
+        ELECTION_NOT_NEEDED). Unclean: only for a partition without a live leader; the
+        first live ISR member if any, else the first live replica outside it."""
+        alive = self.metadata.alive
+        if not unclean:
+            preferred = p.replicas[0]
+            if p.leader == preferred:
+                return ErrorCode.ELECTION_NOT_NEEDED
+            if alive[preferred] and preferred in p.isr:
+                return preferred
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        if p.leader is not None and alive[p.leader]:
+            return ErrorCode.ELECTION_NOT_NEEDED
+        for candidates in ([b for b in p.replicas if b in p.isr], list(p.replicas)):
+            for broker in candidates:
+                if alive[broker]:
+                    return broker
+        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+
+    def elect(self, p: Partition, leader: int, unclean: bool) -> bool:
+        """Carry out a planned election if ``leader`` is still eligible; True if it now
+        leads. An unclean one from outside the ISR is recorded in
+        :attr:`unclean_elections`."""
+        if p.leader == leader or not self.metadata.alive[leader]:
+            return False
+        if leader not in p.isr:
+            if not unclean or (p.leader is not None and self.metadata.alive[p.leader]):
+                return False
+            committed = max(p.hws.values())
+            lost_from = p.logs[leader].leo
+            self.unclean_elections.append(UncleanElection(p.key, leader, lost_from, committed))
+            p.isr.clear()
+        self._make_leader(p, leader)
+        self.metadata.bump()
+        return True
+
+    def preferred_imbalance(self, percentage: int) -> list[Partition]:
+        """Kafka's auto leader rebalance check: for every live broker whose share of the
+        partitions it should lead (it is their first replica) but does not lead is above
+        ``percentage``, those partitions where it is in the ISR."""
+        alive = self.metadata.alive
+        out = []
+        for broker, up in alive.items():
+            if not up:
+                continue
+            preferred = [p for p in self.metadata.partitions() if p.replicas[0] == broker]
+            elsewhere = [p for p in preferred if p.leader != broker]
+            if preferred and 100 * len(elsewhere) > percentage * len(preferred):
+                out += [p for p in elsewhere if broker in p.isr]
+        return out

@@ -23,6 +23,7 @@ from purgatory.sim.errors import ErrorCode
 from purgatory.sim.operations import (
     BrokerOperation,
     DelayedDeleteRecords,
+    DelayedElectLeader,
     DelayedFetch,
     DelayedProduce,
     DelayedReplicaFetch,
@@ -53,6 +54,7 @@ class InvariantChecker:
             DelayedFetch: self._check_fetch,
             DelayedReplicaFetch: self._check_fetch,
             DelayedDeleteRecords: self._check_delete,
+            DelayedElectLeader: self._check_election,
         }
         cluster.hw_listeners.append(self._on_hw)
         cluster.add_op_observer(self.on_finished)
@@ -136,6 +138,12 @@ class InvariantChecker:
             low = p.low_watermark(self.cluster.is_alive)
             if status.error is ErrorCode.NONE and low < status.required_offset:
                 self._fail(f"{op.op_id}: done with low watermark {low} < {status.required_offset}")
+
+    def _check_election(self, op: DelayedElectLeader) -> None:
+        for status in op.statuses:
+            p = status.partition
+            if p.leader != status.required_offset:
+                self._fail(f"{op.op_id}: completed before broker {status.required_offset} led")
 
     def check_accounting(self) -> None:
         """After the cluster closed: every operation handed to a purgatory left it."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.log import Record
@@ -89,6 +89,62 @@ class DeleteRecordsRequest:
     def __post_init__(self) -> None:
         check_int("offset", self.offset, -1)
         check_int("timeout_ms", self.timeout_ms, 0)
+
+
+ElectionType = Literal["preferred", "unclean"]
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersRequest:
+    """Elect leaders for ``partitions`` (``(topic, partition)`` pairs), Kafka's
+    ElectLeaders (KIP-183, KIP-460). ``preferred``: make each partition's first assigned
+    replica the leader if it is alive and in the ISR. ``unclean``: give an offline
+    partition a leader even from outside the ISR, accepting the loss of what only the ISR
+    had. The request waits in the ElectLeader purgatory until every elected leader is in
+    place, at most ``timeout_ms``. A partition named twice is elected (and answered) once,
+    as by Kafka, which reads the request as a set."""
+
+    partitions: Sequence[tuple[str, int]]
+    election_type: ElectionType = "preferred"
+    timeout_ms: int = 30_000
+
+    def __post_init__(self) -> None:
+        if self.election_type not in ("preferred", "unclean"):
+            raise SimulationError(
+                ErrorCode.INVALID_REQUEST,
+                f"election_type must be 'preferred' or 'unclean', got {self.election_type!r}",
+            )
+        check_int("timeout_ms", self.timeout_ms, 0)
+        if isinstance(self.partitions, str | bytes) or not isinstance(self.partitions, Sequence):
+            raise TypeError("partitions must be a sequence of (topic, partition) pairs")
+        pairs = []
+        for item in self.partitions:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+                raise TypeError(f"each partition must be a (topic, partition) pair, got {item!r}")
+            pairs.append((item[0], check_int("partition", item[1], 0)))
+        # a set of partitions, as Kafka takes it: one named twice is elected once
+        object.__setattr__(self, "partitions", list(dict.fromkeys(pairs)))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionElection:
+    """One partition's answer to an ElectLeaders request (``leader`` once known)."""
+
+    topic: str
+    partition: int
+    error: ErrorCode
+    leader: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersResult:
+    """Per partition, in the request's order: NONE (elected), ELECTION_NOT_NEEDED,
+    PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    UNKNOWN_TOPIC_OR_PARTITION or REQUEST_TIMED_OUT. ``error`` is the request's own error
+    (BROKER_NOT_AVAILABLE when the cluster shut down under it)."""
+
+    error: ErrorCode
+    partitions: list[PartitionElection] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,13 @@ from typing import Any, ClassVar, Generic, TypeVar, final
 from purgatory import DelayedOperation
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import RECORD_OVERHEAD, Log, RecordBatch
-from purgatory.sim.messages import DeleteRecordsResult, FetchResult, ProduceResult
+from purgatory.sim.messages import (
+    DeleteRecordsResult,
+    ElectLeadersResult,
+    FetchResult,
+    PartitionElection,
+    ProduceResult,
+)
 from purgatory.sim.partition import Partition
 
 _NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -342,3 +348,48 @@ class DelayedReplicaFetch(_FetchCondition[list[FollowerResponse]]):
 
     def unavailable(self) -> list[FollowerResponse]:
         return []
+
+
+@final
+class DelayedElectLeader(BrokerOperation[ElectLeadersResult]):
+    """Kafka's DelayedElectLeader: wait until every partition the controller is electing
+    a leader for has the leader it chose (``statuses[i].required_offset`` holds that
+    broker id). Leader epochs are expected to change here, so they are not an error.
+    ``decided`` are the partitions answered at once (not eligible, not needed); the answer
+    lists every partition in ``order`` (the request's)."""
+
+    __slots__ = ("decided", "order")
+    kind: ClassVar[str] = "elect-leader"
+    purgatory_name: ClassVar[str] = "ElectLeader"
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: list[PartitionStatus],
+        decided: list[PartitionElection],
+        order: list[tuple[str, int]],
+        op_id: str,
+        reply: Callable[[ElectLeadersResult], None] | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        super().__init__(delay_ms, statuses, op_id, reply, observer)
+        self.decided = decided
+        self.order = order
+
+    def try_complete(self) -> bool:
+        for status in self.statuses:
+            if status.partition.leader != status.required_offset:
+                return False
+        return self.force_complete()
+
+    def response(self) -> ElectLeadersResult:
+        answers = {(a.topic, a.partition): a for a in self.decided}
+        for status in self.statuses:
+            p = status.partition
+            elected = p.leader == status.required_offset
+            error = _NONE if elected else _TIMED_OUT
+            answers[p.topic, p.index] = PartitionElection(p.topic, p.index, error, p.leader)
+        return ElectLeadersResult(_NONE, [answers[key] for key in self.order])
+
+    def unavailable(self) -> ElectLeadersResult:
+        return ElectLeadersResult(_UNAVAILABLE)

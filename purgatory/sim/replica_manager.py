@@ -26,8 +26,11 @@ from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import (
     DeleteRecordsRequest,
     DeleteRecordsResult,
+    ElectLeadersRequest,
+    ElectLeadersResult,
     FetchRequest,
     FetchResult,
+    PartitionElection,
     ProduceRequest,
     ProduceResult,
 )
@@ -35,6 +38,7 @@ from purgatory.sim.metadata import MetadataCache
 from purgatory.sim.operations import (
     BrokerOperation,
     DelayedDeleteRecords,
+    DelayedElectLeader,
     DelayedFetch,
     DelayedProduce,
     DelayedReplicaFetch,
@@ -50,8 +54,8 @@ from purgatory.sim.replication import FetchLeader, Network, ReplicaFetcher, Repl
 
 _NONE = ErrorCode.NONE
 
-#: The purgatories of every replica manager, by name (Kafka's ElectLeader comes next).
-PURGATORY_NAMES: Final = ("Produce", "Fetch", "DeleteRecords")
+#: The purgatories of every replica manager, by name: Kafka's four.
+PURGATORY_NAMES: Final = ("Produce", "Fetch", "DeleteRecords", "ElectLeader")
 
 Op = TypeVar("Op", bound=BrokerOperation[Any])
 
@@ -98,9 +102,18 @@ class ReplicaManager:
         self.delete_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
             DelayedOperationPurgatory("DeleteRecords", purge_interval=interval, labels=labels)
         )
+        self.elect_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
+            DelayedOperationPurgatory("ElectLeader", purge_interval=interval, labels=labels)
+        )
         #: purgatory name -> this broker's purgatory
         self.purgatories: dict[str, DelayedOperationPurgatory[Any]] = {
-            p.name: p for p in (self.produce_purgatory, self.fetch_purgatory, self.delete_purgatory)
+            p.name: p
+            for p in (
+                self.produce_purgatory,
+                self.fetch_purgatory,
+                self.delete_purgatory,
+                self.elect_purgatory,
+            )
         }
         #: leader id -> the fetcher that replicates what this broker follows on it
         self.fetchers: dict[int, ReplicaFetcher] = {}
@@ -270,6 +283,30 @@ class ReplicaManager:
             self.op_observer,
         )
 
+    def elect_leaders(
+        self,
+        request: ElectLeadersRequest,
+        plans: list[tuple[Partition, int]],
+        decided: list[PartitionElection],
+        reply: Callable[[ElectLeadersResult], None] | None,
+    ) -> ElectLeadersResult | DelayedElectLeader:
+        """The broker side of ElectLeaders, once the controller has planned the elections:
+        the answer now if nothing is to be elected, else a DelayedElectLeader to park until
+        every planned leader is in place."""
+        if not plans:
+            order = {key: i for i, key in enumerate(request.partitions)}
+            decided = sorted(decided, key=lambda a: order[a.topic, a.partition])
+            return ElectLeadersResult(_NONE, decided)
+        return DelayedElectLeader(
+            request.timeout_ms,
+            [PartitionStatus(p, leader) for p, leader in plans],
+            decided,
+            list(request.partitions),
+            self._next_op_id("elect-leader"),
+            reply,
+            self.op_observer,
+        )
+
     def replica_fetch(
         self,
         follower: int,
@@ -352,6 +389,10 @@ class ReplicaManager:
             self.produce_purgatory.check_and_complete_nowait(key)
         self.fetch_purgatory.check_and_complete_nowait(key)
         self.delete_purgatory.check_and_complete_nowait(key)
+
+    def on_leader_elected(self, p: Partition) -> None:
+        """``p`` has a new leader: an ElectLeaders request parked here may be done."""
+        self.elect_purgatory.check_and_complete_nowait(p.key)
 
     async def _isr_shrink_loop(self) -> None:
         """Kafka's isr-expiration task, on the leader: every ``replica_lag_time_max_ms / 2``,

@@ -58,6 +58,10 @@ class Network:
         else:
             self.extra[broker] = latency
 
+    def sample_ms(self, latency: Latency | None) -> float:
+        """A sample of ``latency`` (0 for None) from the network's generator."""
+        return 0.0 if latency is None else latency.sample_ms(self.rng)
+
     def round_trip_ms(self, follower: int) -> float:
         rtt = self.rtt
         delay_ms = 0.0 if rtt is None else rtt.sample_ms(self.rng)

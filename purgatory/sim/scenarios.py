@@ -11,6 +11,7 @@ from typing import Any
 
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.faults import Latency
+from purgatory.sim.messages import ElectLeadersRequest
 from purgatory.sim.workload import WorkloadConfig
 
 # an action on the cluster at a point of the run
@@ -72,6 +73,24 @@ def _restart(broker: int) -> FaultAction:
     return act
 
 
+def _request_preferred_election(topic: str) -> FaultAction:
+    """An admin asks for a preferred election of every partition (ElectLeaders): the
+    request parks in the ElectLeader purgatory until the leaders moved."""
+
+    async def act(cluster: Cluster) -> None:
+        partitions = [(topic, p.index) for p in cluster.topics[topic]]
+        await cluster.elect_leaders(ElectLeadersRequest(partitions, "preferred", 5_000))
+
+    return act
+
+
+def _auto_rebalance(enabled: bool) -> FaultAction:
+    async def act(cluster: Cluster) -> None:
+        cluster.auto_leader_rebalance_enable = enabled
+
+    return act
+
+
 def _preferred_leaders(topic: str) -> FaultAction:
     """Move each partition back to its first replica if that one is in sync."""
 
@@ -125,6 +144,28 @@ SCENARIOS: dict[str, Scenario] = {
                 FaultEvent(0.55, "broker 2 back to normal", _heal(2)),
                 FaultEvent(0.65, "restart broker 0", _restart(0)),
                 FaultEvent(0.85, "preferred leader election", _preferred_leaders("events")),
+            ),
+        ),
+        Scenario(
+            "preferred-election",
+            "leader broker 0 crashes, its partitions fail over; it restarts and catches up; "
+            "an ElectLeaders request (preferred) parks until leadership is back; then, with "
+            "automatic rebalancing on, broker 1 does the same and the controller's periodic "
+            "check moves its partitions back",
+            cluster_options={"leader_imbalance_check_interval_ms": 500},
+            faults=(
+                FaultEvent(0.05, "crash leader broker 0", _crash(0)),
+                FaultEvent(0.15, "restart broker 0", _restart(0)),
+                FaultEvent(
+                    0.3,
+                    "preferred leader election (requested)",
+                    _request_preferred_election("events"),
+                ),
+                FaultEvent(0.4, "automatic leader rebalancing on", _auto_rebalance(True)),
+                FaultEvent(0.5, "crash leader broker 1", _crash(1)),
+                FaultEvent(
+                    0.6, "restart broker 1 (the controller moves its leaders back)", _restart(1)
+                ),
             ),
         ),
         Scenario(

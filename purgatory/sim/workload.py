@@ -214,13 +214,29 @@ class Workload:
         self._done()
 
     def lost_records(self) -> int:
-        """Acked records missing from the current leader's log (deleted ones excepted)."""
-        lost = 0
+        """Acked records missing from the current leader's log (deleted ones excepted),
+        but for those an unclean election gave up (:meth:`lost_to_unclean_elections`)."""
+        return sum(not self._given_up(index, offset) for index, offset in self._missing())
+
+    def lost_to_unclean_elections(self) -> int:
+        """Acked records missing because an unclean election, asked for, gave them up."""
+        return sum(self._given_up(index, offset) for index, offset in self._missing())
+
+    def _given_up(self, index: int, offset: int) -> bool:
+        key = f"{self.config.topic}-{index}"
+        return any(
+            e.partition == key and e.lost_from <= offset < e.lost_to
+            for e in self.cluster.controller.unclean_elections
+        )
+
+    def _missing(self) -> list[tuple[int, int]]:
+        """(partition index, offset) of each acked record the leader's log lacks."""
+        missing = []
         parts = self.cluster.topics[self.config.topic]
         for index, base, entries in self.acked:
             p = parts[index]
             if p.leader is None:
-                lost += len(entries)
+                missing += [(index, base + i) for i in range(len(entries))]
                 continue
             log = p.leader_log
             start = max(base, log.log_start_offset)
@@ -240,12 +256,12 @@ class Workload:
             for i in range(end - start):
                 key, value = entries[start - base + i]
                 if i >= len(records):
-                    lost += 1
+                    missing.append((index, start + i))
                     continue
                 record = records[i]
                 if record.offset != start + i or record.value != value or record.key != key:
-                    lost += 1
-        return lost
+                    missing.append((index, start + i))
+        return missing
 
 
 @final

@@ -254,3 +254,28 @@ async def test_shutdown_answers_parked_requests() -> None:
     finally:
         await server.session.close()
         await runner.cleanup()
+
+
+@pytest.mark.asyncio
+async def test_elect_leaders_waits_for_the_preferred_leader(served: Served) -> None:
+    fault = {"fault": "failover", "topic": "t", "partition": 0, "broker": 1}
+    assert (await served.post("/v1/admin/faults", fault))[0] == 200
+    body = {"partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]}
+    status, answer = await served.post("/v1/admin/elect-leaders", body)
+    assert status == 200
+    assert answer == {
+        "error": None,
+        "partitions": [
+            {"topic": "t", "partition": 0, "error": None, "leader": 0},
+            {"topic": "t", "partition": 1, "error": "ELECTION_NOT_NEEDED", "leader": 1},
+        ],
+    }
+    completed = "purgatory_operations_completed_total"
+    assert await served.total(completed, purgatory="ElectLeader") == 1
+    status, answer = await served.post(
+        "/v1/admin/elect-leaders", {"partitions": [], "election_type": "dirty"}
+    )
+    assert status == 400
+    assert "$.partitions" in answer["message"]
+    status, doc = await served.get("/openapi.json")
+    assert "post" in doc["paths"]["/v1/admin/elect-leaders"]

@@ -295,7 +295,7 @@ def test_each_broker_parks_requests_for_the_partitions_it_leads() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         managers = [c.brokers[b].replica_manager for b in range(3)]
         produce = [rm.purgatories["Produce"] for rm in managers]
-        assert len({id(p) for rm in managers for p in rm.purgatories.values()}) == 9
+        assert len({id(p) for rm in managers for p in rm.purgatories.values()}) == 12
         assert [p.labels["broker"] for p in produce] == ["0", "1", "2"]
         c.set_replication_latency(0, Latency(100.0))
         c.set_replication_latency(2, Latency(100.0))
