@@ -6,7 +6,7 @@ import zlib
 from typing import final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
-from purgatory.kafka import coordination, membership
+from purgatory.kafka import coordination, elections, membership
 from purgatory.kafka.apis import VERSIONS, BrokerApis
 from purgatory.kafka.codec import Reader
 from purgatory.kafka.coordination import GroupOffsets
@@ -33,6 +33,7 @@ class KafkaFrontDoor:
         self.members = GroupCoordinator(labels={"broker": "all"})
         self.groups = GroupOffsets(self.members)
         self._membership = MembershipApis(self.members)
+        self._elections = elections.ElectionApis(cluster)
         self._servers: list[KafkaProtocolServer] = []
 
     @property
@@ -48,6 +49,11 @@ class KafkaFrontDoor:
             server.register(ApiKey.PRODUCE, VERSIONS[ApiKey.PRODUCE], apis.produce)
             server.register(ApiKey.FETCH, VERSIONS[ApiKey.FETCH], apis.fetch)
             server.register(ApiKey.LIST_OFFSETS, VERSIONS[ApiKey.LIST_OFFSETS], apis.list_offsets)
+            server.register(
+                ApiKey.ELECT_LEADERS,
+                elections.VERSIONS[ApiKey.ELECT_LEADERS],
+                self._elections.elect_leaders,
+            )
             self._register_coordination(server)
             port = self.base_port + broker_id if self.base_port else 0
             bound = await server.start(self.host, port)

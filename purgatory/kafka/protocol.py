@@ -31,6 +31,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     API_VERSIONS = 18
     INIT_PRODUCER_ID = 22
+    ELECT_LEADERS = 43
 
 
 class ErrorCode(IntEnum):
@@ -63,6 +64,9 @@ class ErrorCode(IntEnum):
     UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76
     MEMBER_ID_REQUIRED = 79
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
 
 
 def error_code(name: str) -> ErrorCode:
