@@ -8,7 +8,7 @@ the new leader. Shrinking the ISR is the leader's job (its replica manager), as 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import final
 
@@ -39,6 +39,8 @@ class Controller:
         self.metadata = metadata
         #: every unclean election so far, with the offsets it may have lost
         self.unclean_elections: list[UncleanElection] = []
+        #: told about each unclean election as it happens
+        self.unclean_listeners: list[Callable[[UncleanElection], None]] = []
 
     def create_topic(
         self,
@@ -215,9 +217,14 @@ class Controller:
                 return False
             committed = max(p.hws.values())
             lost_from = p.logs[leader].leo
-            self.unclean_elections.append(UncleanElection(p.key, leader, lost_from, committed))
+            loss = UncleanElection(p.key, leader, lost_from, committed)
+            self.unclean_elections.append(loss)
             p.isr.clear()
-        self._make_leader(p, leader)
+            self._make_leader(p, leader)
+            for listener in self.unclean_listeners:
+                listener(loss)
+        else:
+            self._make_leader(p, leader)
         self.metadata.bump()
         return True
 

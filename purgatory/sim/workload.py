@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import final
 
 from purgatory.sim.cluster import Cluster
+from purgatory.sim.controller import UncleanElection
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest, ProduceResult
 from purgatory.sim.validate import check_int
@@ -86,6 +87,10 @@ class Workload:
         self.partitions = len(cluster.topics[config.topic])
         self.positions = [0] * self.partitions  # consumer position per partition
         self.acked: list[AckedBatch] = []
+        # what each unclean election gave up, and how many batches were acked before it:
+        # only those can have been lost to it
+        self._unclean_losses: list[tuple[UncleanElection, int]] = []
+        cluster.controller.unclean_listeners.append(self._unclean_election)
         self.counts: dict[str, int] = dict.fromkeys(
             (
                 "produce_requests",
@@ -216,27 +221,32 @@ class Workload:
     def lost_records(self) -> int:
         """Acked records missing from the current leader's log (deleted ones excepted),
         but for those an unclean election gave up (:meth:`lost_to_unclean_elections`)."""
-        return sum(not self._given_up(index, offset) for index, offset in self._missing())
+        return sum(not self._given_up(*missing) for missing in self._missing())
 
     def lost_to_unclean_elections(self) -> int:
-        """Acked records missing because an unclean election, asked for, gave them up."""
-        return sum(self._given_up(index, offset) for index, offset in self._missing())
+        """Acked records missing because an unclean election, asked for after they were
+        acknowledged, gave them up."""
+        return sum(self._given_up(*missing) for missing in self._missing())
 
-    def _given_up(self, index: int, offset: int) -> bool:
+    def _unclean_election(self, loss: UncleanElection) -> None:
+        self._unclean_losses.append((loss, len(self.acked)))
+
+    def _given_up(self, batch: int, index: int, offset: int) -> bool:
         key = f"{self.config.topic}-{index}"
         return any(
-            e.partition == key and e.lost_from <= offset < e.lost_to
-            for e in self.cluster.controller.unclean_elections
+            batch < acked_before and e.partition == key and e.lost_from <= offset < e.lost_to
+            for e, acked_before in self._unclean_losses
         )
 
-    def _missing(self) -> list[tuple[int, int]]:
-        """(partition index, offset) of each acked record the leader's log lacks."""
+    def _missing(self) -> list[tuple[int, int, int]]:
+        """(acked batch number, partition index, offset) of each acked record the leader's
+        log lacks."""
         missing = []
         parts = self.cluster.topics[self.config.topic]
-        for index, base, entries in self.acked:
+        for batch, (index, base, entries) in enumerate(self.acked):
             p = parts[index]
             if p.leader is None:
-                missing += [(index, base + i) for i in range(len(entries))]
+                missing += [(batch, index, base + i) for i in range(len(entries))]
                 continue
             log = p.leader_log
             start = max(base, log.log_start_offset)
@@ -256,11 +266,11 @@ class Workload:
             for i in range(end - start):
                 key, value = entries[start - base + i]
                 if i >= len(records):
-                    missing.append((index, start + i))
+                    missing.append((batch, index, start + i))
                     continue
                 record = records[i]
                 if record.offset != start + i or record.value != value or record.key != key:
-                    missing.append((index, start + i))
+                    missing.append((batch, index, start + i))
         return missing
 
 

@@ -176,3 +176,86 @@ def test_preferred_election_scenario_is_deterministic_and_loses_nothing() -> Non
     assert elect["completed"] > 0
     leaders = [(p["leader"], p["replicas"][0]) for p in first["final_metadata"][0]["partitions"]]
     assert all(leader == preferred for leader, preferred in leaders)
+
+
+def test_a_record_acked_after_an_unclean_election_is_not_excused_by_it() -> None:
+    # the unclean election gives offset 0 up; the new leader then acknowledges a new record
+    # at offset 0: if that one goes missing, it is a lost record, not the election's loss
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> tuple[int, int]:
+        workload = Workload(c, WorkloadConfig(topic="t"), random.Random(1))
+        await c.crash_broker(1)
+        await c.crash_broker(2)
+        await asyncio.sleep(1)  # the ISR of t-0 shrinks to broker 0
+        before: list[tuple[bytes | None, bytes]] = [(None, b"only-on-0")]
+        acked = await c.produce(ProduceRequest("t", 0, before, acks=-1))
+        workload.acked.append((0, acked.base_offset, before))
+        await c.crash_broker(0)
+        await c.restart_broker(1)
+        result = await c.elect_leaders(ElectLeadersRequest([("t", 0)], "unclean"))
+        assert _errors(result) == [("t", 0, ErrorCode.NONE, 1)]
+        after: list[tuple[bytes | None, bytes]] = [(None, b"acked-by-1")]
+        acked = await c.produce(ProduceRequest("t", 0, after, acks=-1))
+        assert (acked.error, acked.base_offset) == (ErrorCode.NONE, 0)  # in the given-up range
+        workload.acked.append((0, acked.base_offset, after))
+        assert (workload.lost_records(), workload.lost_to_unclean_elections()) == (0, 1)
+        p = c.partition("t", 0)
+        assert p is not None
+        p.leader_log.truncate_to(0)  # the new record goes missing
+        return workload.lost_records(), workload.lost_to_unclean_elections()
+
+    assert _run(body, replica_lag_time_max_ms=200) == (1, 1)
+
+
+def test_a_crash_of_the_broker_holding_the_request_answers_broker_not_available() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        await c.fail_over("t", 0, 1)
+        request = ElectLeadersRequest([("t", 0)], timeout_ms=300)
+        task = loop.create_task(c.elect_leaders(request))
+        await asyncio.sleep(0.01)
+        await c.crash_broker(2)  # another broker: the request stays parked
+        assert not task.done()
+        await c.crash_broker(0)  # the controller's broker, which holds it
+        assert (await task).error is ErrorCode.BROKER_NOT_AVAILABLE
+        assert _elect(c).cancelled == 1
+
+    _run(body, election_rtt=Latency(50.0))
+
+
+def test_a_chosen_leader_out_of_the_isr_by_the_end_of_the_round_trip_times_out() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        await c.fail_over("t", 0, 2)
+        task = loop.create_task(c.elect_leaders(ElectLeadersRequest([("t", 0)], timeout_ms=300)))
+        await asyncio.sleep(0.01)
+        p = c.partition("t", 0)
+        assert p is not None
+        p.isr.discard(0)  # broker 0 fell behind before the election reached it
+        assert _errors(await task) == [("t", 0, ErrorCode.REQUEST_TIMED_OUT, 2)]
+        assert p.leader == 2
+
+    _run(body, election_rtt=Latency(50.0), replica_lag_time_max_ms=100_000)
+
+
+@pytest.mark.parametrize(("percentage", "leader"), [(50, 1), (49, 0)])
+def test_automatic_rebalancing_waits_for_the_imbalance_threshold(
+    percentage: int, leader: int
+) -> None:
+    # broker 0 prefers both partitions; after its crash it gets t-1 back by hand: it then
+    # leads 1 of its 2, an imbalance of 50 %, over a 49 % threshold but not over 50 %
+    async def main() -> int | None:
+        options: dict[str, Any] = {
+            "auto_leader_rebalance_enable": True,
+            "leader_imbalance_check_interval_ms": 1000,
+            "leader_imbalance_per_broker_percentage": percentage,
+        }
+        async with Cluster(3, seed=3, **options) as c:
+            await c.create_topic("t", 2, 3, assignment=[[0, 1, 2], [0, 1, 2]])
+            await c.crash_broker(0)
+            await c.restart_broker(0)
+            await asyncio.sleep(0.1)  # back in the ISR
+            await c.fail_over("t", 1, 0)
+            await asyncio.sleep(2.5)  # two checks
+            p = c.partition("t", 0)
+            assert p is not None
+            return p.leader
+
+    assert run_virtual(main()) == leader
