@@ -586,7 +586,10 @@ def check_labels(labels: Mapping[str, str] | None) -> Mapping[str, str]:
         return MappingProxyType({})
     if not isinstance(labels, Mapping):
         raise TypeError(f"labels must be a mapping of str to str, got {labels!r}")
-    for key, value in labels.items():
+    # typed as objects: the compiled build would otherwise check the pairs itself, with
+    # its own message, before these checks run
+    items: Iterable[tuple[object, object]] = labels.items()
+    for key, value in items:
         if not isinstance(key, str) or not key.isidentifier() or not key.isascii():
             raise ValueError(f"label name {key!r} is not an ASCII identifier")
         if key in _RESERVED_LABELS or key.startswith("__"):
