@@ -249,7 +249,7 @@ async def serve(
     ``trace`` hears of every finished operation and of each fault injected over HTTP;
     ``replica_rtt_ms`` sets the replication network's round trip (None: the default)."""
     from aiohttp import web
-    from prometheus_client import CollectorRegistry
+    from prometheus_client import CollectorRegistry, ProcessCollector
 
     from purgatory import DelayedOperationPurgatory
     from purgatory.kafka.front_door import KafkaFrontDoor
@@ -262,6 +262,7 @@ async def serve(
     for name, partitions, replication_factor in topics:
         await cluster.create_topic(name, partitions, replication_factor)
     registry = CollectorRegistry()
+    ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_open_fds
     kafka = None if kafka_port is None else KafkaFrontDoor(cluster, host, kafka_port)
     if kafka is not None:
         registry.register(ProtocolCollector(kafka.stats))

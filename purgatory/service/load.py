@@ -8,6 +8,9 @@ that appended the first record of its response being sent, to that response arri
 
 Anything but a 200 answer, a broker error code or a transport error counts as a failed
 request; the exit status is 1 if any request failed.
+
+``--slowloris N``, ``--idle N`` and ``--flood`` run hostile clients instead
+(:mod:`purgatory.service.attacks`).
 """
 
 from __future__ import annotations
@@ -63,6 +66,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of steady load")
     parser.add_argument("--ramp", type=float, default=5.0, help="seconds to open all fetchers")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    attack = parser.add_argument_group(
+        "attack modes (loopback targets only; instead of the long-poll load; exit status 1 "
+        "if /healthz failed during the attack)"
+    )
+    attack.add_argument(
+        "--slowloris",
+        type=int_at_least(0),
+        default=0,
+        metavar="N",
+        help="N sockets sending a request head one byte per --trickle-s, never finishing it",
+    )
+    attack.add_argument(
+        "--idle", type=int_at_least(0), default=0, metavar="N", help="N sockets sending nothing"
+    )
+    attack.add_argument(
+        "--trickle-s", type=float, default=1.0, help="seconds between a slowloris' bytes"
+    )
+    attack.add_argument(
+        "--flood",
+        action="store_true",
+        help="produce as fast as answered (--records of --value-bytes, --acks) for --duration",
+    )
+    attack.add_argument(
+        "--flood-producers",
+        type=int_at_least(1),
+        default=32,
+        help="concurrent producers of --flood (default: %(default)s)",
+    )
 
 
 @dataclass
@@ -306,22 +337,63 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    attack = bool(args.slowloris or args.idle or args.flood)
     try:
-        for name in ("partitions", "fetchers", "records", "max_wait_ms"):
-            if getattr(args, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
-        if not args.produce_rate > 0 or not args.duration > 0 or args.ramp < 0:
-            raise ValueError("--produce-rate and --duration must be > 0, --ramp >= 0")
-        _raise_nofile(args.fetchers + 256)
+        if attack:
+            _check_attack(args)
+        else:
+            for name in ("partitions", "fetchers", "records", "max_wait_ms"):
+                if getattr(args, name) < 1:
+                    raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+            if not args.produce_rate > 0 or not args.duration > 0 or args.ramp < 0:
+                raise ValueError("--produce-rate and --duration must be > 0, --ramp >= 0")
+        _raise_nofile((args.slowloris + args.idle if attack else args.fetchers) + 256)
     except ValueError as exc:
         print(f"purgatory load: {exc}", file=sys.stderr)
         return 2
     try:
         import uvloop
 
-        summary = uvloop.run(drive(args))
+        summary = uvloop.run(_attack(args) if attack else drive(args))
     except (OSError, RuntimeError) as exc:
         print(f"purgatory load: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(summary) if args.json else format_summary(summary))
+    if attack:
+        return 0 if not summary["healthz_failed"] else 1
     return 0 if summary["failed_requests"] == 0 else 1
+
+
+def _check_attack(args: argparse.Namespace) -> None:
+    from purgatory.service import attacks
+
+    attacks.loopback_target(args.url)
+    if args.flood and (args.slowloris or args.idle):
+        raise ValueError("--flood runs alone: not with --slowloris or --idle")
+    if args.slowloris + args.idle > attacks.MAX_SOCKETS:
+        raise ValueError(f"--slowloris and --idle open at most {attacks.MAX_SOCKETS} sockets")
+    if not 0 < args.duration <= attacks.MAX_DURATION_S:
+        raise ValueError(f"--duration must be in (0, {attacks.MAX_DURATION_S:g}] s for attacks")
+    if not 0 < args.trickle_s <= 60:
+        raise ValueError("--trickle-s must be in (0, 60]")
+    if args.records < 1:
+        raise ValueError("--records must be >= 1")
+
+
+async def _attack(args: argparse.Namespace) -> dict[str, Any]:
+    from purgatory.service import attacks
+
+    if args.flood:
+        return await attacks.produce_flood(
+            args.url,
+            args.topic,
+            args.partitions,
+            args.flood_producers,
+            args.records,
+            args.value_bytes,
+            args.acks,
+            args.duration,
+        )
+    return await attacks.sockets_attack(
+        args.url, args.slowloris, args.idle, args.trickle_s, args.duration
+    )

@@ -1,0 +1,81 @@
+"""``purgatory load``'s attack modes against a real server: slowloris and idle sockets,
+a produce flood, and a refusal to attack anything but loopback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from serve_process import Server
+
+
+def load(*args: str) -> tuple[int, dict[str, Any], str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "purgatory", "load", "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    summary = json.loads(result.stdout) if result.stdout.strip() else {}
+    return result.returncode, summary, result.stderr
+
+
+@pytest.mark.parametrize(("header_timeout", "closed"), [("1", 40), ("30", 0)])
+def test_slowloris_and_idle_sockets_are_counted_as_the_server_treats_them(
+    header_timeout: str, closed: int
+) -> None:
+    server = Server("--header-timeout", header_timeout)
+    try:
+        status, summary, stderr = load(
+            "--url", server.url, "--slowloris", "40", "--idle", "40", "--trickle-s", "0.2",
+            "--duration", "2.5",
+        )  # fmt: skip
+    finally:
+        assert server.stop() == 0
+    assert status == 0, stderr
+    for kind in ("slowloris", "idle"):
+        assert summary[f"{kind}_opened"] == 40
+        assert summary[f"{kind}_closed_by_server"] == closed
+        assert summary[f"{kind}_still_open_at_end"] == 40 - closed
+        if closed:
+            assert summary[f"{kind}_server_answers"] == {"408": 40}
+            assert summary[f"{kind}_held_until_closed_ms"]["max"] < 2000
+    assert summary["healthz_ok"] >= 3
+    assert summary["healthz_failed"] == {}
+    assert summary["server_open_fds_max"] >= 80  # read from the server's /metrics
+
+
+def test_produce_flood_reports_throughput_and_server_memory() -> None:
+    server = Server()
+    try:
+        status, summary, stderr = load(
+            "--url", server.url, "--flood", "--flood-producers", "4", "--partitions", "2",
+            "--records", "5", "--value-bytes", "200", "--acks", "1", "--duration", "1.5",
+        )  # fmt: skip
+    finally:
+        assert server.stop() == 0
+    assert status == 0, stderr
+    assert summary["produce_requests"] > 10
+    assert set(summary["statuses"]) == {"200"}
+    assert summary["stored_mib"] > 0
+    assert summary["server_rss_mib"]["max"] >= summary["server_rss_mib"]["first"] > 10
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--url", "http://192.0.2.1:8080", "--idle", "5"], "attack modes target loopback only"),
+        (["--url", "http://example.com", "--flood"], "attack modes target loopback only"),
+        (["--idle", "70000"], "open at most 60000 sockets"),
+        (["--flood", "--idle", "3"], "--flood runs alone"),
+        (["--slowloris", "3", "--duration", "601"], "--duration must be in (0, 600]"),
+    ],
+)
+def test_attacks_are_bounded_and_loopback_only(args: list[str], message: str) -> None:
+    status, _, stderr = load(*args)
+    assert status == 2
+    assert message in stderr
