@@ -142,7 +142,9 @@ class InvariantChecker:
     def _check_election(self, op: DelayedElectLeader) -> None:
         for status in op.statuses:
             p = status.partition
-            if p.leader != status.required_offset:
+            if status.error is not ErrorCode.NONE or (
+                p.leader_epoch == status.epoch and p.leader != status.required_offset
+            ):
                 self._fail(f"{op.op_id}: completed before broker {status.required_offset} led")
 
     def check_accounting(self) -> None:

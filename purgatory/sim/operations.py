@@ -353,7 +353,7 @@ class DelayedReplicaFetch(_FetchCondition[list[FollowerResponse]]):
 @final
 class DelayedElectLeader(BrokerOperation[ElectLeadersResult]):
     """Kafka's DelayedElectLeader: wait until every partition the controller is electing
-    a leader for has the leader it chose (``statuses[i].required_offset`` holds that
+    a leader for has had the leader it chose (``statuses[i].required_offset`` holds that
     broker id). Leader epochs are expected to change here, so they are not an error.
     ``decided`` are the partitions answered at once (not eligible, not needed); the answer
     lists every partition in ``order`` (the request's)."""
@@ -377,18 +377,28 @@ class DelayedElectLeader(BrokerOperation[ElectLeadersResult]):
         self.order = order
 
     def try_complete(self) -> bool:
+        # A partition is done once its leader was elected, whatever happens to it later
+        # (``epoch``: the leader epoch it was seen elected in).
+        pending = False
         for status in self.statuses:
-            if status.partition.leader != status.required_offset:
-                return False
-        return self.force_complete()
+            if status.error is None:
+                p = status.partition
+                if p.leader == status.required_offset:
+                    status.error = _NONE
+                    status.epoch = p.leader_epoch
+                else:
+                    pending = True
+        return False if pending else self.force_complete()
 
     def response(self) -> ElectLeadersResult:
         answers = {(a.topic, a.partition): a for a in self.decided}
         for status in self.statuses:
             p = status.partition
-            elected = p.leader == status.required_offset
-            error = _NONE if elected else _TIMED_OUT
-            answers[p.topic, p.index] = PartitionElection(p.topic, p.index, error, p.leader)
+            if status.error is _NONE:
+                answer = PartitionElection(p.topic, p.index, _NONE, status.required_offset)
+            else:
+                answer = PartitionElection(p.topic, p.index, _TIMED_OUT, p.leader)
+            answers[p.topic, p.index] = answer
         return ElectLeadersResult(_NONE, [answers[key] for key in self.order])
 
     def unavailable(self) -> ElectLeadersResult:

@@ -17,6 +17,7 @@ from purgatory.sim import (
     Latency,
     ProduceRequest,
 )
+from purgatory.sim.invariants import InvariantChecker
 from purgatory.sim.runner import WALL_CLOCK_FIELDS, run_scenario
 from purgatory.sim.scenarios import SCENARIOS
 from purgatory.sim.workload import Workload, WorkloadConfig
@@ -259,3 +260,30 @@ def test_automatic_rebalancing_waits_for_the_imbalance_threshold(
             return p.leader
 
     assert run_virtual(main()) == leader
+
+
+def test_a_partition_elected_while_another_waits_is_answered_none() -> None:
+    # t-0's election happens; t-1's cannot (its preferred leader left the ISR) and the
+    # request waits; t-0's leader then moves on: t-0 was elected all the same (Kafka's
+    # DelayedElectLeader stops waiting for a partition once its leader was elected)
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> Any:
+        checker = InvariantChecker(c)
+        await c.fail_over("t", 0, 1)
+        await c.fail_over("t", 1, 0)
+        request = ElectLeadersRequest([("t", 0), ("t", 1)], timeout_ms=300)
+        task = loop.create_task(c.elect_leaders(request))
+        await asyncio.sleep(0.01)
+        t1 = c.partition("t", 1)
+        assert t1 is not None
+        t1.isr.discard(1)  # broker 1 fell behind before its election reached it
+        await asyncio.sleep(0.1)
+        assert c.partition("t", 0).leader == 0  # type: ignore[union-attr]
+        await c.fail_over("t", 0, 2)
+        result = await task
+        assert checker.violations == []
+        return _errors(result)
+
+    assert _run(body, election_rtt=Latency(50.0), replica_lag_time_max_ms=100_000) == [
+        ("t", 0, ErrorCode.NONE, 0),
+        ("t", 1, ErrorCode.REQUEST_TIMED_OUT, 0),
+    ]
