@@ -63,7 +63,9 @@ class ConnectionLimits:
     #: seconds from the end of a request's head to the end of its body
     body_timeout_s: float = 30.0
     #: seconds a keep-alive connection may wait for its next request
-    idle_timeout_s: float = 15.0
+    #: (longer than clients keep idle connections: aiohttp 15 s, Node 5 s; so the client
+    #: closes first, and never reuses a connection the server is closing)
+    idle_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         _all_positive(self)
