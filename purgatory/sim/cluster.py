@@ -9,8 +9,9 @@ door use, and the place where the parts are built and wired.
 The parts, as in Kafka: a :class:`~purgatory.sim.controller.Controller` (topics, elections,
 broker liveness) writes the :class:`~purgatory.sim.metadata.MetadataCache`; each broker
 has a :class:`~purgatory.sim.replica_manager.ReplicaManager`
-(``cluster.brokers[i].replica_manager``) with its own ``Produce``, ``Fetch`` and
-``DeleteRecords`` purgatories, watched on the topic-partition key ``"topic-N"``, and one
+(``cluster.brokers[i].replica_manager``) with its own ``Produce``, ``Fetch``,
+``DeleteRecords`` and ``ElectLeader`` purgatories, watched on the topic-partition key
+``"topic-N"``, and one
 :class:`~purgatory.sim.replication.ReplicaFetcher` per leader it follows. A request goes to
 the replica manager of its partition's leader, which answers or parks it.
 
@@ -23,8 +24,6 @@ restarted brokers, leader failover) are methods here.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self, TypeVar, final
@@ -41,7 +40,6 @@ from purgatory.sim.messages import (
     ElectLeadersResult,
     FetchRequest,
     FetchResult,
-    PartitionElection,
     ProduceRequest,
     ProduceResult,
 )
@@ -122,19 +120,6 @@ class Cluster:
         check_int("replica_fetch_min_bytes", replica_fetch_min_bytes, 0)
         check_int("replica_fetch_max_bytes", replica_fetch_max_bytes, 1)
         check_int("min_insync_replicas", min_insync_replicas, 1)
-        if not isinstance(auto_leader_rebalance_enable, bool):
-            raise TypeError("auto_leader_rebalance_enable must be a bool")
-        #: Kafka's auto.leader.rebalance.enable and its check (see :meth:`rebalance_leaders`)
-        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
-        self.leader_imbalance_check_interval_ms = check_int(
-            "leader_imbalance_check_interval_ms", leader_imbalance_check_interval_ms, 1
-        )
-        self.leader_imbalance_per_broker_percentage = check_int(
-            "leader_imbalance_per_broker_percentage", leader_imbalance_per_broker_percentage, 0
-        )
-        self._election_rtt = election_rtt
-        self._elections: set[asyncio.TimerHandle] = set()  # scheduled, not yet carried out
-        self._rebalancer: asyncio.Task[None] | None = None
         config = ReplicaConfig(
             replica_lag_time_max_ms,
             replica_fetch_wait_max_ms,
@@ -144,8 +129,16 @@ class Cluster:
             check_int("purge_interval", purge_interval, 0),
         )
         self._metadata = MetadataCache(range(brokers))
-        self.controller = Controller(self._metadata)
         self._network = Network(replica_rtt, random.Random(seed))
+        self.controller = Controller(
+            self._metadata,
+            self._network,
+            election_rtt,
+            self._leadership_changed,
+            auto_leader_rebalance_enable=auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_ms=leader_imbalance_check_interval_ms,
+            leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
+        )
         peers: dict[int, FetchLeader] = {}
         self._replica_managers = {
             b: ReplicaManager(b, self._metadata, config, self._network, peers)
@@ -169,10 +162,7 @@ class Cluster:
         self._started = True
         for rm in self._replica_managers.values():
             await rm.start()
-        if self._rebalancer is None:
-            self._rebalancer = asyncio.get_running_loop().create_task(
-                self._rebalance_loop(), name="leader-rebalance"
-            )
+        self.controller.start()
 
     async def close(self) -> None:
         """Stop replication and shut every broker: each parked request is answered
@@ -180,12 +170,7 @@ class Cluster:
         if self._closed:
             return
         self._closed = True
-        if self._rebalancer is not None:
-            self._rebalancer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._rebalancer
-        for handle in self._elections:
-            handle.cancel()
+        await self.controller.close()
         for rm in self._replica_managers.values():  # no fetch may reach a closed broker
             rm.stop_fetchers()
         for rm in self._replica_managers.values():
@@ -313,60 +298,33 @@ class Cluster:
         if self._closed:
             return ElectLeadersResult(_UNAVAILABLE)
         unclean = request.election_type == "unclean"
-        plans: list[tuple[Partition, int]] = []
-        decided: list[PartitionElection] = []
-        for topic, index in request.partitions:
-            p = self._metadata.partition(topic, index)
-            if p is None:
-                decided.append(
-                    PartitionElection(topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                )
-                continue
-            plan = self.controller.plan_election(p, unclean)
-            if isinstance(plan, ErrorCode):
-                decided.append(PartitionElection(topic, index, plan, p.leader))
-            else:
-                plans.append((p, plan))
+        plans, decided = self.controller.plan_elections(request.partitions, unclean)
         rm = self._controller_broker()
         answer = rm.elect_leaders(request, plans, decided, None)
         if isinstance(answer, ElectLeadersResult):
             return answer
-        self._schedule_elections(plans, unclean)
+        self.controller.schedule_elections(plans, unclean)
         result: ElectLeadersResult | None = await rm.park(answer)
         return result or ElectLeadersResult(_UNAVAILABLE)
 
     def _controller_broker(self) -> ReplicaManager:
-        live = [b for b, up in self._metadata.alive.items() if up]
-        return self._replica_managers[live[0] if live else 0]
+        broker = self.controller.active_broker
+        return self._replica_managers[0 if broker is None else broker]
 
-    def _schedule_elections(self, plans: list[tuple[Partition, int]], unclean: bool) -> None:
-        """Carry ``plans`` out one sampled election round trip from now."""
-        loop = asyncio.get_running_loop()
+    @property
+    def auto_leader_rebalance_enable(self) -> bool:
+        """Kafka's auto.leader.rebalance.enable: may be switched at any time."""
+        return self.controller.auto_leader_rebalance_enable
 
-        def carry_out() -> None:
-            self._elections.discard(handle)
-            touched = [p for p, leader in plans if self.controller.elect(p, leader, unclean)]
-            self._leadership_changed(touched)
-
-        delay_s = self._network.sample_ms(self._election_rtt) / 1000.0
-        handle = loop.call_later(delay_s, carry_out)
-        self._elections.add(handle)
+    @auto_leader_rebalance_enable.setter
+    def auto_leader_rebalance_enable(self, enabled: bool) -> None:
+        if not isinstance(enabled, bool):
+            raise TypeError("auto_leader_rebalance_enable must be a bool")
+        self.controller.auto_leader_rebalance_enable = enabled
 
     def rebalance_leaders(self) -> int:
-        """One check of Kafka's automatic preferred-leader rebalancing: a broker whose
-        share of the partitions it should lead but does not is above
-        ``leader_imbalance_per_broker_percentage`` gets them back by preferred election
-        (one election round trip later). Returns how many elections were started."""
-        moves = self.controller.preferred_imbalance(self.leader_imbalance_per_broker_percentage)
-        if moves:
-            self._schedule_elections([(p, p.replicas[0]) for p in moves], unclean=False)
-        return len(moves)
-
-    async def _rebalance_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.leader_imbalance_check_interval_ms / 1000.0)
-            if self.auto_leader_rebalance_enable:
-                self.rebalance_leaders()
+        """One automatic rebalancing check, now (see :meth:`Controller.rebalance_leaders`)."""
+        return self.controller.rebalance_leaders()
 
     async def _ask(
         self,

@@ -4,18 +4,27 @@ It changes the :class:`~purgatory.sim.metadata.MetadataCache` and says which par
 touched; the cluster then tells those partitions' replica managers, whose parked requests
 notice the new leader epoch and answer NOT_LEADER_OR_FOLLOWER, so their clients retry on
 the new leader. Shrinking the ISR is the leader's job (its replica manager), as in Kafka.
+
+Requested elections (ElectLeaders) and the automatic preferred-leader rebalancing are
+planned at once and carried out one sampled election round trip later (the LeaderAndIsr
+request reaching the new leader); ``on_elected`` then hears which partitions changed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import final
 
 from purgatory import loop_clock_ms
 from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.faults import Latency
+from purgatory.sim.messages import PartitionElection
 from purgatory.sim.metadata import MetadataCache
 from purgatory.sim.partition import Partition
+from purgatory.sim.replication import Network
 from purgatory.sim.validate import check_int, check_topic_name
 
 
@@ -35,8 +44,34 @@ class UncleanElection:
 class Controller:
     """Decides leadership for every partition of ``metadata``."""
 
-    def __init__(self, metadata: MetadataCache) -> None:
+    def __init__(
+        self,
+        metadata: MetadataCache,
+        network: Network | None = None,
+        election_rtt: Latency | None = None,
+        on_elected: Callable[[list[Partition]], None] | None = None,
+        *,
+        auto_leader_rebalance_enable: bool = False,
+        leader_imbalance_check_interval_ms: int = 300_000,
+        leader_imbalance_per_broker_percentage: int = 10,
+    ) -> None:
         self.metadata = metadata
+        self._network = network
+        self._election_rtt = election_rtt
+        self._on_elected = on_elected
+        self._elections: set[asyncio.TimerHandle] = set()  # scheduled, not yet carried out
+        if not isinstance(auto_leader_rebalance_enable, bool):
+            raise TypeError("auto_leader_rebalance_enable must be a bool")
+        #: Kafka's auto.leader.rebalance.enable (may be switched at any time) and its check
+        #: (see :meth:`rebalance_leaders`)
+        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
+        self.leader_imbalance_check_interval_ms = check_int(
+            "leader_imbalance_check_interval_ms", leader_imbalance_check_interval_ms, 1
+        )
+        self.leader_imbalance_per_broker_percentage = check_int(
+            "leader_imbalance_per_broker_percentage", leader_imbalance_per_broker_percentage, 0, 100
+        )
+        self._rebalancer: asyncio.Task[None] | None = None
         #: every unclean election so far, with the offsets it may have lost
         self.unclean_elections: list[UncleanElection] = []
         #: told about each unclean election as it happens
@@ -182,7 +217,81 @@ class Controller:
         self.metadata.bump()
         return new_leader
 
-    # -- requested elections (ElectLeaders) --------------------------------------------------
+    # -- requested and automatic elections ---------------------------------------------------
+
+    def start(self) -> None:
+        """Start the automatic rebalancing check (it acts only while enabled)."""
+        if self._rebalancer is None:
+            self._rebalancer = asyncio.get_running_loop().create_task(
+                self._rebalance_loop(), name="leader-rebalance"
+            )
+
+    async def close(self) -> None:
+        """Stop the rebalancing check and drop the elections not carried out yet."""
+        if self._rebalancer is not None:
+            self._rebalancer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rebalancer
+        for handle in self._elections:
+            handle.cancel()
+        self._elections.clear()
+
+    @property
+    def active_broker(self) -> int | None:
+        """The broker the controller runs on: the lowest live one (None: all are down)."""
+        return min((b for b, up in self.metadata.alive.items() if up), default=None)
+
+    def plan_elections(
+        self, partitions: Sequence[tuple[str, int]], unclean: bool
+    ) -> tuple[list[tuple[Partition, int]], list[PartitionElection]]:
+        """(partition, the broker to lead it) for each election to carry out, and the
+        answers of the partitions that need none or cannot have one."""
+        plans: list[tuple[Partition, int]] = []
+        decided: list[PartitionElection] = []
+        for topic, index in partitions:
+            p = self.metadata.partition(topic, index)
+            if p is None:
+                decided.append(
+                    PartitionElection(topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                )
+                continue
+            plan = self.plan_election(p, unclean)
+            if isinstance(plan, ErrorCode):
+                decided.append(PartitionElection(topic, index, plan, p.leader))
+            else:
+                plans.append((p, plan))
+        return plans, decided
+
+    def schedule_elections(self, plans: list[tuple[Partition, int]], unclean: bool) -> None:
+        """Carry ``plans`` out one sampled election round trip from now."""
+        loop = asyncio.get_running_loop()
+
+        def carry_out() -> None:
+            self._elections.discard(handle)
+            touched = [p for p, leader in plans if self.elect(p, leader, unclean)]
+            if self._on_elected is not None:
+                self._on_elected(touched)
+
+        network = self._network
+        delay_ms = 0.0 if network is None else network.sample_ms(self._election_rtt)
+        handle = loop.call_later(delay_ms / 1000.0, carry_out)
+        self._elections.add(handle)
+
+    def rebalance_leaders(self) -> int:
+        """One check of Kafka's automatic preferred-leader rebalancing: a broker whose
+        share of the partitions it should lead but does not is above
+        ``leader_imbalance_per_broker_percentage`` gets them back by preferred election
+        (one election round trip later). Returns how many elections were started."""
+        moves = self.preferred_imbalance(self.leader_imbalance_per_broker_percentage)
+        if moves:
+            self.schedule_elections([(p, p.replicas[0]) for p in moves], unclean=False)
+        return len(moves)
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.leader_imbalance_check_interval_ms / 1000.0)
+            if self.auto_leader_rebalance_enable:
+                self.rebalance_leaders()
 
     def plan_election(self, p: Partition, unclean: bool) -> int | ErrorCode:
         """The broker an election of ``p`` would make leader, or the answer right away.

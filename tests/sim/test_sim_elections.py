@@ -287,3 +287,17 @@ def test_a_partition_elected_while_another_waits_is_answered_none() -> None:
         ("t", 0, ErrorCode.NONE, 0),
         ("t", 1, ErrorCode.REQUEST_TIMED_OUT, 0),
     ]
+
+
+def test_bad_rebalancing_options_are_refused() -> None:
+    with pytest.raises(TypeError, match="auto_leader_rebalance_enable"):
+        Cluster(auto_leader_rebalance_enable=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="leader_imbalance_check_interval_ms"):
+        Cluster(leader_imbalance_check_interval_ms=0)
+    with pytest.raises(ValueError, match="leader_imbalance_per_broker_percentage"):
+        Cluster(leader_imbalance_per_broker_percentage=101)  # a share of partitions: <= 100
+    cluster = Cluster()
+    with pytest.raises(TypeError, match="auto_leader_rebalance_enable"):
+        cluster.auto_leader_rebalance_enable = "yes"  # type: ignore[assignment]
+    cluster.auto_leader_rebalance_enable = True
+    assert cluster.controller.auto_leader_rebalance_enable is True
