@@ -111,7 +111,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         # gone meanwhile, so check again now that every trigger will find it.
         if await self._try_or_abandon(op):
             return True
-        self._schedule_timeout(op)
+        self._schedule_timeout(op, self.timer.now_ms())
         return False
 
     async def park(self, op: Op, keys: Iterable[Hashable]) -> Op:
@@ -163,23 +163,14 @@ class DelayedOperationPurgatory(Generic[Op]):
         except Exception as exc:
             report_callback_error(op, exc, "try_complete")
         self._watch(op)
-        # _schedule_timeout, inlined: this is the hot path of every request
-        if op._state is _PENDING:
-            if self._closed:
-                op.abandon()
-            elif self.timer_enabled:
-                self.timer._add_at(op, op.started_ms)  # the clock was read at _register
-                if self._reaper is None:
-                    self._ensure_reaper()
+        self._schedule_timeout(op, op.started_ms)  # no await since _register read the clock
         return False
 
     async def check_and_complete(self, key: Hashable) -> int:
         """Check every operation watched on ``key``; return how many *this call* completed
         (operations completed meanwhile by someone else are not counted). Completed ones
         leave the key's watcher list; a key whose list empties is dropped."""
-        if self._reaper is None:
-            self._check_loop(_running_loop())
-        ops = self._watchers.get(key)
+        ops = self._watch_list(key)
         if ops is None:
             return 0
         completed = 0
@@ -200,11 +191,9 @@ class DelayedOperationPurgatory(Generic[Op]):
                     raise
                 if done:
                     completed += 1
-                    stale = True
             elif self._try_now(op):
                 completed += 1
-                stale = True
-        if stale:
+        if stale or completed:  # finished operations leave the list
             self._compact(key)
         return completed
 
@@ -212,9 +201,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         """The synchronous core of :meth:`check_and_complete`: checks synchronous operations
         now and returns how many completed; checks of async operations on the key are
         started as tasks (not counted)."""
-        if self._reaper is None:
-            self._check_loop(_running_loop())
-        ops = self._watchers.get(key)
+        ops = self._watch_list(key)
         if ops is None:
             return 0
         completed = 0
@@ -226,10 +213,15 @@ class DelayedOperationPurgatory(Generic[Op]):
                 self._check_later(op)
             elif self._try_now(op):
                 completed += 1
-                stale = True
-        if stale:
+        if stale or completed:
             self._compact(key)
         return completed
+
+    def _watch_list(self, key: Hashable) -> list[Op] | None:
+        """The watcher list of ``key``, if any (a trigger's first step: check the loop)."""
+        if self._reaper is None:
+            self._check_loop(_running_loop())
+        return self._watchers.get(key)
 
     def cancel_for_key(self, key: Hashable) -> list[Op]:
         """Stop watching ``key``: its pending operations lose their timeout and are
@@ -398,13 +390,15 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _schedule_timeout(self, op: Op) -> None:
+    def _schedule_timeout(self, op: Op, now: float) -> None:
+        """Time ``op`` out ``op.delay_ms`` after ``now`` (the timer's clock), unless it is
+        done already; abandon it if the purgatory shut down meanwhile."""
         if op._state is not _PENDING:
             return
         if self._closed:
             op.abandon()
         elif self.timer_enabled:
-            self.timer.add(op)
+            self.timer._add_at(op, now)
             if self._reaper is None:
                 self._ensure_reaper()
 

@@ -115,9 +115,7 @@ class SystemTimer:
         delay = task._delay_ms
         # Round the deadline up: with a fractional clock, rounding down would run early.
         expiration = math.ceil(now + delay) if delay > 0 else math.floor(now)
-        task.expiration_ms = expiration
-        core._size += 1
-        queued = core._place(task, expiration)  # core.schedule, inlined
+        queued = core.schedule(task, expiration)
         if queued is not None and queued < self._armed_for:
             self._rearm(queued)
 

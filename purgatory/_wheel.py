@@ -79,7 +79,11 @@ class TimerTask(_Node):
     __slots__ = ("_bucket", "_delay_ms", "expiration_ms")
 
     def __init__(self, delay_ms: SupportsIndex) -> None:
-        self._delay_ms = validate_delay(delay_ms)
+        # the common case first: an int needs no conversion (every request builds a task)
+        if type(delay_ms) is int and delay_ms <= MAX_DELAY_MS:
+            self._delay_ms: int = delay_ms
+        else:
+            self._delay_ms = validate_delay(delay_ms)
         self._bucket: _Bucket | None = None
         #: absolute deadline (ms on the timer's clock) while scheduled, else -1
         self.expiration_ms = _UNSCHEDULED
@@ -270,13 +274,7 @@ class TimerCore:
         tick = level.tick_ms
         virtual_id = expiration_ms // tick
         bucket = level.buckets[virtual_id % level.size]
-        # inline of bucket.append(task): this is the hot path
-        last = bucket._prev
-        task._prev = last
-        task._next = bucket
-        last._next = task
-        bucket._prev = task
-        task._bucket = bucket
+        bucket.append(task)
         bucket_expiration = virtual_id * tick
         if bucket.set_expiration(bucket_expiration):  # a new round for this bucket: queue it
             heapq.heappush(self._queue, (bucket_expiration, bucket.seq, bucket))

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from purgatory import TimerCore, TimerTask
+from purgatory._wheel import validate_delay
 
 
 class Task(TimerTask):
@@ -181,3 +182,40 @@ def test_wrongly_typed_wheel_parameters(tick_ms: object, wheel_size: object) -> 
 def test_bad_delay_is_rejected_at_construction(delay: object) -> None:
     with pytest.raises(TypeError, match="delay_ms must be an int"):
         TimerTask(delay)  # type: ignore[arg-type]
+
+
+class _Index:
+    """An int-like delay (``operator.index`` accepts it), off TimerTask's fast path."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.integers(-(2**60), 2**60),
+        st.integers(2**53 - 2, 2**53 + 2),
+        st.integers(-5, 5).map(_Index),
+        st.booleans(),
+        st.floats(allow_nan=True),
+    )
+)
+def test_task_delay_fast_path_agrees_with_validate_delay(delay: object) -> None:
+    """TimerTask.__init__ takes a plain int without conversion; any delay gets the answer
+    ``validate_delay`` gives (the value, or the same exception)."""
+    try:
+        expected: int | type[Exception] = validate_delay(delay)
+    except (TypeError, ValueError) as exc:
+        expected = type(exc)
+    if isinstance(expected, int):
+        task = TimerTask(delay)  # type: ignore[arg-type]
+        assert task.delay_ms == expected
+        assert not task.is_scheduled
+        assert task.expiration_ms == -1
+    else:
+        with pytest.raises(expected):
+            TimerTask(delay)  # type: ignore[arg-type]
