@@ -19,6 +19,7 @@ from typing import Any, final
 
 from purgatory import OperationState
 from purgatory.sim.cluster import Cluster
+from purgatory.sim.controller import UncleanElection
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.operations import (
     BrokerOperation,
@@ -56,8 +57,17 @@ class InvariantChecker:
             DelayedDeleteRecords: self._check_delete,
             DelayedElectLeader: self._check_election,
         }
+        #: losses an unclean election accepted (asked for): recorded, not violations
+        self.accepted_losses: list[str] = []
         cluster.hw_listeners.append(self._on_hw)
         cluster.add_op_observer(self.on_finished)
+        cluster.controller.unclean_listeners.append(self._on_unclean_election)
+
+    def _on_unclean_election(self, e: UncleanElection) -> None:
+        self.accepted_losses.append(
+            f"{e.partition}: broker {e.leader} elected from outside the ISR, offsets "
+            f"{e.lost_from}..{e.lost_to} may be lost"
+        )
 
     def _fail(self, message: str) -> None:
         if len(self.violations) < self.max_violations:

@@ -96,6 +96,7 @@ def test_an_election_slower_than_the_timeout_answers_request_timed_out() -> None
 def test_unclean_election_elects_outside_the_isr_and_records_the_loss() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         workload = Workload(c, WorkloadConfig(topic="t"), random.Random(1))
+        checker = InvariantChecker(c)
         await c.crash_broker(1)
         await c.crash_broker(2)
         await asyncio.sleep(1)  # the ISR of t-0 shrinks to broker 0
@@ -117,6 +118,12 @@ def test_unclean_election_elects_outside_the_isr_and_records_the_loss() -> None:
         assert loss.lost_from <= acked.base_offset < loss.lost_to
         # the acknowledged record is gone, and counted as given up, not as a violation
         assert (workload.lost_records(), workload.lost_to_unclean_elections()) == (0, 1)
+        # the invariant checker records the accepted loss, and it is not a violation
+        assert checker.accepted_losses == [
+            f"t-0: broker 1 elected from outside the ISR, offsets {loss.lost_from}.."
+            f"{loss.lost_to} may be lost"
+        ]
+        assert checker.violations == []
         again = await c.elect_leaders(ElectLeadersRequest([("t", 0)], "unclean"))
         assert _errors(again) == [("t", 0, ErrorCode.ELECTION_NOT_NEEDED, 1)]
         await c.crash_broker(1)
