@@ -7,7 +7,7 @@ the Kafka error code a broker would answer (INVALID_REQUIRED_ACKS). Results are 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -145,6 +145,14 @@ class ElectLeadersResult:
 
     error: ErrorCode
     partitions: list[PartitionElection] = field(default_factory=list)
+
+    @classmethod
+    def in_order(
+        cls, answers: Iterable[PartitionElection], order: Iterable[tuple[str, int]]
+    ) -> ElectLeadersResult:
+        """The answers, one per ``(topic, partition)`` of ``order`` (the request's)."""
+        by_partition = {(a.topic, a.partition): a for a in answers}
+        return cls(ErrorCode.NONE, [by_partition[key] for key in order])
 
 
 @dataclass(frozen=True, slots=True)

@@ -391,15 +391,14 @@ class DelayedElectLeader(BrokerOperation[ElectLeadersResult]):
         return False if pending else self.force_complete()
 
     def response(self) -> ElectLeadersResult:
-        answers = {(a.topic, a.partition): a for a in self.decided}
+        answers = list(self.decided)
         for status in self.statuses:
             p = status.partition
             if status.error is _NONE:
-                answer = PartitionElection(p.topic, p.index, _NONE, status.required_offset)
+                answers.append(PartitionElection(p.topic, p.index, _NONE, status.required_offset))
             else:
-                answer = PartitionElection(p.topic, p.index, _TIMED_OUT, p.leader)
-            answers[p.topic, p.index] = answer
-        return ElectLeadersResult(_NONE, [answers[key] for key in self.order])
+                answers.append(PartitionElection(p.topic, p.index, _TIMED_OUT, p.leader))
+        return ElectLeadersResult.in_order(answers, self.order)
 
     def unavailable(self) -> ElectLeadersResult:
         return ElectLeadersResult(_UNAVAILABLE)

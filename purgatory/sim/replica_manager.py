@@ -294,9 +294,7 @@ class ReplicaManager:
         the answer now if nothing is to be elected, else a DelayedElectLeader to park until
         every planned leader is in place."""
         if not plans:
-            order = {key: i for i, key in enumerate(request.partitions)}
-            decided = sorted(decided, key=lambda a: order[a.topic, a.partition])
-            return ElectLeadersResult(_NONE, decided)
+            return ElectLeadersResult.in_order(decided, request.partitions)
         return DelayedElectLeader(
             request.timeout_ms,
             [PartitionStatus(p, leader) for p, leader in plans],

@@ -63,12 +63,8 @@ class Network:
         return 0.0 if latency is None else latency.sample_ms(self.rng)
 
     def round_trip_ms(self, follower: int) -> float:
-        rtt = self.rtt
-        delay_ms = 0.0 if rtt is None else rtt.sample_ms(self.rng)
-        latency = self.extra.get(follower)
-        if latency is not None:
-            delay_ms += latency.sample_ms(self.rng)
-        return delay_ms
+        """One replication round trip of ``follower``: the network's, plus its own."""
+        return self.sample_ms(self.rtt) + self.sample_ms(self.extra.get(follower))
 
 
 @final

@@ -139,8 +139,7 @@ async def run_scenario(
             await asyncio.gather(*deletes)
         if progress is not None:
             progress("\n")
-        lost = workload.lost_records()
-        given_up = workload.lost_to_unclean_elections()
+        lost, given_up = workload.losses()
         sim_s = loop.time() - sim_start
         fetcher_rounds = sum(
             f.rounds for b in cluster.brokers.values() for f in b.replica_manager.fetchers.values()

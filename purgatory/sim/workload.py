@@ -221,12 +221,19 @@ class Workload:
     def lost_records(self) -> int:
         """Acked records missing from the current leader's log (deleted ones excepted),
         but for those an unclean election gave up (:meth:`lost_to_unclean_elections`)."""
-        return sum(not self._given_up(*missing) for missing in self._missing())
+        return self.losses()[0]
 
     def lost_to_unclean_elections(self) -> int:
         """Acked records missing because an unclean election, asked for after they were
         acknowledged, gave them up."""
-        return sum(self._given_up(*missing) for missing in self._missing())
+        return self.losses()[1]
+
+    def losses(self) -> tuple[int, int]:
+        """(:meth:`lost_records`, :meth:`lost_to_unclean_elections`) from one read of the
+        logs (it reads every acked batch back)."""
+        missing = self._missing()
+        given_up = sum(self._given_up(*m) for m in missing)
+        return len(missing) - given_up, given_up
 
     def _unclean_election(self, loss: UncleanElection) -> None:
         self._unclean_losses.append((loss, len(self.acked)))
