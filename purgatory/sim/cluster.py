@@ -32,6 +32,7 @@ from purgatory import DelayedOperationPurgatory
 from purgatory.sim.controller import Controller
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
+from purgatory.sim.log import LogConfig, LogSpace
 from purgatory.sim.messages import (
     ClusterMetadata,
     DeleteRecordsRequest,
@@ -113,6 +114,10 @@ class Cluster:
         auto_leader_rebalance_enable: bool = False,
         leader_imbalance_check_interval_ms: int = 300_000,
         leader_imbalance_per_broker_percentage: int = 10,
+        log_retention_bytes: int = -1,
+        log_retention_ms: int = -1,
+        log_retention_check_interval_ms: int = 1000,
+        max_stored_bytes: int | None = None,
     ) -> None:
         check_int("brokers", brokers, 1)
         check_int("replica_lag_time_max_ms", replica_lag_time_max_ms, 1)
@@ -127,7 +132,12 @@ class Cluster:
             replica_fetch_max_bytes,
             min_insync_replicas,
             check_int("purge_interval", purge_interval, 0),
+            check_int("log_retention_check_interval_ms", log_retention_check_interval_ms, 1),
         )
+        #: every topic's retention unless it sets its own (Kafka's log.retention.*)
+        self.log_defaults = LogConfig(log_retention_bytes, log_retention_ms)
+        #: the memory every log holds, against ``max_stored_bytes`` (None: no cap)
+        self.log_space = LogSpace(max_stored_bytes)
         self._metadata = MetadataCache(range(brokers))
         self._network = Network(replica_rtt, random.Random(seed))
         self.controller = Controller(
@@ -138,6 +148,7 @@ class Cluster:
             auto_leader_rebalance_enable=auto_leader_rebalance_enable,
             leader_imbalance_check_interval_ms=leader_imbalance_check_interval_ms,
             leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
+            log_space=self.log_space,
         )
         peers: dict[int, FetchLeader] = {}
         self._replica_managers = {
@@ -196,14 +207,23 @@ class Cluster:
         replication_factor: int = 3,
         *,
         assignment: Sequence[Sequence[int]] | None = None,
+        retention_bytes: int | None = None,
+        retention_ms: int | None = None,
     ) -> None:
         """Create a topic. Replicas are assigned round-robin unless ``assignment`` lists
-        each partition's brokers (the first one is the preferred leader). Raises
-        :class:`SimulationError` (its ``code`` says why) for a duplicate or invalid name,
-        impossible sizes or a bad assignment."""
+        each partition's brokers (the first one is the preferred leader).
+        ``retention_bytes`` (per partition) and ``retention_ms`` override the cluster's
+        ``log_retention_*`` (-1: keep everything). Raises :class:`SimulationError` (its
+        ``code`` says why) for a duplicate or invalid name, impossible sizes or a bad
+        assignment, and TypeError/ValueError for a bad retention."""
         if self._closed:
             raise RuntimeError("cluster is closed")
-        self.controller.create_topic(name, partitions, replication_factor, assignment)
+        defaults = self.log_defaults
+        config = LogConfig(
+            defaults.retention_bytes if retention_bytes is None else retention_bytes,
+            defaults.retention_ms if retention_ms is None else retention_ms,
+        )
+        self.controller.create_topic(name, partitions, replication_factor, assignment, config)
 
     @property
     def topics(self) -> dict[str, list[Partition]]:

@@ -21,6 +21,7 @@ from typing import final
 from purgatory import loop_clock_ms
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
+from purgatory.sim.log import LogConfig, LogSpace
 from purgatory.sim.messages import PartitionElection
 from purgatory.sim.metadata import MetadataCache
 from purgatory.sim.partition import Partition
@@ -54,8 +55,11 @@ class Controller:
         auto_leader_rebalance_enable: bool = False,
         leader_imbalance_check_interval_ms: int = 300_000,
         leader_imbalance_per_broker_percentage: int = 10,
+        log_space: LogSpace | None = None,
     ) -> None:
         self.metadata = metadata
+        #: where the logs of the partitions it creates count their memory
+        self.log_space = LogSpace() if log_space is None else log_space
         self._network = network
         self._election_rtt = election_rtt
         self._on_elected = on_elected
@@ -83,10 +87,12 @@ class Controller:
         partitions: int,
         replication_factor: int,
         assignment: Sequence[Sequence[int]] | None,
+        config: LogConfig | None = None,
     ) -> list[Partition]:
-        """Add a topic; replicas round-robin unless ``assignment`` lists each partition's
-        brokers (the first one is the preferred leader). Raises :class:`SimulationError`
-        for a duplicate name, impossible sizes or a bad assignment."""
+        """Add a topic with retention ``config`` (default none); replicas round-robin unless
+        ``assignment`` lists each partition's brokers (the first one is the preferred
+        leader). Raises :class:`SimulationError` for a duplicate name, impossible sizes or
+        a bad assignment."""
         metadata = self.metadata
         check_topic_name(name)
         if name in metadata.topics:
@@ -100,7 +106,10 @@ class Controller:
             )
         replicas = self._assign(partitions, replication_factor, assignment)
         now = loop_clock_ms()
-        parts = [Partition(name, i, r, now, metadata.hw_listeners) for i, r in enumerate(replicas)]
+        parts = [
+            Partition(name, i, r, now, metadata.hw_listeners, config, self.log_space)
+            for i, r in enumerate(replicas)
+        ]
         metadata.topics[name] = parts
         for p in parts:  # a dead broker cannot lead a new partition
             if p.leader is not None and not metadata.alive[p.leader]:

@@ -3,16 +3,39 @@
 Batches are shared between replicas (a follower appends the leader's batch object), and
 each batch is stamped with the leader epoch that wrote it, which is how a replica finds
 where its log diverges from a new leader's (Kafka's leader-epoch truncation, KIP-101).
+
+Memory is the scarce resource here (Kafka's is disk): every log of a cluster counts what
+its batches hold in one :class:`LogSpace`, which may refuse a produce that would pass a
+cap, and each log applies its topic's retention (:class:`LogConfig`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
-from typing import NamedTuple, final
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, NamedTuple, final
+
+from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.validate import check_int
 
 # Per-record overhead counted in sizes, so that empty values still occupy bytes.
 RECORD_OVERHEAD = 8
+# What a stored record costs in memory beyond its key and value bytes (its Record tuple and
+# offset int, the bytes objects' headers, its slot in the batch), and a batch beyond its
+# records (the batch object, its records tuple, the log's index entries). Measured with
+# tracemalloc on CPython 3.11, 64-bit: up to 189 bytes for a keyed record, 139 without a
+# key, 198 a batch; tests/sim/test_sim_retention.py keeps the estimate above the measurement.
+RECORD_MEMORY: Final = 192
+BATCH_MEMORY: Final = 256
+
+
+def batch_memory(entries: Iterable[tuple[bytes | None, bytes]], wire: bytearray | None) -> int:
+    """The memory a batch of ``entries`` (and its client's ``wire`` bytes) will hold."""
+    total = BATCH_MEMORY + (0 if wire is None else len(wire))
+    for key, value in entries:
+        total += RECORD_MEMORY + len(value) + (0 if key is None else len(key))
+    return total
 
 
 class Record(NamedTuple):
@@ -28,11 +51,72 @@ def record_size(key: bytes | None, value: bytes) -> int:
     return RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
 
 
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """A topic's retention, as Kafka's ``retention.bytes`` and ``retention.ms`` (-1: none).
+
+    Only whole batches below the high watermark go, oldest first: by size, while the
+    partition's log stays at least ``retention_bytes`` without the batch; by time, once a
+    batch was appended more than ``retention_ms`` ago."""
+
+    retention_bytes: int = -1
+    retention_ms: int = -1
+
+    def __post_init__(self) -> None:
+        check_int("retention_bytes", self.retention_bytes, -1)
+        check_int("retention_ms", self.retention_ms, -1)
+
+    @property
+    def retains(self) -> bool:
+        """Whether retention ever deletes anything."""
+        return self.retention_bytes >= 0 or self.retention_ms >= 0
+
+
+@final
+class LogSpace:
+    """The memory held by every log of a cluster (each batch counted once, however many
+    replicas share it), against an optional cap: the server's ``--max-stored-bytes``."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int | None = None) -> None:
+        if limit is not None:
+            check_int("max_stored_bytes", limit, 1)
+        self.limit = limit
+        self.used = 0
+
+    def admit(self, entries: Sequence[tuple[bytes | None, bytes]], wire: bytearray | None) -> None:
+        """Raise ``KAFKA_STORAGE_ERROR`` if storing ``entries`` would pass the cap."""
+        limit = self.limit
+        if limit is None:
+            return
+        need = batch_memory(entries, wire)
+        if self.used + need > limit:
+            raise SimulationError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"storing {need} more bytes would pass the cap of {limit} stored bytes "
+                f"({self.used} in use): delete records, or wait for retention",
+            )
+
+    def __repr__(self) -> str:
+        return f"<LogSpace used={self.used} limit={self.limit}>"
+
+
 @final
 class RecordBatch:
     """Records appended together by one leader in one epoch."""
 
-    __slots__ = ("base_offset", "end_offset", "epoch", "records", "size", "wire")
+    __slots__ = (
+        "append_ms",
+        "base_offset",
+        "end_offset",
+        "epoch",
+        "holders",
+        "memory",
+        "records",
+        "size",
+        "wire",
+    )
 
     def __init__(
         self,
@@ -41,6 +125,7 @@ class RecordBatch:
         records: tuple[Record, ...],
         size: int,
         wire: bytearray | None = None,
+        append_ms: float = 0.0,
     ):
         self.base_offset = base_offset
         #: one past the last offset
@@ -51,18 +136,46 @@ class RecordBatch:
         #: the batch as a Kafka client sent it (record batch v2), if one did: the Kafka
         #: front door serves it back byte-exact; the simulation never reads it
         self.wire = wire
+        #: the leader's clock (ms) when it appended the batch: time-based retention
+        self.append_ms = append_ms
+        #: what holding the batch costs in memory (``size`` counts RECORD_OVERHEAD a record)
+        self.memory = (
+            size
+            + len(records) * (RECORD_MEMORY - RECORD_OVERHEAD)
+            + BATCH_MEMORY
+            + (0 if wire is None else len(wire))
+        )
+        #: how many logs hold the batch: its memory is freed with the last one
+        self.holders = 0
 
     def __repr__(self) -> str:
         return f"<RecordBatch [{self.base_offset}, {self.end_offset}) epoch={self.epoch}>"
 
 
+_NO_RETENTION: Final = LogConfig()
+
+
 @final
 class Log:
-    """Append-only batches plus a log start offset; ``leo`` is the log end offset."""
+    """Append-only batches plus a log start offset; ``leo`` is the log end offset.
 
-    __slots__ = ("_batches", "_cum", "_ends", "_total", "leo", "log_start_offset")
+    ``config`` is its topic's retention; ``space`` counts the memory its batches hold
+    (shared by the logs of a cluster; by default, a space of its own with no cap)."""
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "_batches",
+        "_cum",
+        "_ends",
+        "_total",
+        "config",
+        "leo",
+        "log_start_offset",
+        "space",
+    )
+
+    def __init__(self, config: LogConfig = _NO_RETENTION, space: LogSpace | None = None) -> None:
+        self.config = config
+        self.space = LogSpace() if space is None else space
         self._batches: list[RecordBatch] = []
         self._ends: list[int] = []  # end offset of each batch, for bisect
         self._cum: list[int] = []  # running byte total through each batch (never rebased)
@@ -77,8 +190,10 @@ class Log:
         entries: Sequence[tuple[bytes | None, bytes]],
         epoch: int,
         wire: bytearray | None = None,
+        now_ms: float = 0.0,
     ) -> RecordBatch:
-        """Append records as the leader; returns the new batch (carrying ``wire``)."""
+        """Append records as the leader at ``now_ms``; returns the new batch (carrying
+        ``wire``). Check the space first (:meth:`LogSpace.admit`): this does not refuse."""
         base = self.leo
         size = RECORD_OVERHEAD * len(entries)
         records = []
@@ -88,7 +203,9 @@ class Log:
             size += len(value) if key is None else len(value) + len(key)
             offset += 1
         end = offset
-        batch = RecordBatch(base, epoch, tuple(records), size, wire)
+        batch = RecordBatch(base, epoch, tuple(records), size, wire, now_ms)
+        batch.holders = 1
+        self.space.used += batch.memory
         self._batches.append(batch)
         self._ends.append(end)
         self._total += size
@@ -100,6 +217,9 @@ class Log:
         """Append a batch copied from the leader; it must start at our log end."""
         if batch.base_offset != self.leo:
             raise ValueError(f"batch starts at {batch.base_offset}, log ends at {self.leo}")
+        batch.holders += 1
+        if batch.holders == 1:
+            self.space.used += batch.memory
         self._batches.append(batch)
         self._ends.append(batch.end_offset)
         self._total += batch.size
@@ -117,15 +237,18 @@ class Log:
             self._ends.pop()
             self._cum.pop()
             self._total -= dropped.size
+            self._release((dropped,))
         if batches and batches[-1].end_offset > offset:  # split the straddling batch
             last = batches.pop()
             self._ends.pop()
             self._cum.pop()
             self._total -= last.size
+            self._release((last,))
             kept = last.records[: offset - last.base_offset]
             size = sum(record_size(r.key, r.value) for r in kept)
             self.leo = last.base_offset
-            self.append_batch(RecordBatch(last.base_offset, last.epoch, kept, size))
+            split = RecordBatch(last.base_offset, last.epoch, kept, size, None, last.append_ms)
+            self.append_batch(split)
         self.leo = offset
         if self.log_start_offset > offset:
             self.log_start_offset = offset
@@ -133,6 +256,7 @@ class Log:
     def reset_to(self, offset: int) -> None:
         """Drop everything and restart the log at ``offset`` (a follower that fell behind
         the leader's log start)."""
+        self._release(self._batches)
         self._batches.clear()
         self._ends.clear()
         self._cum.clear()
@@ -147,9 +271,46 @@ class Log:
         self.log_start_offset = offset
         gone = bisect_right(self._ends, offset)
         if gone:
+            self._release(self._batches[:gone])
             del self._batches[:gone]
             del self._ends[:gone]
             del self._cum[:gone]
+
+    def apply_retention(self, high_watermark: int, now_ms: float) -> bool:
+        """Drop the oldest whole batches below ``high_watermark`` that its config's
+        retention lets go (see :class:`LogConfig`); True if the log start moved."""
+        config = self.config
+        batches = self._batches
+        n = 0
+        if config.retention_ms >= 0:
+            oldest_kept = now_ms - config.retention_ms
+            while (
+                n < len(batches)
+                and batches[n].end_offset <= high_watermark
+                and batches[n].append_ms < oldest_kept
+            ):
+                n += 1
+        if config.retention_bytes >= 0:
+            excess = self.size_bytes - sum(b.size for b in batches[:n]) - config.retention_bytes
+            while (
+                n < len(batches)
+                and batches[n].end_offset <= high_watermark
+                and excess >= batches[n].size
+            ):
+                excess -= batches[n].size
+                n += 1
+        if n == 0:
+            return False
+        self.delete_before(batches[n - 1].end_offset)
+        return True
+
+    def _release(self, batches: Iterable[RecordBatch]) -> None:
+        """This log lets go of ``batches``: free what no other log holds."""
+        space = self.space
+        for batch in batches:
+            batch.holders -= 1
+            if batch.holders == 0:
+                space.used -= batch.memory
 
     # -- reading --------------------------------------------------------------------------
 
@@ -245,7 +406,10 @@ class Log:
 
     @property
     def size_bytes(self) -> int:
-        return self._total - (self._cum[0] - self._batches[0].size if self._batches else 0)
+        """Bytes of the records in the log (``record_size`` each)."""
+        if not self._batches:
+            return 0
+        return self._total - (self._cum[0] - self._batches[0].size)
 
     def __repr__(self) -> str:
         return f"<Log [{self.log_start_offset}, {self.leo}) batches={len(self._batches)}>"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import final
 
-from purgatory.sim.log import Log, RecordBatch
+from purgatory.sim.log import Log, LogConfig, LogSpace, RecordBatch
 
 # fn(partition, old_hw, new_hw): told about every change of the leader's high watermark
 HighWatermarkListener = Callable[["Partition", int, int], None]
@@ -85,7 +85,11 @@ class Partition:
         replicas: Iterable[int],
         now_ms: float,
         hw_listeners: list[HighWatermarkListener] | None = None,
+        config: LogConfig | None = None,
+        space: LogSpace | None = None,
     ) -> None:
+        """``config``: the topic's retention (default none); ``space``: where the replicas'
+        logs count their memory (default: a space of this partition's own, no cap)."""
         self.topic = topic
         self.index = index
         self.key = f"{topic}-{index}"
@@ -93,7 +97,9 @@ class Partition:
         self.replicas = tuple(replicas)
         if not self.replicas or len(set(self.replicas)) != len(self.replicas):
             raise ValueError(f"bad replica assignment {self.replicas}")
-        self.logs = {broker: Log() for broker in self.replicas}
+        config = LogConfig() if config is None else config
+        space = LogSpace() if space is None else space
+        self.logs = {broker: Log(config, space) for broker in self.replicas}
         self.hws = dict.fromkeys(self.replicas, 0)  # each replica's own view of the HW
         self.leader: int | None = self.replicas[0]
         self.leader_epoch = 0
@@ -120,10 +126,14 @@ class Partition:
         return self.leader_log.leo
 
     def append(
-        self, entries: list[tuple[bytes | None, bytes]], wire: bytearray | None = None
+        self,
+        entries: list[tuple[bytes | None, bytes]],
+        wire: bytearray | None = None,
+        now_ms: float = 0.0,
     ) -> tuple[RecordBatch, bool]:
-        """Leader append; returns the batch and whether the HW advanced (ISR of one)."""
-        batch = self.logs[self.leader].append(entries, self.leader_epoch, wire)  # type: ignore[index]
+        """Leader append at ``now_ms``; returns the batch and whether the HW advanced (ISR
+        of one)."""
+        batch = self.logs[self.leader].append(entries, self.leader_epoch, wire, now_ms)  # type: ignore[index]
         # With a follower in the ISR the HW is that follower's LEO or below, which a
         # leader append does not move (followers never hold more than the leader).
         return batch, len(self.isr) == 1 and self.maybe_increment_hw()

@@ -70,6 +70,9 @@ class ReplicaConfig:
     replica_fetch_max_bytes: int = 1 << 20
     min_insync_replicas: int = 1
     purge_interval: int = 1000
+    #: how often the leader applies time-based retention to idle partitions (on every
+    #: HW advance it applies it anyway); Kafka checks every 5 minutes, on disk
+    log_retention_check_interval_ms: int = 1000
 
 
 @final
@@ -122,12 +125,13 @@ class ReplicaManager:
         #: the purgatories' clock (the running loop's, in ms); bound on first use
         self.now_ms: Callable[[], float] = self._bind_clock
         self._ids = itertools.count(1)
-        self._isr_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []  # the ISR-shrink and retention checks
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the purgatories' reapers, the ISR-shrink check and, if alive, the fetchers."""
+        """Start the purgatories' reapers, the ISR-shrink and retention checks and, if
+        alive, the fetchers."""
         for purgatory in self.purgatories.values():
             await purgatory.start()
         for leader, side in self._peers.items():
@@ -135,19 +139,21 @@ class ReplicaManager:
                 self.fetchers[leader] = ReplicaFetcher(
                     self.broker_id, leader, side, self._metadata, self._network
                 )
-        if self._isr_task is None:
-            self._isr_task = asyncio.get_running_loop().create_task(
-                self._isr_shrink_loop(), name=f"isr-shrink-{self.broker_id}"
-            )
+        if not self._tasks:
+            loop = asyncio.get_running_loop()
+            self._tasks = [
+                loop.create_task(self._isr_shrink_loop(), name=f"isr-shrink-{self.broker_id}"),
+                loop.create_task(self._retention_loop(), name=f"retention-{self.broker_id}"),
+            ]
         if self._metadata.alive[self.broker_id]:
             self.start_fetchers()
 
     async def shutdown(self) -> None:
         """Stop, answering every parked request BROKER_NOT_AVAILABLE. Idempotent."""
-        if self._isr_task is not None:
-            self._isr_task.cancel()
+        for task in self._tasks:
+            task.cancel()
             try:
-                await self._isr_task
+                await task
             except asyncio.CancelledError:
                 pass
         self.stop_fetchers()
@@ -216,10 +222,13 @@ class ReplicaManager:
         min_isr = self.config.min_insync_replicas
         if acks == -1 and len(p.isr) < min_isr:
             return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
-        batch, hw_advanced = p.append(request.records, request.wire)  # type: ignore[arg-type]
+        log = p.logs[self.broker_id]
+        log.space.admit(request.records, request.wire)
+        batch, hw_advanced = p.append(request.records, request.wire, self.now_ms())  # type: ignore[arg-type]
         # new bytes for parked follower fetches (consumers wait for the HW)
         self.fetch_purgatory.check_and_complete_nowait(p.replica_key)
         if hw_advanced:
+            self.apply_retention(p)
             self.on_high_watermark(p, produce=False)
         if acks != -1:
             return ProduceResult(_NONE, batch.base_offset if acks == 1 else -1)
@@ -332,6 +341,7 @@ class ReplicaManager:
                 continue
             hw_advanced, lso_moved, _ = p.update_follower(follower, offset, lso, now)
             if hw_advanced:
+                self.apply_retention(p)
                 self.on_high_watermark(p)
             elif lso_moved:
                 self.delete_purgatory.check_and_complete_nowait(p.key)
@@ -374,6 +384,14 @@ class ReplicaManager:
 
     # -- triggers ------------------------------------------------------------------------------
 
+    def apply_retention(self, p: Partition) -> None:
+        """Let the retention of ``p`` (led here) drop batches below its HW; if the log start
+        moved, parked fetches below it answer OFFSET_OUT_OF_RANGE and followers learn it."""
+        log = p.logs[self.broker_id]
+        if log.config.retains and log.apply_retention(p.hws[self.broker_id], self.now_ms()):
+            self.fetch_purgatory.check_and_complete_nowait(p.replica_key)
+            self.fetch_purgatory.check_and_complete_nowait(p.key)
+
     def on_leadership_change(self, p: Partition) -> None:
         """The epoch or the log start of ``p`` moved: every request parked here on it may be
         done."""
@@ -405,6 +423,18 @@ class ReplicaManager:
             for p in list(metadata.partitions()):
                 if p.leader == self.broker_id and p.shrink_isr(now, lag) and p.maybe_increment_hw():
                     self.on_high_watermark(p)
+
+    async def _retention_loop(self) -> None:
+        """Kafka's log-retention task: every ``log_retention_check_interval_ms``, apply
+        retention to the partitions this broker leads (time passes without HW moves)."""
+        metadata = self._metadata
+        while True:
+            await asyncio.sleep(self.config.log_retention_check_interval_ms / 1000.0)
+            if not metadata.alive[self.broker_id]:
+                continue
+            for p in list(metadata.partitions()):
+                if p.leader == self.broker_id:
+                    self.apply_retention(p)
 
     def __repr__(self) -> str:
         parked = sum(p.num_delayed for p in self.purgatories.values())

@@ -409,3 +409,38 @@ async def test_snappy_lz4_and_zstd_batches_are_kept_and_read_by_every_client(
         assert [b.wire[22] & 0x07 for b in stored if b.wire is not None] == [attribute], index
         # The simulation (and the HTTP API) reads the inflated records.
         assert len(p.logs[p.leader].read_records(0, 5, 1 << 20)) == 5
+
+
+@pytest.mark.asyncio
+async def test_a_produce_past_the_stored_bytes_cap_gets_kafka_storage_error() -> None:
+    from kafka.errors import KafkaStorageError
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+    from purgatory.kafka.front_door import KafkaFrontDoor
+    from purgatory.kafka.records import encode_batch
+    from purgatory.sim import Cluster
+
+    async with Cluster(brokers=1, max_stored_bytes=4000) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=1)
+        door = KafkaFrontDoor(cluster, "127.0.0.1", 0)
+        await door.start()
+        try:
+            codes = []
+            for i in range(3):  # about 1,500 bytes stored each, the batch's own bytes too
+                batch = encode_batch(i, 0, [(None, b"x" * 500)], 0)
+                request = ProduceRequest[3](
+                    transactional_id=None, acks=1, timeout_ms=1000, topic_data=[("t", [(0, batch)])]
+                )
+                request.with_header(correlation_id=i, client_id="c")
+                async with asyncio.timeout(TIMEOUT):
+                    reader, writer = await asyncio.open_connection(*door.addresses[0])
+                    writer.write(request.encode(header=True, framed=True))
+                    size = int.from_bytes(await reader.readexactly(4), "big")
+                    frame = await reader.readexactly(size)
+                    writer.close()
+                response = ProduceResponse[3].decode(frame[4:])
+                codes.append(response.responses[0].partition_responses[0].error_code)
+        finally:
+            await door.close()
+        assert codes == [0, 0, KafkaStorageError.errno]
+        assert cluster.log_space.used <= 4000

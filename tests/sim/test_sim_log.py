@@ -83,3 +83,13 @@ def test_divergence_offset_follows_epochs() -> None:
     assert follower.divergence_offset(leader) == 2
     follower.truncate_to(follower.divergence_offset(leader))
     assert follower.leo == 2
+
+
+def test_an_emptied_log_holds_no_bytes() -> None:
+    log = _log((2, 0), (3, 0))
+    log.delete_before(5)  # every batch goes
+    assert (log.batches, log.size_bytes) == (0, 0)
+    log.append([(None, b"ab")], 0)
+    assert log.size_bytes == RECORD_OVERHEAD + 2
+    log.reset_to(9)
+    assert log.size_bytes == 0
