@@ -298,7 +298,13 @@ async def create_topic(request: web.Request) -> web.Response:
         if topics >= state.config.max_topics:
             raise Rejected(409, "", "TOO_MANY_TOPICS", f"{topics} topics exist (max_topics)")
         try:
-            await state.broker.create_topic(body.name, body.partitions, body.replication_factor)
+            await state.broker.create_topic(
+                body.name,
+                body.partitions,
+                body.replication_factor,
+                retention_bytes=body.retention_bytes,
+                retention_ms=body.retention_ms,
+            )
         except SimulationError as exc:
             return _broker_error(refused(exc))
     return json_response(body, status=201)
@@ -340,7 +346,12 @@ async def fetch(request: web.Request) -> web.Response:
         for r in result.records
     ]
     return json_response(
-        FetchResponse(broker_api.error_name(result.error), result.high_watermark, records)
+        FetchResponse(
+            broker_api.error_name(result.error),
+            result.high_watermark,
+            records,
+            result.log_start_offset,
+        )
     )
 
 

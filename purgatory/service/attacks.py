@@ -118,13 +118,15 @@ async def _hostile_socket(
 
 @dataclass
 class Probe:
-    """``/healthz`` (on a new connection each time) and the server's RSS, sampled."""
+    """``/healthz`` (on a new connection each time) and the server's RSS and stored bytes,
+    sampled."""
 
     health_ok: int = 0
     health_failed: Counter[str] = field(default_factory=Counter)
     health_s: list[float] = field(default_factory=list)
     rss_bytes: list[float] = field(default_factory=list)
     open_fds: list[float] = field(default_factory=list)
+    stored_bytes: list[float] = field(default_factory=list)
 
     async def run(self, url: str, stop: asyncio.Event) -> None:
         import aiohttp
@@ -159,6 +161,8 @@ class Probe:
                     self.rss_bytes.append(float(line.split()[1]))
                 elif line.startswith("process_open_fds "):
                     self.open_fds.append(float(line.split()[1]))
+                elif line.startswith("purgatory_stored_bytes "):
+                    self.stored_bytes.append(float(line.split()[1]))
 
     def summary(self) -> dict[str, Any]:
         mib = 1 << 20
@@ -172,6 +176,11 @@ class Probe:
                 "first": round(self.rss_bytes[0] / mib, 1),
                 "max": round(max(self.rss_bytes) / mib, 1),
                 "last": round(self.rss_bytes[-1] / mib, 1),
+            }
+        if self.stored_bytes:
+            out["server_stored_mib"] = {
+                "max": round(max(self.stored_bytes) / mib, 1),
+                "last": round(self.stored_bytes[-1] / mib, 1),
             }
         if self.open_fds:
             out["server_open_fds_max"] = int(max(self.open_fds))
@@ -248,7 +257,9 @@ async def produce_flood(
                 statuses[type(exc).__name__] += 1
                 await asyncio.sleep(0.1)
                 continue
-            if answer is not None and answer.get("error") is not None:
+            if answer is None:  # refused: 507 once the stored-bytes cap is reached
+                await asyncio.sleep(0.01)
+            elif answer.get("error") is not None:
                 errors[str(answer["error"])] += 1
             else:
                 sent_bytes += records * value_bytes
@@ -277,6 +288,6 @@ async def produce_flood(
         "requests_per_s": round(requests / elapsed, 1),
         "statuses": dict(statuses),
         "broker_errors": dict(errors),
-        "stored_mib": round(sent_bytes / (1 << 20), 1),
-        "stored_mib_per_s": round(sent_bytes / (1 << 20) / elapsed, 2),
+        "accepted_mib": round(sent_bytes / (1 << 20), 1),
+        "accepted_mib_per_s": round(sent_bytes / (1 << 20) / elapsed, 2),
     } | probe.summary()

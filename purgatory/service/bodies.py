@@ -61,6 +61,8 @@ class FetchResponse(Struct, frozen=True):
     error: ErrorName
     high_watermark: int
     records: list[RecordOut]
+    #: where the log starts (retention moves it): fetch from here after OFFSET_OUT_OF_RANGE
+    log_start_offset: int
 
 
 class TopicPartition(Struct, forbid_unknown_fields=True, frozen=True):
@@ -78,6 +80,14 @@ class PartitionElectionOut(Struct, frozen=True):
 class ElectLeadersResponse(Struct, frozen=True):
     error: ErrorName
     partitions: list[PartitionElectionOut]
+
+
+def _retention(what: str) -> Any:
+    """A topic's optional retention setting (Kafka's ``retention.*``)."""
+    return Annotated[
+        Annotated[int, Meta(ge=-1, le=INT64_MAX)] | None,
+        Meta(description=f"{what}, at least; -1: no limit; null: the server's default"),
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +115,8 @@ class RequestTypes:
                     ("name", Topic),
                     ("partitions", Annotated[int, Meta(ge=1, le=config.max_partitions)]),
                     ("replication_factor", Annotated[int, Meta(ge=1, le=brokers)]),
+                    ("retention_bytes", _retention("bytes a partition keeps"), None),
+                    ("retention_ms", _retention("ms a record is kept"), None),
                 ],
             ),
             produce=struct(

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from purgatory import DelayedOperationPurgatory
+from purgatory.service.config import StorageLimits
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import (
     ElectLeadersRequest,
@@ -32,7 +33,15 @@ class Broker(Protocol):
 
     def all_purgatories(self) -> list[DelayedOperationPurgatory[Any]]: ...
 
-    async def create_topic(self, name: str, partitions: int, replication_factor: int) -> None: ...
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        *,
+        retention_bytes: int | None = None,
+        retention_ms: int | None = None,
+    ) -> None: ...
 
     async def produce(self, request: ProduceRequest) -> ProduceResult: ...
 
@@ -61,6 +70,7 @@ HTTP_STATUS: Mapping[ErrorCode, int] = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: 404,
     ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: 409,
     ErrorCode.BROKER_NOT_AVAILABLE: 503,
+    ErrorCode.KAFKA_STORAGE_ERROR: 507,  # Insufficient Storage: the stored-bytes cap
 }
 
 
@@ -88,17 +98,26 @@ def topic_count(broker: Broker) -> int:
     return len(topics) if topics is not None else 0
 
 
-async def new_cluster(brokers: int, replica_rtt_ms: float | None = None) -> Cluster:
+async def new_cluster(
+    brokers: int, replica_rtt_ms: float | None = None, storage: StorageLimits | None = None
+) -> Cluster:
     """A started simulated cluster (imported lazily: the sim is the default broker).
     ``replica_rtt_ms``: the replication network's median round trip (None: the cluster's
-    default; 0: instant)."""
+    default; 0: instant); ``storage``: its stored-bytes cap and default retention."""
     from purgatory.sim.cluster import DEFAULT_REPLICA_RTT, Cluster
     from purgatory.sim.faults import Latency
 
     rtt: Latency | None = DEFAULT_REPLICA_RTT
     if replica_rtt_ms is not None:
         rtt = Latency(replica_rtt_ms, DEFAULT_REPLICA_RTT.sigma) if replica_rtt_ms else None
-    cluster = Cluster(brokers=brokers, replica_rtt=rtt)
+    storage = StorageLimits() if storage is None else storage
+    cluster = Cluster(
+        brokers=brokers,
+        replica_rtt=rtt,
+        log_retention_bytes=storage.retention_bytes,
+        log_retention_ms=storage.retention_ms,
+        max_stored_bytes=storage.max_stored_bytes,
+    )
     await cluster.start()
     return cluster
 

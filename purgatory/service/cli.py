@@ -22,6 +22,7 @@ from purgatory.service.config import (
     DEFAULT_MAX_PENDING,
     ConnectionLimits,
     ServiceConfig,
+    StorageLimits,
     budget,
     descriptor_limit,
 )
@@ -121,6 +122,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write every finished operation, HTTP and Kafka alike, as a trace line "
         "(JSON Lines, .gz ok), as `purgatory simulate --trace` does",
     )
+    storage = parser.add_argument_group("storage (records live in memory)")
+    stored = StorageLimits()
+    storage.add_argument(
+        "--max-stored-bytes",
+        type=int,
+        default=stored.max_stored_bytes,
+        metavar="BYTES",
+        help="memory the stored records may hold, bookkeeping included; a produce past "
+        "it gets KAFKA_STORAGE_ERROR (HTTP 507) (default: %(default)s, 256 MiB)",
+    )
+    storage.add_argument(
+        "--retention-bytes",
+        type=int,
+        default=stored.retention_bytes,
+        metavar="BYTES",
+        help="bytes each partition keeps at least before its oldest records go, for "
+        "topics that set none (-1: no limit; default: %(default)s)",
+    )
+    storage.add_argument(
+        "--retention-ms",
+        type=int,
+        default=stored.retention_ms,
+        metavar="MS",
+        help="how long records are kept, for topics that set none (-1: forever; "
+        "default: %(default)s, one hour)",
+    )
     access = parser.add_argument_group("access control")
     access.add_argument(
         "--token",
@@ -175,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
             max_pending=max_pending,
             shutdown_timeout_s=args.shutdown_timeout,
         )
+        storage = StorageLimits(args.max_stored_bytes, args.retention_bytes, args.retention_ms)
         topics = [_topic_spec(spec) for spec in args.topic]
         access = AccessPolicy.for_bind(
             args.host,
@@ -223,6 +251,7 @@ def run(args: argparse.Namespace) -> int:
                     trace=trace,
                     replica_rtt_ms=args.replica_rtt_ms,
                     connections=connections,
+                    storage=storage,
                 )
             )
     finally:
@@ -243,11 +272,13 @@ async def serve(
     trace: TraceWriter | None = None,
     replica_rtt_ms: float | None = None,
     connections: ConnectionLimits | None = None,
+    storage: StorageLimits | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
     broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster.
     ``trace`` hears of every finished operation and of each fault injected over HTTP;
-    ``replica_rtt_ms`` sets the replication network's round trip (None: the default)."""
+    ``replica_rtt_ms`` sets the replication network's round trip (None: the default);
+    ``storage`` bounds what the logs hold (default: :class:`StorageLimits`)."""
     from aiohttp import web
     from prometheus_client import CollectorRegistry, ProcessCollector
 
@@ -257,12 +288,14 @@ async def serve(
     from purgatory.service.app import STATE, create_app
     from purgatory.service.broker import new_cluster
     from purgatory.service.connections import ServiceRunner
+    from purgatory.service.http_metrics import StorageMetrics
 
-    cluster = await new_cluster(brokers, replica_rtt_ms)
+    cluster = await new_cluster(brokers, replica_rtt_ms, storage)
     for name, partitions, replication_factor in topics:
         await cluster.create_topic(name, partitions, replication_factor)
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_open_fds
+    StorageMetrics(registry, cluster.log_space)
     kafka = None if kafka_port is None else KafkaFrontDoor(cluster, host, kafka_port)
     if kafka is not None:
         registry.register(ProtocolCollector(kafka.stats))

@@ -7,6 +7,8 @@ import resource
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
+from purgatory.sim.log import LogConfig, LogSpace
+
 
 def _all_positive(limits: Any) -> None:
     """Every field of a limits dataclass is a number > 0 (bool is not a number here)."""
@@ -69,6 +71,27 @@ class ConnectionLimits:
 
     def __post_init__(self) -> None:
         _all_positive(self)
+
+
+@dataclass(frozen=True, slots=True)
+class StorageLimits:
+    """What the server's logs may hold in memory (``purgatory serve``'s storage flags).
+
+    Records live in memory, so the cap on stored bytes is what bounds the server's memory
+    under a produce flood; past it a produce is refused (KAFKA_STORAGE_ERROR, HTTP 507)
+    until retention or deleted records make room. Retention applies to every topic that
+    does not set its own (Kafka's ``log.retention.*``; -1: keep everything)."""
+
+    #: memory the stored records may hold, their bookkeeping included (None: no cap)
+    max_stored_bytes: int | None = 256 << 20
+    #: per partition; Kafka's default, none
+    retention_bytes: int = -1
+    #: one hour: Kafka keeps 7 days, but on disk
+    retention_ms: int = 3_600_000
+
+    def __post_init__(self) -> None:
+        LogSpace(self.max_stored_bytes)  # the checks, with their messages
+        LogConfig(self.retention_bytes, self.retention_ms)
 
 
 def descriptor_limit() -> int:

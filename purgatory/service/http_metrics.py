@@ -7,6 +7,7 @@ from typing import Final, final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from purgatory.metrics import DURATION_BUCKETS
+from purgatory.sim.log import LogSpace
 
 #: Long polls dominate: latencies span the same range as operation durations.
 HTTP_BUCKETS: Final = DURATION_BUCKETS
@@ -96,3 +97,22 @@ class ConnectionMetrics:
         )
         for reason in CLOSE_REASONS:
             self.closed.labels(reason)
+
+
+@final
+class StorageMetrics:
+    """``purgatory_stored_bytes`` and its cap: how close produces are to being refused."""
+
+    def __init__(self, registry: CollectorRegistry, space: LogSpace) -> None:
+        self.stored = Gauge(
+            "purgatory_stored_bytes",
+            "Memory held by stored records, bookkeeping included (each batch once).",
+            registry=registry,
+        )
+        self.stored.set_function(lambda: space.used)
+        self.cap = Gauge(
+            "purgatory_max_stored_bytes",
+            "The cap on stored bytes (--max-stored-bytes); 0: none.",
+            registry=registry,
+        )
+        self.cap.set(space.limit or 0)

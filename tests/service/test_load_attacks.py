@@ -12,12 +12,12 @@ import pytest
 from serve_process import Server
 
 
-def load(*args: str) -> tuple[int, dict[str, Any], str]:
+def load(*args: str, timeout: float = 60) -> tuple[int, dict[str, Any], str]:
     result = subprocess.run(
         [sys.executable, "-m", "purgatory", "load", "--json", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
     )
     summary = json.loads(result.stdout) if result.stdout.strip() else {}
@@ -61,8 +61,48 @@ def test_produce_flood_reports_throughput_and_server_memory() -> None:
     assert status == 0, stderr
     assert summary["produce_requests"] > 10
     assert set(summary["statuses"]) == {"200"}
-    assert summary["stored_mib"] > 0
+    assert summary["accepted_mib"] > 0
     assert summary["server_rss_mib"]["max"] >= summary["server_rss_mib"]["first"] > 10
+
+
+def test_a_flood_past_the_stored_bytes_cap_is_refused_and_memory_stays_bounded() -> None:
+    cap_mib = 8
+    server = Server("--max-stored-bytes", str(cap_mib << 20))
+    try:
+        status, summary, stderr = load(
+            "--url", server.url, "--flood", "--flood-producers", "4", "--partitions", "2",
+            "--records", "50", "--value-bytes", "1000", "--acks", "1", "--duration", "4",
+        )  # fmt: skip
+    finally:
+        assert server.stop() == 0
+    assert status == 0, stderr
+    assert summary["statuses"]["200"] > 0
+    assert summary["statuses"]["507"] > 0  # refused once full, not crashed or timed out
+    assert summary["accepted_mib"] <= cap_mib
+    assert summary["server_stored_mib"]["max"] <= cap_mib
+    rss = summary["server_rss_mib"]
+    assert rss["max"] - rss["first"] < cap_mib + 40, rss
+    assert summary["healthz_failed"] == {}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_a_60_s_flood_at_defaults_stays_under_the_documented_rss_bound() -> None:
+    """docs/serve.md: with its defaults, the server's RSS stays under 350 MiB."""
+    server = Server()
+    try:
+        status, summary, stderr = load(
+            "--url", server.url, "--flood", "--flood-producers", "8", "--partitions", "4",
+            "--records", "50", "--value-bytes", "1000", "--acks", "1", "--duration", "60",
+            timeout=120,
+        )  # fmt: skip
+    finally:
+        assert server.stop() == 0
+    assert status == 0, stderr
+    assert summary["statuses"]["507"] > 0  # the cap was reached
+    assert summary["server_stored_mib"]["max"] <= 256
+    assert summary["server_rss_mib"]["max"] < 350, summary["server_rss_mib"]
+    assert summary["healthz_failed"] == {}
 
 
 @pytest.mark.parametrize(

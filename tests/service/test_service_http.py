@@ -88,7 +88,7 @@ async def test_expiry_answers_on_time(served: Served) -> None:
     status, answer = await served.post("/v1/fetch", body)
     elapsed = time.monotonic() - started
     assert status == 200
-    assert answer == {"error": None, "high_watermark": 0, "records": []}
+    assert answer == {"error": None, "high_watermark": 0, "records": [], "log_start_offset": 0}
     assert 0.3 <= elapsed < 2.0
 
     await slow_followers(served, 3000)
@@ -175,7 +175,10 @@ async def test_too_many_parked_requests_get_503_with_retry_after(tight: Served) 
     # Requests that cannot park are still served.
     status, _ = await tight.post("/v1/fetch", {**body, "max_wait_ms": 0})
     assert status == 200
-    assert await first == (200, {"error": None, "high_watermark": 0, "records": []})
+    assert await first == (
+        200,
+        {"error": None, "high_watermark": 0, "records": [], "log_start_offset": 0},
+    )
     assert await tight.metric("purgatory_rejected_requests_total", reason="overloaded") == 1
 
 
@@ -279,3 +282,41 @@ async def test_elect_leaders_waits_for_the_preferred_leader(served: Served) -> N
     assert "$.partitions" in answer["message"]
     status, doc = await served.get("/openapi.json")
     assert "post" in doc["paths"]["/v1/admin/elect-leaders"]
+
+
+@pytest.mark.asyncio
+async def test_a_topic_s_retention_moves_its_log_start_and_old_offsets_go_out_of_range(
+    served: Served,
+) -> None:
+    create = {"name": "short", "partitions": 1, "replication_factor": 1, "retention_bytes": 0}
+    status, answer = await served.post("/v1/topics", create)
+    assert (status, answer["retention_bytes"], answer["retention_ms"]) == (201, 0, None)
+    for i in range(3):
+        produce = {"topic": "short", "partition": 0, "records": [{"value": f"r{i}"}]}
+        assert (await served.post("/v1/produce", produce))[1]["error"] is None
+    # retention_bytes 0 keeps nothing below the high watermark
+    status, answer = await served.post("/v1/fetch", {"topic": "short", "partition": 0, "offset": 0})
+    assert (status, answer["error"], answer["log_start_offset"]) == (200, "OFFSET_OUT_OF_RANGE", 3)
+    bad = {**create, "name": "bad", "retention_ms": -2}
+    status, answer = await served.post("/v1/topics", bad)
+    assert status == 400
+    assert "$.retention_ms" in answer["message"]
+
+
+@pytest.mark.asyncio
+async def test_a_produce_past_the_stored_bytes_cap_gets_507_and_a_reason() -> None:
+    runner, server = await start_server(max_stored_bytes=64 * 1024)
+    try:
+        produce = {"topic": "t", "partition": 0, "records": [{"value": "x" * 1000}] * 10}
+        answers = [await server.post("/v1/produce", produce) for _ in range(8)]
+        statuses = [status for status, _ in answers]
+        assert statuses[:5] == [200] * 5  # 5 x 12,176 bytes fit in 64 KiB, a sixth does not
+        assert statuses[5:] == [507] * 3
+        answer = answers[-1][1]
+        assert answer["error"] == "KAFKA_STORAGE_ERROR"
+        assert "cap of 65536 stored bytes" in answer["message"]
+        _, meta = await server.get("/v1/metadata")
+        assert meta["topics"][0]["partitions"][0]["log_end_offset"] == 50  # nothing kept
+    finally:
+        await server.session.close()
+        await runner.cleanup()
