@@ -49,16 +49,32 @@ def test_slowloris_and_idle_sockets_are_counted_as_the_server_treats_them(
     assert summary["server_open_fds_max"] >= 80  # read from the server's /metrics
 
 
-def test_produce_flood_reports_throughput_and_server_memory() -> None:
-    server = Server()
+def flood(
+    serve_args: list[str],
+    producers: int,
+    partitions: int,
+    records: int,
+    value_bytes: int,
+    duration_s: float,
+) -> dict[str, Any]:
+    """``purgatory load --flood`` (acks=1) against a fresh ``purgatory serve``; its summary."""
+    server = Server(*serve_args)
     try:
         status, summary, stderr = load(
-            "--url", server.url, "--flood", "--flood-producers", "4", "--partitions", "2",
-            "--records", "5", "--value-bytes", "200", "--acks", "1", "--duration", "1.5",
+            "--url", server.url, "--flood", "--flood-producers", str(producers),
+            "--partitions", str(partitions), "--records", str(records),
+            "--value-bytes", str(value_bytes), "--acks", "1", "--duration", str(duration_s),
+            timeout=duration_s + 60,
         )  # fmt: skip
     finally:
         assert server.stop() == 0
     assert status == 0, stderr
+    assert summary["healthz_failed"] == {}
+    return summary
+
+
+def test_produce_flood_reports_throughput_and_server_memory() -> None:
+    summary = flood([], producers=4, partitions=2, records=5, value_bytes=200, duration_s=1.5)
     assert summary["produce_requests"] > 10
     assert set(summary["statuses"]) == {"200"}
     assert summary["accepted_mib"] > 0
@@ -67,42 +83,26 @@ def test_produce_flood_reports_throughput_and_server_memory() -> None:
 
 def test_a_flood_past_the_stored_bytes_cap_is_refused_and_memory_stays_bounded() -> None:
     cap_mib = 8
-    server = Server("--max-stored-bytes", str(cap_mib << 20))
-    try:
-        status, summary, stderr = load(
-            "--url", server.url, "--flood", "--flood-producers", "4", "--partitions", "2",
-            "--records", "50", "--value-bytes", "1000", "--acks", "1", "--duration", "4",
-        )  # fmt: skip
-    finally:
-        assert server.stop() == 0
-    assert status == 0, stderr
+    serve_args = ["--max-stored-bytes", str(cap_mib << 20)]
+    summary = flood(
+        serve_args, producers=4, partitions=2, records=50, value_bytes=1000, duration_s=4
+    )
     assert summary["statuses"]["200"] > 0
     assert summary["statuses"]["507"] > 0  # refused once full, not crashed or timed out
     assert summary["accepted_mib"] <= cap_mib
     assert summary["server_stored_mib"]["max"] <= cap_mib
     rss = summary["server_rss_mib"]
     assert rss["max"] - rss["first"] < cap_mib + 40, rss
-    assert summary["healthz_failed"] == {}
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_60_s_flood_at_defaults_stays_under_the_documented_rss_bound() -> None:
     """docs/serve.md: with its defaults, the server's RSS stays under 350 MiB."""
-    server = Server()
-    try:
-        status, summary, stderr = load(
-            "--url", server.url, "--flood", "--flood-producers", "8", "--partitions", "4",
-            "--records", "50", "--value-bytes", "1000", "--acks", "1", "--duration", "60",
-            timeout=120,
-        )  # fmt: skip
-    finally:
-        assert server.stop() == 0
-    assert status == 0, stderr
+    summary = flood([], producers=8, partitions=4, records=50, value_bytes=1000, duration_s=60)
     assert summary["statuses"]["507"] > 0  # the cap was reached
     assert summary["server_stored_mib"]["max"] <= 256
     assert summary["server_rss_mib"]["max"] < 350, summary["server_rss_mib"]
-    assert summary["healthz_failed"] == {}
 
 
 @pytest.mark.parametrize(
