@@ -88,9 +88,15 @@ def plot_durations(rows: Sequence[Row], path: str) -> None:
 Faults = Sequence[tuple[int, str]]  # (Unix ms, description) of each injected fault
 
 
+def _title_pad(faults: Faults, label: bool) -> float:
+    """Points between a plot and its title: room for the fault numbers when they are drawn."""
+    return 16.0 if faults and label else 6.0  # 6: matplotlib's default
+
+
 def _mark_faults(ax: Any, faults: Faults, start_s: int, label: bool) -> None:
     """Dashed vertical lines where faults were injected (seconds since ``start_s``), each
-    numbered just above the plot; the report's caption says what each number was."""
+    numbered just above the plot (its title leaves room: :func:`_title_pad`); the report's
+    caption says what each number was."""
     for i, (at_ms, _what) in enumerate(faults):
         x = at_ms / 1000.0 - start_s
         ax.axvline(x, color="0.35", linestyle="--", linewidth=1)
@@ -140,7 +146,7 @@ def plot_in_flight(rows: Sequence[Row], path: str, bucket_s: int, faults: Faults
     suffix = "" if bucket_s == 1 else f" (max per {bucket_s} s)"
     ax.set_xlabel("time since first event (s)")
     ax.set_ylabel("operations in flight" + suffix)
-    ax.set_title("Operations in flight (watched, not yet finished)")
+    ax.set_title("Operations in flight (watched, not yet finished)", pad=_title_pad(faults, True))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -153,19 +159,22 @@ def plot_outcomes(rows: Sequence[Row], path: str, bucket_s: int, faults: Faults 
     grouped = _by_purgatory(rows)
     names = sorted(grouped, key=lambda n: -sum(int(r["arrivals"]) for r in grouped[n]))
     names = names[:MAX_PANELS]
+    # one time axis for every panel: a fault's line stands at the same place in each
     fig, axes = plt.subplots(
-        max(1, len(names)), 1, figsize=(9, 2.6 * max(1, len(names))), squeeze=False
+        max(1, len(names)), 1, figsize=(9, 2.6 * max(1, len(names))), squeeze=False, sharex=True
     )
     start = min((int(r["t"]) for r in rows), default=0)
     for ax, name in zip(axes[:, 0], names, strict=False):
         points = sorted(grouped[name], key=lambda r: int(r["t"]))
         xs = [int(r["t"]) - start for r in points]
+        marker = "o" if len(xs) == 1 else None  # a line needs two points to show
         for column, label in OUTCOME_COLUMNS:
-            ax.plot(xs, [float(r[column]) / bucket_s for r in points], label=label)
-        ax.set_title(name, loc="left")
+            ax.plot(xs, [float(r[column]) / bucket_s for r in points], label=label, marker=marker)
+        first = ax is axes[0, 0]
+        ax.set_title(name, loc="left", pad=_title_pad(faults, first))
         ax.set_ylabel("operations/s")
         ax.legend(fontsize="small", **_BESIDE)
-        _mark_faults(ax, faults, start, label=ax is axes[0, 0])
+        _mark_faults(ax, faults, start, label=first)
     if not names:
         _empty(axes[0, 0], "operations")
     axes[-1, 0].set_xlabel("time since first event (s)")
