@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from purgatory.bench.runner import (
@@ -26,24 +27,52 @@ from purgatory.bench.workload import WorkloadConfig
 from purgatory.cli_types import int_at_least, positive_float
 
 _WORKLOAD_DEFAULTS = WorkloadConfig()
-_TIMER_ONLY = ("tasks", "min_delay", "max_delay")
-_WORKLOAD_ONLY = (
-    "num",
-    "rate",
-    "keys_per_request",
-    "key_space",
-    "timeout",
-    "p50",
-    "p75",
-    "batch",
-    "compare",
-    "nowait",
-    "no_memory",
+# The workload options: (flag, the WorkloadConfig field it sets, type, metavar, help, which
+# formats the field's default). Each defaults to None: "the config's default".
+_WORKLOAD_OPTIONS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
+    ("--num", "num", int_at_least(1), "N", "number of requests (default {})"),
+    (
+        "--rate",
+        "rate",
+        positive_float,
+        "REQ_PER_S",
+        "open-loop request rate (default: no pacing, as fast as possible)",
+    ),
+    (
+        "--keys-per-request",
+        "keys_per_request",
+        int_at_least(1),
+        "K",
+        "distinct keys per request (default {})",
+    ),
+    ("--key-space", "key_space", int_at_least(1), "K", "number of possible keys (default {})"),
+    ("--timeout", "timeout_ms", int_at_least(1), "MS", "operation timeout in ms (default {})"),
+    ("--p50", "p50_ms", positive_float, "MS", "median completion latency (default {:g})"),
+    ("--p75", "p75_ms", positive_float, "MS", "75th percentile completion latency (default {:g})"),
+    (
+        "--batch",
+        "batch",
+        int_at_least(1),
+        "N",
+        "most requests issued between loop yields (default {})",
+    ),
 )
+_WORKLOAD_SWITCHES = (
+    ("--compare", "also run the floor and the call_later and heap baselines"),
+    ("--nowait", "also run the purgatory through try_complete_else_watch_nowait (sync ops)"),
+    ("--no-memory", "skip the tracemalloc pass that measures peak Python heap"),
+)
+# (flag, metavar, help); the defaults differ between timer and deadlines, so they are None here
+_TIMER_OPTIONS = (
+    ("--tasks", "N", "tasks to add and cancel (default 1000000; deadlines: operations, 100000)"),
+    ("--min-delay", "MS", "smallest delay (default 1)"),
+    ("--max-delay", "MS", "largest delay (default 300000; deadlines: 5000)"),
+)
+_WORKLOAD_ONLY = tuple(o[0] for o in _WORKLOAD_OPTIONS) + tuple(s[0] for s in _WORKLOAD_SWITCHES)
+_TIMER_ONLY = tuple(o[0] for o in _TIMER_OPTIONS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    d = _WORKLOAD_DEFAULTS
     parser.add_argument(
         "kind",
         nargs="?",
@@ -68,101 +97,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "in reverse order); the table shows "
         "each one's least-CPU run, the CPU target the median of the per-round ratios",
     )
-    parser.add_argument("--seed", type=int, default=d.seed, help="random seed (same for all)")
+    parser.add_argument(
+        "--seed", type=int, default=_WORKLOAD_DEFAULTS.seed, help="random seed (same for all)"
+    )
     work = parser.add_argument_group("workload options")
-    work.add_argument(
-        "--num",
-        type=int_at_least(1),
-        default=None,
-        metavar="N",
-        help=f"number of requests (default {d.num})",
-    )
-    work.add_argument(
-        "--rate",
-        type=positive_float,
-        default=None,
-        metavar="REQ_PER_S",
-        help="open-loop request rate (default: no pacing, as fast as possible)",
-    )
-    work.add_argument(
-        "--keys-per-request",
-        type=int_at_least(1),
-        default=None,
-        metavar="K",
-        help=f"distinct keys per request (default {d.keys_per_request})",
-    )
-    work.add_argument(
-        "--key-space",
-        type=int_at_least(1),
-        default=None,
-        metavar="K",
-        help=f"number of possible keys (default {d.key_space})",
-    )
-    work.add_argument(
-        "--timeout",
-        type=int_at_least(1),
-        default=None,
-        metavar="MS",
-        help=f"operation timeout in ms (default {d.timeout_ms})",
-    )
-    work.add_argument(
-        "--p50",
-        type=positive_float,
-        default=None,
-        metavar="MS",
-        help=f"median completion latency (default {d.p50_ms:g})",
-    )
-    work.add_argument(
-        "--p75",
-        type=positive_float,
-        default=None,
-        metavar="MS",
-        help=f"75th percentile completion latency (default {d.p75_ms:g})",
-    )
-    work.add_argument(
-        "--batch",
-        type=int_at_least(1),
-        default=None,
-        metavar="N",
-        help=f"most requests issued between loop yields (default {d.batch})",
-    )
-    work.add_argument(
-        "--compare",
-        action="store_true",
-        help="also run the floor and the call_later and heap baselines",
-    )
-    work.add_argument(
-        "--nowait",
-        action="store_true",
-        help="also run the purgatory through try_complete_else_watch_nowait (sync ops)",
-    )
-    work.add_argument(
-        "--no-memory",
-        action="store_true",
-        help="skip the tracemalloc pass that measures peak Python heap",
-    )
+    for flag, field, parse, metavar, text in _WORKLOAD_OPTIONS:
+        default = getattr(_WORKLOAD_DEFAULTS, field)
+        work.add_argument(
+            flag, type=parse, default=None, metavar=metavar, help=text.format(default)
+        )
+    for flag, text in _WORKLOAD_SWITCHES:
+        work.add_argument(flag, action="store_true", help=text)
     timer = parser.add_argument_group("timer and deadlines options")
-    timer.add_argument(
-        "--tasks",
-        type=int_at_least(1),
-        default=None,
-        metavar="N",
-        help="tasks to add and cancel (default 1000000; deadlines: operations, 100000)",
-    )
-    timer.add_argument(
-        "--min-delay",
-        type=int_at_least(1),
-        default=None,
-        metavar="MS",
-        help="smallest delay (default 1)",
-    )
-    timer.add_argument(
-        "--max-delay",
-        type=int_at_least(1),
-        default=None,
-        metavar="MS",
-        help="largest delay (default 300000; deadlines: 5000)",
-    )
+    for flag, metavar, text in _TIMER_OPTIONS:
+        timer.add_argument(flag, type=int_at_least(1), default=None, metavar=metavar, help=text)
     parser.set_defaults(_parser=parser)
 
 
@@ -171,27 +119,19 @@ def _fail(args: argparse.Namespace, message: str) -> NoReturn:
     parser.error(message)
 
 
-def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
-    return ["--" + n.replace("_", "-") for n in names if getattr(args, n) not in (None, False)]
+def _given(args: argparse.Namespace, flags: tuple[str, ...]) -> list[str]:
+    return [f for f in flags if getattr(args, _dest(f)) not in (None, False)]
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
 
 
 def _build_config(args: argparse.Namespace, d: WorkloadConfig) -> WorkloadConfig:
-    def pick(value: Any, default: Any) -> Any:
-        return default if value is None else value
-
-    fields: dict[str, Any] = {
-        "num": pick(args.num, d.num),
-        "rate": args.rate,
-        "keys_per_request": pick(args.keys_per_request, d.keys_per_request),
-        "key_space": pick(args.key_space, d.key_space),
-        "timeout_ms": pick(args.timeout, d.timeout_ms),
-        "p50_ms": pick(args.p50, d.p50_ms),
-        "p75_ms": pick(args.p75, d.p75_ms),
-        "seed": args.seed,
-        "batch": pick(args.batch, d.batch),
-    }
+    given = {field: getattr(args, _dest(flag)) for flag, field, *_ in _WORKLOAD_OPTIONS}
+    overrides = {field: value for field, value in given.items() if value is not None}
     try:
-        return WorkloadConfig(**fields)
+        return dataclasses.replace(d, seed=args.seed, **overrides)
     except ValueError as exc:  # cross-option problems, e.g. --p75 below --p50
         _fail(args, str(exc))
 

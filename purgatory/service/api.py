@@ -24,6 +24,9 @@ from purgatory.service.bodies import (
 #: a JSON object the document does not detail (metadata, fault outcomes, health)
 OBJECT: Final = "object"
 
+# status -> (description, the JSON body's type, OBJECT, or None for a non-JSON body)
+Answers = dict[int, tuple[str, type | str | None]]
+
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -32,13 +35,16 @@ class Route:
     name: str  # the handler's name in purgatory.service.app
     summary: str
     request: str | None  # attribute of RequestTypes, or None
-    # status -> (description, the JSON body's type, OBJECT, or None for a non-JSON body)
-    responses: dict[int, tuple[str, type | str | None]]
+    responses: Answers  # its own; openapi_document adds those every route or POST shares
     content_type: str = "application/json"
 
 
-_BAD = {400: ("invalid request", ErrorBody), 413: ("body too large", ErrorBody)}
-_BUSY = {503: ("too many parked requests, or shutting down", ErrorBody)}
+#: what every POST (each takes a JSON body and may park) can answer besides its own
+_POST_ANSWERS: Final[Answers] = {
+    400: ("invalid request", ErrorBody),
+    413: ("body too large", ErrorBody),
+    503: ("too many parked requests, or shutting down", ErrorBody),
+}
 
 ROUTES: Final = (
     Route(
@@ -47,12 +53,7 @@ ROUTES: Final = (
         "create_topic",
         "Create a topic",
         "create_topic",
-        {
-            201: ("created", OBJECT),
-            409: ("topic exists, or max_topics reached", ErrorBody),
-            **_BAD,
-            **_BUSY,
-        },
+        {201: ("created", OBJECT), 409: ("topic exists, or max_topics reached", ErrorBody)},
     ),
     Route(
         "POST",
@@ -60,7 +61,7 @@ ROUTES: Final = (
         "produce",
         "Append records; acks=-1 waits in DelayedProduce until the HW covers them",
         "produce",
-        {200: ("produced, or a Kafka error code", ProduceResponse), **_BAD, **_BUSY},
+        {200: ("produced, or a Kafka error code", ProduceResponse)},
     ),
     Route(
         "POST",
@@ -68,7 +69,7 @@ ROUTES: Final = (
         "fetch",
         "Read records; waits in DelayedFetch until min_bytes are available or max_wait_ms",
         "fetch",
-        {200: ("records, or a Kafka error code", FetchResponse), **_BAD, **_BUSY},
+        {200: ("records, or a Kafka error code", FetchResponse)},
     ),
     Route(
         "GET",
@@ -88,8 +89,6 @@ ROUTES: Final = (
             200: ("fault injected", OBJECT),
             404: ("unknown topic or partition", ErrorBody),
             409: ("fault not applicable now", ErrorBody),
-            **_BAD,
-            **_BUSY,
         },
     ),
     Route(
@@ -98,11 +97,7 @@ ROUTES: Final = (
         "elect_leaders",
         "Elect leaders (preferred or unclean); waits in DelayedElectLeader until they lead",
         "elect_leaders",
-        {
-            200: ("an answer per partition (a Kafka error name, or null)", ElectLeadersResponse),
-            **_BAD,
-            **_BUSY,
-        },
+        {200: ("an answer per partition (a Kafka error name, or null)", ElectLeadersResponse)},
     ),
     Route(
         "GET",
@@ -144,14 +139,16 @@ def openapi_document(types: RequestTypes, version: str) -> dict[str, Any]:
                 "content": {"application/json": {"schema": body}},
             }
         responses: dict[str, Any] = {}
-        common: dict[int, tuple[str, type | str | None]] = {
+        common: Answers = {
             400: ("invalid request, or a Host header this server does not serve", ErrorBody)
         }
         if route.name != "healthz":
             common[401] = ("no valid bearer token (when the server has one)", ErrorBody)
+        post: Answers = {}
         if route.method == "POST":
             common[415] = ("Content-Type is not application/json", ErrorBody)
-        for status, (description, kind) in {**common, **route.responses}.items():
+            post = _POST_ANSWERS
+        for status, (description, kind) in {**common, **route.responses, **post}.items():
             if kind is None:
                 schema: dict[str, Any] = {"type": "string"}
             elif kind == OBJECT:

@@ -14,15 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from purgatory import DelayedOperationPurgatory
 from purgatory.service.config import StorageLimits
+from purgatory.sim import messages
 from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.messages import (
-    ElectLeadersRequest,
-    ElectLeadersResult,
-    FetchRequest,
-    FetchResult,
-    ProduceRequest,
-    ProduceResult,
-)
 
 if TYPE_CHECKING:
     from purgatory.sim.cluster import Cluster
@@ -43,11 +36,13 @@ class Broker(Protocol):
         retention_ms: int | None = None,
     ) -> None: ...
 
-    async def produce(self, request: ProduceRequest) -> ProduceResult: ...
+    async def produce(self, request: messages.ProduceRequest) -> messages.ProduceResult: ...
 
-    async def fetch(self, request: FetchRequest) -> FetchResult: ...
+    async def fetch(self, request: messages.FetchRequest) -> messages.FetchResult: ...
 
-    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResult: ...
+    async def elect_leaders(
+        self, request: messages.ElectLeadersRequest
+    ) -> messages.ElectLeadersResult: ...
 
     def metadata(self) -> object: ...
 

@@ -29,21 +29,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory
+from purgatory.sim import messages
 from purgatory.sim.controller import Controller
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
 from purgatory.sim.log import LogConfig, LogSpace
-from purgatory.sim.messages import (
-    ClusterMetadata,
-    DeleteRecordsRequest,
-    DeleteRecordsResult,
-    ElectLeadersRequest,
-    ElectLeadersResult,
-    FetchRequest,
-    FetchResult,
-    ProduceRequest,
-    ProduceResult,
-)
 from purgatory.sim.metadata import MetadataCache
 from purgatory.sim.operations import BrokerOperation, DelayedFetch, DelayedProduce
 from purgatory.sim.partition import HighWatermarkListener, Partition
@@ -59,8 +49,12 @@ DEFAULT_ELECTION_RTT = Latency(2.0, 0.25)
 
 _UNAVAILABLE = ErrorCode.BROKER_NOT_AVAILABLE
 
-Request = TypeVar("Request", ProduceRequest, FetchRequest, DeleteRecordsRequest)
-Result = TypeVar("Result", ProduceResult, FetchResult, DeleteRecordsResult)
+Request = TypeVar(
+    "Request", messages.ProduceRequest, messages.FetchRequest, messages.DeleteRecordsRequest
+)
+Result = TypeVar(
+    "Result", messages.ProduceResult, messages.FetchResult, messages.DeleteRecordsResult
+)
 Parked = TypeVar("Parked", DelayedProduce, DelayedFetch)
 
 
@@ -244,7 +238,7 @@ class Cluster:
     def is_alive(self, broker: int) -> bool:
         return self._metadata.alive[broker]
 
-    def metadata(self) -> ClusterMetadata:
+    def metadata(self) -> messages.ClusterMetadata:
         """Brokers, and per partition: leader, epoch, replicas, ISR, HW, log offsets."""
         return self._metadata.describe(self._network.extra)
 
@@ -282,50 +276,54 @@ class Cluster:
                 return self._replica_managers[leader]
         return self._replica_managers[0]
 
-    async def produce(self, request: ProduceRequest) -> ProduceResult:
+    async def produce(self, request: messages.ProduceRequest) -> messages.ProduceResult:
         """Produce on the partition's leader; acks=-1 waits in its DelayedProduce."""
-        return await self._ask(request, ReplicaManager.produce, ProduceResult)
+        return await self._ask(request, ReplicaManager.produce, messages.ProduceResult)
 
     def send_produce(
-        self, request: ProduceRequest, reply: Callable[[ProduceResult], None]
+        self, request: messages.ProduceRequest, reply: Callable[[messages.ProduceResult], None]
     ) -> DelayedProduce | None:
         """:meth:`produce` for callback clients: ``reply(result)`` runs exactly once, maybe
         before this returns. Returns the parked operation, if any (``abandon()`` drops
         it). No task or future per request: the simulated clients use this."""
-        return self._send(request, reply, ReplicaManager.produce, ProduceResult)
+        return self._send(request, reply, ReplicaManager.produce, messages.ProduceResult)
 
-    async def fetch(self, request: FetchRequest) -> FetchResult:
+    async def fetch(self, request: messages.FetchRequest) -> messages.FetchResult:
         """A consumer fetch from the partition's leader: records from the offset up to the
         HW, waiting in its DelayedFetch for ``min_bytes`` or ``max_wait_ms``."""
-        return await self._ask(request, ReplicaManager.fetch, FetchResult)
+        return await self._ask(request, ReplicaManager.fetch, messages.FetchResult)
 
     def send_fetch(
-        self, request: FetchRequest, reply: Callable[[FetchResult], None]
+        self, request: messages.FetchRequest, reply: Callable[[messages.FetchResult], None]
     ) -> DelayedFetch | None:
         """:meth:`fetch` for callback clients, like :meth:`send_produce`."""
-        return self._send(request, reply, ReplicaManager.fetch, FetchResult)
+        return self._send(request, reply, ReplicaManager.fetch, messages.FetchResult)
 
-    async def delete_records(self, request: DeleteRecordsRequest) -> DeleteRecordsResult:
+    async def delete_records(
+        self, request: messages.DeleteRecordsRequest
+    ) -> messages.DeleteRecordsResult:
         """Move the log start on the leader, then wait in its DelayedDeleteRecords until
         every live replica's log start reached the offset."""
-        return await self._ask(request, ReplicaManager.delete_records, DeleteRecordsResult)
+        return await self._ask(request, ReplicaManager.delete_records, messages.DeleteRecordsResult)
 
-    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResult:
+    async def elect_leaders(
+        self, request: messages.ElectLeadersRequest
+    ) -> messages.ElectLeadersResult:
         """Elect leaders (Kafka's ElectLeaders): the controller plans each election and
         carries it out one election round trip later; the request waits in the
         ElectLeader purgatory of the broker that took it (the controller's, the lowest
         live broker) until every planned leader is in place."""
         if self._closed:
-            return ElectLeadersResult(_UNAVAILABLE)
+            return messages.ElectLeadersResult(_UNAVAILABLE)
         unclean = request.election_type == "unclean"
         plans, decided = self.controller.plan_elections(request.partitions, unclean)
         rm = self._controller_broker()
         answer = rm.elect_leaders(request, plans, decided, None)
-        if isinstance(answer, ElectLeadersResult):
+        if isinstance(answer, messages.ElectLeadersResult):
             return answer
         self.controller.schedule_elections(plans, unclean)
-        result: ElectLeadersResult | None = await rm.park(answer)
-        return result or ElectLeadersResult(_UNAVAILABLE)
+        result: messages.ElectLeadersResult | None = await rm.park(answer)
+        return result or messages.ElectLeadersResult(_UNAVAILABLE)
 
     def _controller_broker(self) -> ReplicaManager:
         broker = self.controller.active_broker

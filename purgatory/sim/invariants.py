@@ -18,18 +18,10 @@ from collections.abc import Callable
 from typing import Any, final
 
 from purgatory import OperationState
+from purgatory.sim import operations
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.controller import UncleanElection
 from purgatory.sim.errors import ErrorCode
-from purgatory.sim.operations import (
-    BrokerOperation,
-    DelayedDeleteRecords,
-    DelayedElectLeader,
-    DelayedFetch,
-    DelayedProduce,
-    DelayedReplicaFetch,
-    readable_at_least,
-)
 from purgatory.sim.partition import Partition
 
 # The timer works in whole ms on a float clock; the loop may fire a hair early.
@@ -51,11 +43,11 @@ class InvariantChecker:
         self._hw: dict[str, tuple[int, int | None, int]] = {}
         # what "done" must mean, per operation class
         self._checks: dict[type, Callable[[Any], None]] = {
-            DelayedProduce: self._check_produce,
-            DelayedFetch: self._check_fetch,
-            DelayedReplicaFetch: self._check_fetch,
-            DelayedDeleteRecords: self._check_delete,
-            DelayedElectLeader: self._check_election,
+            operations.DelayedProduce: self._check_produce,
+            operations.DelayedFetch: self._check_fetch,
+            operations.DelayedReplicaFetch: self._check_fetch,
+            operations.DelayedDeleteRecords: self._check_delete,
+            operations.DelayedElectLeader: self._check_election,
         }
         #: losses an unclean election accepted (asked for): recorded, not violations
         self.accepted_losses: list[str] = []
@@ -90,7 +82,7 @@ class InvariantChecker:
         for p in self.cluster.partitions():
             self.check_hw(p)
 
-    def on_finished(self, op: BrokerOperation[Any], now_ms: float) -> None:
+    def on_finished(self, op: operations.BrokerOperation[Any], now_ms: float) -> None:
         """The observer: ``op`` just finished at ``now_ms``."""
         self.finished += 1
         seen = self._seen
@@ -108,7 +100,7 @@ class InvariantChecker:
         elif state is not _CANCELLED:
             self._checks[op.__class__](op)
 
-    def _check_produce(self, op: DelayedProduce) -> None:
+    def _check_produce(self, op: operations.DelayedProduce) -> None:
         for status in op.statuses:
             p = status.partition
             if status.error is ErrorCode.NONE and (
@@ -124,7 +116,7 @@ class InvariantChecker:
             elif status.error is None:
                 self._fail(f"{op.op_id}: completed with {p.key} undecided")
 
-    def _check_fetch(self, op: DelayedFetch | DelayedReplicaFetch) -> None:
+    def _check_fetch(self, op: operations.DelayedFetch | operations.DelayedReplicaFetch) -> None:
         if op.error is not None:
             if not any(s.partition.leader_epoch != s.epoch for s in op.statuses):
                 self._fail(f"{op.op_id}: completed with {op.error} but no leader changed")
@@ -138,18 +130,20 @@ class InvariantChecker:
                 return  # answered because the log moved under it
             end = log.leo if op.follower else p.hw
             if end > offset:
-                available += readable_at_least(log, offset, end, op.min_bytes - available)
+                available += operations.readable_at_least(
+                    log, offset, end, op.min_bytes - available
+                )
         if available < op.min_bytes:
             self._fail(f"{op.op_id}: completed with {available} < min_bytes {op.min_bytes}")
 
-    def _check_delete(self, op: DelayedDeleteRecords) -> None:
+    def _check_delete(self, op: operations.DelayedDeleteRecords) -> None:
         for status in op.statuses:
             p = status.partition
             low = p.low_watermark(self.cluster.is_alive)
             if status.error is ErrorCode.NONE and low < status.required_offset:
                 self._fail(f"{op.op_id}: done with low watermark {low} < {status.required_offset}")
 
-    def _check_election(self, op: DelayedElectLeader) -> None:
+    def _check_election(self, op: operations.DelayedElectLeader) -> None:
         for status in op.statuses:
             p = status.partition
             if status.error is not ErrorCode.NONE or (
