@@ -80,46 +80,63 @@ def draw_delays(n: int, min_delay_ms: int, max_delay_ms: int, seed: int) -> list
     return [rng.randint(min_delay_ms, max_delay_ms) for _ in range(n)]
 
 
-async def _bench_call_later(delays_s: list[float]) -> TimerPhases:
-    loop = asyncio.get_running_loop()
-    call_later = loop.call_later
-    gc.collect()
-    t0 = time.process_time()
-    handles = [call_later(delay, _noop) for delay in delays_s]
-    t1 = time.process_time()
-    for handle in handles:
-        handle.cancel()
-    t2 = time.process_time()
+@final
+class _Laps:
+    """CPU seconds per phase: each :meth:`lap` is the time since the previous one (the
+    first: since construction, which collects garbage so no earlier garbage is charged)."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        gc.collect()
+        self._last = time.process_time()
+
+    def lap(self) -> float:
+        now = time.process_time()
+        elapsed, self._last = now - self._last, now
+        return elapsed
+
+
+async def _cancel_all(
+    laps: _Laps, pending: list[asyncio.TimerHandle] | list[_NoopTask]
+) -> tuple[float, float]:
+    """The ``cancel`` and ``cleanup`` phases, timed alike on both sides."""
+    for item in pending:
+        item.cancel()
+    cancel_s = laps.lap()
     await asyncio.sleep(0)
-    t3 = time.process_time()
+    return cancel_s, laps.lap()
+
+
+async def _bench_call_later(delays_s: list[float]) -> TimerPhases:
+    call_later = asyncio.get_running_loop().call_later
+    laps = _Laps()
+    handles = [call_later(delay, _noop) for delay in delays_s]
+    add_s = laps.lap()
+    cancel_s, cleanup_s = await _cancel_all(laps, handles)
     del handles
-    return TimerPhases(0.0, t1 - t0, t2 - t1, t3 - t2)
+    return TimerPhases(0.0, add_s, cancel_s, cleanup_s)
 
 
 async def _bench_system_timer(delays_ms: list[int]) -> TimerPhases:
     timer = SystemTimer("bench")
     waiter = asyncio.get_running_loop().create_task(timer.advance_clock(None))
     await asyncio.sleep(0)  # the waiter is parked in advance_clock
-    gc.collect()
-    t0 = time.process_time()
+    laps = _Laps()
     tasks = [_NoopTask(delay) for delay in delays_ms]
-    t1 = time.process_time()
+    create_s = laps.lap()
     add = timer.add
     for task in tasks:
         add(task)
-    t2 = time.process_time()
-    for task in tasks:
-        task.cancel()
-    t3 = time.process_time()
-    await asyncio.sleep(0)
-    t4 = time.process_time()
+    add_s = laps.lap()
+    cancel_s, cleanup_s = await _cancel_all(laps, tasks)
     if timer.size != 0:
         raise AssertionError(f"{timer.size} tasks left in the timer after cancelling all")
     timer.close()
     ran = await waiter
     if ran:
         raise AssertionError("a cancelled task ran")
-    return TimerPhases(t1 - t0, t2 - t1, t3 - t2, t4 - t3)
+    return TimerPhases(create_s, add_s, cancel_s, cleanup_s)
 
 
 async def _bench(delays_ms: list[int]) -> tuple[TimerPhases, TimerPhases]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Final, NamedTuple, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
@@ -62,22 +62,16 @@ def _fetch_error(error: ErrorCode) -> bytearray:
 
 
 @final
+@dataclass(frozen=True, eq=False)
 class BrokerApis:
     """The request handlers of simulated broker ``broker_id``; ``addresses`` maps each
     broker id to the (host, port) it is advertised at; ``stats`` counts the bad batches
     that are answered with an error rather than by closing the connection."""
 
-    def __init__(
-        self,
-        cluster: Cluster,
-        broker_id: int,
-        addresses: dict[int, tuple[str, int]],
-        stats: ProtocolStats,
-    ) -> None:
-        self.cluster = cluster
-        self.broker_id = broker_id
-        self.addresses = addresses
-        self.stats = stats
+    cluster: Cluster
+    broker_id: int
+    addresses: dict[int, tuple[str, int]]
+    stats: ProtocolStats
 
     def _leads(self, topic: str, index: int) -> ErrorCode:
         p = self.cluster.partition(topic, index)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, final
 
 from purgatory.kafka.protocol import ErrorCode
@@ -44,59 +44,35 @@ SyncResult = tuple[ErrorCode, bytes]
 
 
 @final
+@dataclass(eq=False, slots=True)
 class Member:
-    __slots__ = (
-        "assignment",
-        "beat",
-        "heartbeat",
-        "join",
-        "leaving",
-        "member_id",
-        "protocols",
-        "rebalance_timeout_ms",
-        "session_timeout_ms",
-        "sync",
-    )
-
-    def __init__(self, member_id: str) -> None:
-        self.member_id = member_id
-        self.session_timeout_ms = MIN_SESSION_TIMEOUT_MS
-        self.rebalance_timeout_ms = MIN_SESSION_TIMEOUT_MS
-        self.protocols: list[tuple[str, bytes]] = []
-        self.assignment = b""
-        self.join: asyncio.Future[JoinResult] | None = None  # its JoinGroup, while parked
-        self.sync: asyncio.Future[SyncResult] | None = None  # its SyncGroup, while parked
-        self.heartbeat: DelayedHeartbeat | None = None
-        self.beat = False  # a heartbeat came since the current DelayedHeartbeat was parked
-        self.leaving = False
+    member_id: str
+    session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS
+    rebalance_timeout_ms: int = MIN_SESSION_TIMEOUT_MS
+    protocols: list[tuple[str, bytes]] = field(default_factory=list)
+    assignment: bytes = b""
+    join: asyncio.Future[JoinResult] | None = None  # its JoinGroup, while parked
+    sync: asyncio.Future[SyncResult] | None = None  # its SyncGroup, while parked
+    heartbeat: DelayedHeartbeat | None = None
+    beat: bool = False  # a heartbeat came since the current DelayedHeartbeat was parked
+    leaving: bool = False
 
     def metadata(self, protocol: str) -> bytes:
         return next(data for name, data in self.protocols if name == protocol)
 
 
 @final
+@dataclass(eq=False, slots=True)
 class Group:
-    __slots__ = (
-        "generation",
-        "leader",
-        "members",
-        "name",
-        "pending",
-        "protocol",
-        "protocol_type",
-        "state",
-    )
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.state = GroupState.EMPTY
-        self.generation = 0
-        self.protocol_type = ""
-        self.protocol = ""
-        self.leader = ""
-        self.members: dict[str, Member] = {}
-        # Ids handed out with MEMBER_ID_REQUIRED, not members until they join with them.
-        self.pending: dict[str, Member] = {}
+    name: str
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str = ""
+    protocol: str = ""
+    leader: str = ""
+    members: dict[str, Member] = field(default_factory=dict)
+    # Ids handed out with MEMBER_ID_REQUIRED, not members until they join with them.
+    pending: dict[str, Member] = field(default_factory=dict)
 
     def all_joined(self) -> bool:
         return all(m.join is not None for m in self.members.values())
