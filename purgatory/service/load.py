@@ -22,8 +22,9 @@ import math
 import resource
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from purgatory.cli_types import int_at_least
 from purgatory.percentiles import percentile
@@ -32,39 +33,53 @@ if TYPE_CHECKING:
     import aiohttp
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default="http://127.0.0.1:8080", help="server base URL")
-    parser.add_argument("--topic", default="load", help="topic to create (if missing) and use")
-    parser.add_argument(
-        "--partitions", type=int_at_least(1), default=50, help="partitions of the topic"
-    )
-    parser.add_argument(
+class _Option(NamedTuple):
+    flag: str
+    type: Callable[[str], Any]
+    default: object
+    help: str
+    choices: tuple[int, ...] | None = None
+
+
+# The long-poll load's options, in --help order.
+_OPTIONS: Final = (
+    _Option("--url", str, "http://127.0.0.1:8080", "server base URL"),
+    _Option("--topic", str, "load", "topic to create (if missing) and use"),
+    _Option("--partitions", int_at_least(1), 50, "partitions of the topic"),
+    _Option(
         "--replication-factor",
-        type=int_at_least(1),
-        default=3,
-        help="replicas per partition when the topic is created",
-    )
-    parser.add_argument("--fetchers", type=int, default=5000, help="concurrent parked fetches")
-    parser.add_argument("--produce-rate", type=float, default=50.0, help="produce requests/s")
-    parser.add_argument("--records", type=int, default=1, help="records per produce request")
-    parser.add_argument(
-        "--value-bytes", type=int_at_least(0), default=100, help="bytes per record value"
-    )
-    parser.add_argument(
+        int_at_least(1),
+        3,
+        "replicas per partition when the topic is created",
+    ),
+    _Option("--fetchers", int, 5000, "concurrent parked fetches"),
+    _Option("--produce-rate", float, 50.0, "produce requests/s"),
+    _Option("--records", int, 1, "records per produce request"),
+    _Option("--value-bytes", int_at_least(0), 100, "bytes per record value"),
+    _Option(
         "--acks",
-        type=int,
+        int,
+        -1,
+        "produce acks: -1 waits for the in-sync replicas, 1 for the leader, 0 for nobody",
         choices=(-1, 0, 1),
-        default=-1,
-        help="produce acks: -1 waits for the in-sync replicas, 1 for the leader, 0 for nobody",
-    )
-    parser.add_argument(
-        "--max-wait-ms",
-        type=int_at_least(0),
-        default=5000,
-        help="how long each parked fetch may wait for records",
-    )
-    parser.add_argument("--duration", type=float, default=30.0, help="seconds of steady load")
-    parser.add_argument("--ramp", type=float, default=5.0, help="seconds to open all fetchers")
+    ),
+    _Option(
+        "--max-wait-ms", int_at_least(0), 5000, "how long each parked fetch may wait for records"
+    ),
+    _Option("--duration", float, 30.0, "seconds of steady load"),
+    _Option("--ramp", float, 5.0, "seconds to open all fetchers"),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for option in _OPTIONS:
+        parser.add_argument(
+            option.flag,
+            type=option.type,
+            default=option.default,
+            choices=option.choices,
+            help=option.help,
+        )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     attack = parser.add_argument_group(
         "attack modes (loopback targets only; instead of the long-poll load; exit status 1 "
