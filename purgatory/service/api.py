@@ -61,7 +61,10 @@ ROUTES: Final = (
         "produce",
         "Append records; acks=-1 waits in DelayedProduce until the HW covers them",
         "produce",
-        {200: ("produced, or a Kafka error code", ProduceResponse)},
+        {
+            200: ("produced, or a Kafka error code", ProduceResponse),
+            507: ("KAFKA_STORAGE_ERROR: the stored-bytes cap would be passed", ErrorBody),
+        },
     ),
     Route(
         "POST",

@@ -31,6 +31,17 @@ REJECT_REASONS: Final = (
 CLOSE_REASONS: Final = ("header_timeout", "body_timeout", "idle_timeout", "evicted")
 
 
+def _by_reason(
+    name: str, documentation: str, reasons: tuple[str, ...], registry: CollectorRegistry
+) -> Counter:
+    """A counter labelled ``reason``, every reason exported at zero from the start, so that
+    ``rate()`` works from the first scrape."""
+    counter = Counter(name, documentation, ["reason"], registry=registry)
+    for reason in reasons:
+        counter.labels(reason)
+    return counter
+
+
 @final
 class ServiceMetrics:
     """``purgatory_http_*`` and ``purgatory_rejected_requests_total`` in one registry."""
@@ -54,14 +65,12 @@ class ServiceMetrics:
             "Requests that may be parked in a purgatory right now.",
             registry=registry,
         )
-        self.rejected = Counter(
+        self.rejected = _by_reason(
             "purgatory_rejected_requests",
             "Requests refused before reaching the broker, by reason.",
-            ["reason"],
-            registry=registry,
+            REJECT_REASONS,
+            registry,
         )
-        for reason in REJECT_REASONS:  # export zeros so rate() works from the first scrape
-            self.rejected.labels(reason)
 
     def reject(self, reason: str) -> None:
         if reason not in REJECT_REASONS:
@@ -89,14 +98,12 @@ class ConnectionMetrics:
             "Connections answered 503 and closed because the budget was full.",
             registry=registry,
         )
-        self.closed = Counter(
+        self.closed = _by_reason(
             "purgatory_http_connections_closed",
             "Connections the server closed: slow request head or body, idle, evicted.",
-            ["reason"],
-            registry=registry,
+            CLOSE_REASONS,
+            registry,
         )
-        for reason in CLOSE_REASONS:
-            self.closed.labels(reason)
 
 
 @final

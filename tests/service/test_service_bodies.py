@@ -97,7 +97,7 @@ def test_openapi_renders_the_same_limits() -> None:
     assert schema["properties"]["records"]["maxItems"] == 2
     key = schemas["Record"]["properties"]["key"]
     assert (key["type"], key["nullable"]) == ("string", True)
-    assert set(produce["responses"]) == {"200", "400", "401", "413", "415", "503"}
+    assert set(produce["responses"]) == {"200", "400", "401", "413", "415", "503", "507"}
     operations = sum(len(methods) for methods in doc["paths"].values())
     assert operations == len(ROUTES)
     assert doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"] == {
