@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
-from conftest import Served
+from served import Served
 
 from purgatory.service.app import create_app
 from purgatory.service.guard import AccessPolicy, host_name

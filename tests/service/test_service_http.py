@@ -8,7 +8,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from conftest import Served, start_server
+from served import Served, start_server
 
 from purgatory.service.app import create_app
 from purgatory.sim.cluster import Cluster

@@ -9,9 +9,9 @@ from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
-from conftest import Served
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from served import Served
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory, OperationRecord
 from purgatory.metrics import PurgatoryMetrics, start_http_server
