@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import final
 
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from purgatory.kafka.server import ProtocolStats
@@ -14,7 +14,8 @@ from purgatory.kafka.server import ProtocolStats
 
 @final
 class ProtocolCollector(Collector):
-    """``purgatory_kafka_requests_total{api}`` and ``purgatory_kafka_bad_input_total{kind}``."""
+    """``purgatory_kafka_requests_total{api}``, ``purgatory_kafka_bad_input_total{kind}``,
+    ``purgatory_kafka_connections`` and ``purgatory_kafka_connections_closed_total{reason}``."""
 
     def __init__(self, stats: ProtocolStats) -> None:
         self._stats = stats
@@ -32,5 +33,18 @@ class ProtocolCollector(Collector):
         )
         for kind, count in sorted(self._stats.bad_input.items()):
             bad.add_metric([kind], count)
+        connections = GaugeMetricFamily(
+            "purgatory_kafka_connections", "Kafka protocol connections open, all listeners"
+        )
+        connections.add_metric([], self._stats.connections)
+        closed = CounterMetricFamily(
+            "purgatory_kafka_connections_closed",
+            "Kafka connections the server closed: over the limit, or idle",
+            labels=["reason"],
+        )
+        for reason in ("limit", "idle_timeout"):  # every reason from the first scrape
+            closed.add_metric([reason], self._stats.closed[reason])
         yield requests
         yield bad
+        yield connections
+        yield closed

@@ -45,21 +45,36 @@ MAX_IN_FLIGHT: Final = 64
 
 @final
 class ProtocolStats:
-    """Counts of requests by API and of bad input by kind.
+    """Counts of requests by API, of bad input by kind, and of connections: open now and
+    closed by the server (over the limit, idle), shared by every listener of a front door.
 
-    Bad input is logged the first time a kind is seen, then at most once per
-    ``log_interval_s`` per kind (saying how many were counted in between), so a client
-    sending garbage in a loop cannot flood the log. Never with a traceback: bad input is
-    the client's fault, not ours; only a handler bug (``internal error``) carries one.
+    Bad input and closed connections are logged the first time a kind is seen, then at
+    most once per ``log_interval_s`` per kind (saying how many were counted in between),
+    so a client sending garbage or connecting in a loop cannot flood the log. Never with a
+    traceback: bad input is the client's fault, not ours; only a handler bug (``internal
+    error``) carries one.
     """
 
-    __slots__ = ("_clock", "_logged_at", "_unlogged", "bad_input", "log_interval_s", "requests")
+    __slots__ = (
+        "_clock",
+        "_logged_at",
+        "_unlogged",
+        "bad_input",
+        "closed",
+        "connections",
+        "log_interval_s",
+        "requests",
+    )
 
     def __init__(
         self, log_interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.bad_input: Counter[str] = Counter()
         self.requests: Counter[str] = Counter()
+        #: connections open now, on every listener
+        self.connections = 0
+        #: connections the server closed, by reason (``limit``, ``idle_timeout``)
+        self.closed: Counter[str] = Counter()
         self.log_interval_s = log_interval_s
         self._clock = clock
         self._logged_at: dict[str, float] = {}
@@ -67,6 +82,16 @@ class ProtocolStats:
 
     def bad(self, kind: str, detail: str, *, bug: bool = False) -> None:
         self.bad_input[kind] += 1
+        self._log(kind, detail, "purgatory_kafka_bad_input_total", bug)
+
+    def close(self, reason: str, detail: str) -> None:
+        """The server closed a connection for ``reason``."""
+        self.closed[reason] += 1
+        self._log(
+            f"connection closed: {reason}", detail, "purgatory_kafka_connections_closed_total"
+        )
+
+    def _log(self, kind: str, detail: str, counted_in: str, bug: bool = False) -> None:
         now = self._clock()
         last = self._logged_at.get(kind)
         if last is not None and now - last < self.log_interval_s:
@@ -76,22 +101,59 @@ class ProtocolStats:
         skipped = self._unlogged.pop(kind, 0)
         since = f"; {skipped} more since the last line" if skipped else ""
         log.warning(
-            "kafka protocol: %s (%s)%s; counted in purgatory_kafka_bad_input_total, "
-            "logged at most once per %gs",
+            "kafka protocol: %s (%s)%s; counted in %s, logged at most once per %gs",
             kind,
             detail,
             since,
+            counted_in,
             self.log_interval_s,
             exc_info=bug,
         )
 
 
 @final
-class KafkaProtocolServer:
-    """Serves a table of API handlers on one listening socket."""
+class _Responses:
+    """What one connection owes its client, in request order: each request read is queued
+    with the future of its response until the response is written."""
 
-    def __init__(self, stats: ProtocolStats | None = None) -> None:
+    __slots__ = ("owed", "queue")
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[tuple[int, asyncio.Future[Response]] | None] = asyncio.Queue(
+            MAX_IN_FLIGHT
+        )
+        #: requests read and not yet answered (a parked Fetch among them): not idle
+        self.owed = 0
+
+
+#: Kafka's connections.max.idle.ms: clients close theirs after 9 minutes, so first
+DEFAULT_IDLE_TIMEOUT_S: Final = 600.0
+
+
+@final
+class KafkaProtocolServer:
+    """Serves a table of API handlers on one listening socket.
+
+    Every connection holds a file descriptor: past ``max_connections`` open on all the
+    listeners sharing ``stats``, a new one is closed at once; one with no request in flight
+    that sends nothing whole for ``idle_timeout_s`` is closed too (a parked Fetch is not
+    idle)."""
+
+    def __init__(
+        self,
+        stats: ProtocolStats | None = None,
+        max_connections: int = 1024,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    ) -> None:
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+            raise TypeError(f"max_connections must be an int, got {max_connections!r}")
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
+        if not idle_timeout_s > 0:
+            raise ValueError(f"idle_timeout_s must be > 0, got {idle_timeout_s!r}")
         self.stats = stats or ProtocolStats()
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -121,9 +183,15 @@ class KafkaProtocolServer:
             await self._server.wait_closed()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        stats = self.stats
+        if stats.connections >= self.max_connections:
+            stats.close("limit", f"{stats.connections} open, the most allowed")
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        stats.connections += 1
         try:
             await self._serve(reader, writer)
         except asyncio.CancelledError:
@@ -131,32 +199,48 @@ class KafkaProtocolServer:
             # callback from logging the cancellation as an error.
             pass
         finally:
+            stats.connections -= 1
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        pending: asyncio.Queue[tuple[int, asyncio.Future[Response]] | None] = asyncio.Queue(
-            MAX_IN_FLIGHT
-        )
-        responder = asyncio.create_task(self._respond(pending, writer))
+        responses = _Responses()
+        responder = asyncio.create_task(self._respond(responses, writer))
         try:
-            while (frame := await self._read_frame(reader)) is not None:
+            while (frame := await self._read_frame(reader, responses)) is not None:
                 item = self._dispatch(frame)
                 if item is None:
                     break
-                await pending.put(item)
+                responses.owed += 1
+                await responses.queue.put(item)
             # Responses to requests already read are still owed: the responder writes them,
             # then stops at the end marker.
-            await pending.put(None)
+            await responses.queue.put(None)
             await responder
         finally:
             responder.cancel()
 
-    async def _read_frame(self, reader: asyncio.StreamReader) -> bytes | None:
+    async def _read_frame(
+        self,
+        reader: asyncio.StreamReader,
+        responses: _Responses,
+    ) -> bytes | None:
+        """The next request frame; None when the connection is to close (closed by the
+        client, garbage, or idle for ``idle_timeout_s`` with no response owed)."""
+        idle = self.idle_timeout_s
         try:
-            prefix = await reader.readexactly(4)
+            while True:
+                try:
+                    # a cancelled readexactly consumes nothing: the wait can start over
+                    async with asyncio.timeout(idle):
+                        prefix = await reader.readexactly(4)
+                    break
+                except TimeoutError:
+                    if responses.owed == 0:
+                        self.stats.close("idle_timeout", f"silent for {idle:g} s")
+                        return None
         except (asyncio.IncompleteReadError, ConnectionError):
             return None
         size = int.from_bytes(prefix, "big", signed=True)
@@ -165,9 +249,10 @@ class KafkaProtocolServer:
             self.stats.bad("frame size", f"{size} bytes")
             return None
         try:
-            return await reader.readexactly(size)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            self.stats.bad("truncated frame", f"closed before {size} bytes")
+            async with asyncio.timeout(idle):
+                return await reader.readexactly(size)
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+            self.stats.bad("truncated frame", f"closed or stalled before {size} bytes")
             return None
 
     def _dispatch(self, frame: bytes) -> tuple[int, asyncio.Future[Response]] | None:
@@ -216,12 +301,9 @@ class KafkaProtocolServer:
         done.set_result(result)
         return header.correlation_id, done
 
-    async def _respond(
-        self,
-        pending: asyncio.Queue[tuple[int, asyncio.Future[Response]] | None],
-        writer: asyncio.StreamWriter,
-    ) -> None:
+    async def _respond(self, responses: _Responses, writer: asyncio.StreamWriter) -> None:
         """Write each response as soon as it and every earlier one are ready."""
+        pending = responses.queue
         while (item := await pending.get()) is not None:
             correlation_id, future = item
             try:
@@ -229,6 +311,7 @@ class KafkaProtocolServer:
                 if body is not None:
                     writer.write(response_frame(correlation_id, body))
                     await writer.drain()
+                responses.owed -= 1
                 continue
             except DecodeError as exc:
                 self.stats.bad("malformed request", str(exc))
@@ -237,6 +320,8 @@ class KafkaProtocolServer:
             except Exception as exc:  # a handler bug must not take the server down
                 self.stats.bad("internal error", repr(exc), bug=True)
             break
+        else:
+            return  # the end marker: every response owed was written
         # The connection is done for: closing it ends the reader's wait, and what is still
         # queued is dropped, so the reader never blocks on a full queue.
         writer.close()

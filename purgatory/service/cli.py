@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from purgatory.kafka.server import DEFAULT_IDLE_TIMEOUT_S
 from purgatory.service.config import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_PENDING,
@@ -25,6 +26,7 @@ from purgatory.service.config import (
     StorageLimits,
     budget,
     descriptor_limit,
+    kafka_budget,
 )
 from purgatory.service.guard import AccessPolicy
 from purgatory.trace import TraceWriter
@@ -117,6 +119,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(0 picks free ports; default: off)",
     )
     parser.add_argument(
+        "--kafka-max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Kafka connections open at once, all brokers; more are closed at once "
+        "(default: half the descriptors kept free of HTTP connections)",
+    )
+    parser.add_argument(
+        "--kafka-idle-timeout",
+        type=float,
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        metavar="S",
+        help="seconds a Kafka connection with nothing in flight may stay silent, as "
+        "Kafka's connections.max.idle.ms (default: %(default)s)",
+    )
+    parser.add_argument(
         "--trace",
         metavar="PATH",
         help="write every finished operation, HTTP and Kafka alike, as a trace line "
@@ -187,9 +205,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
     try:
         # every connection holds a descriptor: read (and raise) the limit, fit the budget in
-        max_connections, max_pending = budget(
-            descriptor_limit(), args.max_connections, args.max_pending
-        )
+        descriptors = descriptor_limit()
+        max_connections, max_pending = budget(descriptors, args.max_connections, args.max_pending)
+        kafka_connections = kafka_budget(descriptors, args.kafka_max_connections)
+        if not args.kafka_idle_timeout > 0:
+            raise ValueError(f"--kafka-idle-timeout must be > 0, got {args.kafka_idle_timeout}")
         connections = ConnectionLimits(
             max_connections=max_connections,
             header_timeout_s=args.header_timeout,
@@ -229,7 +249,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"purgatory serve: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("purgatory.service").info(
-        "serving at most %d connections, %d parked requests", max_connections, max_pending
+        "serving at most %d connections, %d parked requests%s",
+        max_connections,
+        max_pending,
+        "" if args.kafka_port is None else f", {kafka_connections} Kafka connections",
     )
     factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
     if args.loop == "uvloop":
@@ -248,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
                     args.backlog,
                     access,
                     kafka_port=args.kafka_port,
+                    kafka_connections=(kafka_connections, args.kafka_idle_timeout),
                     trace=trace,
                     replica_rtt_ms=args.replica_rtt_ms,
                     connections=connections,
@@ -269,13 +293,15 @@ async def serve(
     access: AccessPolicy | None = None,
     *,
     kafka_port: int | None = None,
+    kafka_connections: tuple[int, float] = (1024, DEFAULT_IDLE_TIMEOUT_S),
     trace: TraceWriter | None = None,
     replica_rtt_ms: float | None = None,
     connections: ConnectionLimits | None = None,
     storage: StorageLimits | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
-    broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster.
+    broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster,
+    with ``kafka_connections`` = (most connections open at once, idle timeout in seconds).
     ``trace`` hears of every finished operation and of each fault injected over HTTP;
     ``replica_rtt_ms`` sets the replication network's round trip (None: the default);
     ``storage`` bounds what the logs hold (default: :class:`StorageLimits`)."""
@@ -296,7 +322,10 @@ async def serve(
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_open_fds
     StorageMetrics(registry, cluster.log_space)
-    kafka = None if kafka_port is None else KafkaFrontDoor(cluster, host, kafka_port)
+    kafka = None
+    if kafka_port is not None:
+        most, idle = kafka_connections
+        kafka = KafkaFrontDoor(cluster, host, kafka_port, max_connections=most, idle_timeout_s=idle)
     if kafka is not None:
         registry.register(ProtocolCollector(kafka.stats))
     app = create_app(

@@ -111,6 +111,22 @@ def headroom(descriptor_limit: int) -> int:
     return max(64, descriptor_limit // 10)
 
 
+def kafka_budget(descriptor_limit: int, requested: int | None) -> int:
+    """Kafka-protocol connections allowed at once (all brokers' listeners): they come out of
+    the descriptors kept free of HTTP connections, half of them by default. Raises
+    ValueError with the figures when ``requested`` does not fit."""
+    spare = headroom(descriptor_limit)
+    if requested is None:
+        return spare // 2
+    most = spare - 32  # listeners, trace and log files
+    if not 1 <= requested <= most:
+        raise ValueError(
+            f"--kafka-max-connections must be in 1..{most} (the {spare} descriptors the "
+            f"open-files limit {descriptor_limit} keeps free of HTTP, less 32), got {requested}"
+        )
+    return requested
+
+
 def reserve(max_connections: int) -> int:
     """Connections kept free of parked requests, for ``/healthz``, metrics and produces."""
     return max(8, max_connections // 20)

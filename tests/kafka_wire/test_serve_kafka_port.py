@@ -104,6 +104,32 @@ async def test_bad_input_is_counted_in_the_metrics() -> None:
     assert 'purgatory_kafka_bad_input_total{kind="unknown api key"} 1.0' in text
 
 
+@pytest.mark.asyncio
+async def test_kafka_connections_over_the_limit_are_closed_and_counted() -> None:
+    proc, url, bootstrap = _start(
+        "--kafka-port", "0", "--brokers", "2", "--kafka-max-connections", "2"
+    )
+    held = []
+    try:
+        async with asyncio.timeout(30):
+            for address in bootstrap.split(","):  # one on each broker's listener
+                host, port = address.split(":")
+                held.append(await asyncio.open_connection(host, int(port)))
+            reader, writer = await asyncio.open_connection(host, int(port))
+            assert await reader.read() == b""  # the third, over the limit of both listeners
+            writer.close()
+            async with aiohttp.ClientSession() as session:
+                async with session.get(url + "/metrics") as response:
+                    text = await response.text()
+    finally:
+        for _, held_writer in held:
+            held_writer.close()
+        assert _stop(proc) == 0
+    assert "purgatory_kafka_connections 2.0" in text
+    assert 'purgatory_kafka_connections_closed_total{reason="limit"} 1.0' in text
+    assert 'purgatory_kafka_connections_closed_total{reason="idle_timeout"} 0.0' in text
+
+
 def test_kafka_port_without_room_for_every_broker_is_refused() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "purgatory", "serve", "--brokers", "3", "--kafka-port", "65535"],

@@ -221,3 +221,93 @@ async def test_a_handler_bug_closes_the_connection_and_logs_its_traceback(
     assert server.stats.bad_input == {"internal error": 1}
     [line] = caplog.records
     assert line.exc_info is not None
+
+
+async def _limited(
+    max_connections: int, idle_timeout_s: float
+) -> tuple[KafkaProtocolServer, int, Parking]:
+    server = KafkaProtocolServer(ProtocolStats(), max_connections, idle_timeout_s)
+    parking = Parking()
+    server.register(ApiKey.LIST_OFFSETS, (0, 1), parking.handle)
+    return server, await server.start("127.0.0.1", 0), parking
+
+
+async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, value: int) -> bytes:
+    writer.write(request(ApiKey.LIST_OFFSETS, 0, value, struct.pack(">i", value)))
+    return (await read_response(reader))[1]
+
+
+async def _until_open(server: KafkaProtocolServer, connections: int) -> None:
+    for _ in range(500):
+        if server.stats.connections == connections:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{server.stats.connections} connections open, not {connections}")
+
+
+@pytest.mark.asyncio
+async def test_a_connection_the_client_closes_is_let_go() -> None:
+    """It was not: its responder waited for a second end marker, so every connection a
+    client closed kept its task (and the server's count of it) until shutdown."""
+    server, port, _ = await _limited(max_connections=10, idle_timeout_s=60)
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            for i in range(3):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                assert await _echo(reader, writer, i) == struct.pack(">i", i)
+                writer.close()
+                await writer.wait_closed()
+            await _until_open(server, 0)
+    finally:
+        await server.close()
+
+
+@pytest.mark.asyncio
+async def test_connections_past_the_limit_are_closed_at_once_and_counted() -> None:
+    server, port, _ = await _limited(max_connections=2, idle_timeout_s=60)
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            first = await asyncio.open_connection("127.0.0.1", port)
+            second = await asyncio.open_connection("127.0.0.1", port)
+            assert await _echo(*first, 1) == struct.pack(">i", 1)  # both are served
+            assert await _echo(*second, 2) == struct.pack(">i", 2)
+            assert server.stats.connections == 2
+            assert await closes(port, b"") == b""  # the third: closed unread
+            assert server.stats.closed["limit"] == 1
+            first[1].close()
+            await first[1].wait_closed()
+            await _until_open(server, 1)  # the server notices the close
+            third = await asyncio.open_connection("127.0.0.1", port)
+            assert await _echo(*third, 3) == struct.pack(">i", 3)
+            second[1].close()
+            third[1].close()
+    finally:
+        await server.close()
+
+
+@pytest.mark.asyncio
+async def test_a_silent_connection_is_closed_but_one_waiting_for_a_parked_answer_is_not() -> None:
+    server, port, parking = await _limited(max_connections=10, idle_timeout_s=0.2)
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            silent = await asyncio.open_connection("127.0.0.1", port)
+            waiting = await asyncio.open_connection("127.0.0.1", port)
+            waiting[1].write(request(ApiKey.LIST_OFFSETS, 0, 9, struct.pack(">i", -9)))
+            assert await silent[0].read() == b""  # closed by the server
+            assert server.stats.closed["idle_timeout"] == 1
+            await asyncio.sleep(0.5)  # parked for longer than the idle timeout
+            parking.gate.set()
+            assert await read_response(waiting[0]) == (9, struct.pack(">i", -9))
+            assert await waiting[0].read() == b""  # then idle, and closed
+            assert server.stats.closed["idle_timeout"] == 2
+            for _, writer in (silent, waiting):
+                writer.close()
+    finally:
+        await server.close()
+
+
+def test_bad_connection_limits_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_connections must be >= 1"):
+        KafkaProtocolServer(max_connections=0)
+    with pytest.raises(ValueError, match="idle_timeout_s must be > 0"):
+        KafkaProtocolServer(idle_timeout_s=0)

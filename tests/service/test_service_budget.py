@@ -16,7 +16,7 @@ import pytest
 from serve_process import Server
 from test_service_connections import read_response, request
 
-from purgatory.service.config import budget, headroom, reserve
+from purgatory.service.config import budget, headroom, kafka_budget, reserve
 from purgatory.service.throttled import Throttled
 
 
@@ -235,6 +235,16 @@ def test_serve_refuses_a_max_pending_above_its_budget_at_startup() -> None:
     )
     assert result.returncode == 2
     assert "--max-pending must be in 1..3503 (--max-connections 3687 less 184" in result.stderr
+
+
+def test_kafka_connections_come_out_of_the_headroom() -> None:
+    assert kafka_budget(20_000, None) == headroom(20_000) // 2 == 1000
+    assert kafka_budget(4096, None) == 204
+    assert kafka_budget(20_000, 1968) == 1968
+    with pytest.raises(ValueError, match=r"must be in 1\.\.1968 \(the 2000 descriptors"):
+        kafka_budget(20_000, 1969)
+    with pytest.raises(ValueError, match="got 0"):
+        kafka_budget(20_000, 0)
 
 
 def test_a_flood_of_events_is_logged_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
