@@ -30,14 +30,6 @@ RECORD_MEMORY: Final = 192
 BATCH_MEMORY: Final = 256
 
 
-def batch_memory(entries: Iterable[tuple[bytes | None, bytes]], wire: bytearray | None) -> int:
-    """The memory a batch of ``entries`` (and its client's ``wire`` bytes) will hold."""
-    total = BATCH_MEMORY + (0 if wire is None else len(wire))
-    for key, value in entries:
-        total += RECORD_MEMORY + len(value) + (0 if key is None else len(key))
-    return total
-
-
 class Record(NamedTuple):
     offset: int
     key: bytes | None
@@ -49,6 +41,21 @@ _new_record = tuple.__new__
 
 def record_size(key: bytes | None, value: bytes) -> int:
     return RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
+
+
+def batch_memory(entries: Iterable[tuple[bytes | None, bytes]], wire: bytearray | None) -> int:
+    """The memory a batch of ``entries`` (and its client's ``wire`` bytes) will hold."""
+    records = size = 0
+    for key, value in entries:
+        records += 1
+        size += record_size(key, value)
+    return _memory(size, records, wire)
+
+
+def _memory(size: int, records: int, wire: bytearray | None) -> int:
+    """A batch's memory from its ``size`` (``record_size`` summed) and record count."""
+    extra = records * (RECORD_MEMORY - RECORD_OVERHEAD) + BATCH_MEMORY
+    return size + extra + (0 if wire is None else len(wire))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +146,7 @@ class RecordBatch:
         #: the leader's clock (ms) when it appended the batch: time-based retention
         self.append_ms = append_ms
         #: what holding the batch costs in memory (``size`` counts RECORD_OVERHEAD a record)
-        self.memory = (
-            size
-            + len(records) * (RECORD_MEMORY - RECORD_OVERHEAD)
-            + BATCH_MEMORY
-            + (0 if wire is None else len(wire))
-        )
+        self.memory = _memory(size, len(records), wire)
         #: how many logs hold the batch: its memory is freed with the last one
         self.holders = 0
 
