@@ -13,7 +13,7 @@ from purgatory.kafka.coordination import GroupOffsets
 from purgatory.kafka.group_coordinator import GroupCoordinator
 from purgatory.kafka.membership import MembershipApis
 from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.server import DEFAULT_IDLE_TIMEOUT_S, KafkaProtocolServer, ProtocolStats
+from purgatory.kafka.server import KafkaProtocolServer, ListenerLimits, ProtocolStats
 from purgatory.sim import Cluster
 
 
@@ -21,24 +21,19 @@ from purgatory.sim import Cluster
 class KafkaFrontDoor:
     """Serves the Kafka protocol for every broker of ``cluster``; ``base_port`` 0 lets each
     listener pick a free port (tests), and Metadata advertises the ports actually bound.
-    At most ``max_connections`` are open at once over all the listeners; one with nothing
-    in flight is closed after ``idle_timeout_s`` of silence (Kafka's
-    ``connections.max.idle.ms``)."""
+    ``limits`` bound the connections of all the listeners together."""
 
     def __init__(
         self,
         cluster: Cluster,
         host: str,
         base_port: int,
-        *,
-        max_connections: int = 1024,
-        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        limits: ListenerLimits | None = None,
     ) -> None:
         self.cluster = cluster
         self.host = host
         self.base_port = base_port
-        self.max_connections = max_connections
-        self.idle_timeout_s = idle_timeout_s
+        self.limits = ListenerLimits() if limits is None else limits
         self.stats = ProtocolStats()
         self.addresses: dict[int, tuple[str, int]] = {}
         # One coordinator serves every broker; its purgatories carry the label the
@@ -57,7 +52,7 @@ class KafkaFrontDoor:
     async def start(self) -> None:
         for broker_id in sorted(self.cluster.brokers):
             apis = BrokerApis(self.cluster, broker_id, self.addresses, self.stats)
-            server = KafkaProtocolServer(self.stats, self.max_connections, self.idle_timeout_s)
+            server = KafkaProtocolServer(self.stats, self.limits)
             server.register(ApiKey.METADATA, VERSIONS[ApiKey.METADATA], apis.metadata)
             server.register(ApiKey.PRODUCE, VERSIONS[ApiKey.PRODUCE], apis.produce)
             server.register(ApiKey.FETCH, VERSIONS[ApiKey.FETCH], apis.fetch)

@@ -14,9 +14,11 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Final, final
 
 from purgatory.kafka.codec import DecodeError, Reader
@@ -126,34 +128,36 @@ class _Responses:
         self.owed = 0
 
 
-#: Kafka's connections.max.idle.ms: clients close theirs after 9 minutes, so first
-DEFAULT_IDLE_TIMEOUT_S: Final = 600.0
+@dataclass(frozen=True, slots=True)
+class ListenerLimits:
+    """What the Kafka listeners sharing a :class:`ProtocolStats` hold: every connection
+    holds a file descriptor, so past ``max_connections`` open on all of them a new one is
+    closed at once; one with no request in flight that sends nothing whole for
+    ``idle_timeout_s`` is closed too (a parked Fetch is not idle). 600 s is Kafka's
+    ``connections.max.idle.ms``: clients close theirs after 9 minutes, so first."""
+
+    max_connections: int = 1024
+    idle_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        most = self.max_connections
+        if isinstance(most, bool) or not isinstance(most, int):
+            raise TypeError(f"max_connections must be an int, got {most!r}")
+        if most < 1:
+            raise ValueError(f"max_connections must be >= 1, got {most}")
+        if not (math.isfinite(self.idle_timeout_s) and self.idle_timeout_s > 0):
+            raise ValueError(f"idle_timeout_s must be finite and > 0, got {self.idle_timeout_s!r}")
 
 
 @final
 class KafkaProtocolServer:
-    """Serves a table of API handlers on one listening socket.
-
-    Every connection holds a file descriptor: past ``max_connections`` open on all the
-    listeners sharing ``stats``, a new one is closed at once; one with no request in flight
-    that sends nothing whole for ``idle_timeout_s`` is closed too (a parked Fetch is not
-    idle)."""
+    """Serves a table of API handlers on one listening socket, within ``limits``."""
 
     def __init__(
-        self,
-        stats: ProtocolStats | None = None,
-        max_connections: int = 1024,
-        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        self, stats: ProtocolStats | None = None, limits: ListenerLimits | None = None
     ) -> None:
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
-            raise TypeError(f"max_connections must be an int, got {max_connections!r}")
-        if max_connections < 1:
-            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
-        if not idle_timeout_s > 0:
-            raise ValueError(f"idle_timeout_s must be > 0, got {idle_timeout_s!r}")
         self.stats = stats or ProtocolStats()
-        self.max_connections = max_connections
-        self.idle_timeout_s = idle_timeout_s
+        self.limits = ListenerLimits() if limits is None else limits
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -184,7 +188,7 @@ class KafkaProtocolServer:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         stats = self.stats
-        if stats.connections >= self.max_connections:
+        if stats.connections >= self.limits.max_connections:
             stats.close("limit", f"{stats.connections} open, the most allowed")
             writer.close()
             return
@@ -229,7 +233,7 @@ class KafkaProtocolServer:
     ) -> bytes | None:
         """The next request frame; None when the connection is to close (closed by the
         client, garbage, or idle for ``idle_timeout_s`` with no response owed)."""
-        idle = self.idle_timeout_s
+        idle = self.limits.idle_timeout_s
         try:
             while True:
                 try:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from purgatory.kafka.server import DEFAULT_IDLE_TIMEOUT_S
+from purgatory.kafka.server import ListenerLimits
 from purgatory.service.config import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_PENDING,
@@ -129,7 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kafka-idle-timeout",
         type=float,
-        default=DEFAULT_IDLE_TIMEOUT_S,
+        default=ListenerLimits().idle_timeout_s,
         metavar="S",
         help="seconds a Kafka connection with nothing in flight may stay silent, as "
         "Kafka's connections.max.idle.ms (default: %(default)s)",
@@ -207,9 +207,9 @@ def run(args: argparse.Namespace) -> int:
         # every connection holds a descriptor: read (and raise) the limit, fit the budget in
         descriptors = descriptor_limit()
         max_connections, max_pending = budget(descriptors, args.max_connections, args.max_pending)
-        kafka_connections = kafka_budget(descriptors, args.kafka_max_connections)
-        if not args.kafka_idle_timeout > 0:
-            raise ValueError(f"--kafka-idle-timeout must be > 0, got {args.kafka_idle_timeout}")
+        kafka_limits = ListenerLimits(
+            kafka_budget(descriptors, args.kafka_max_connections), args.kafka_idle_timeout
+        )
         connections = ConnectionLimits(
             max_connections=max_connections,
             header_timeout_s=args.header_timeout,
@@ -252,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
         "serving at most %d connections, %d parked requests%s",
         max_connections,
         max_pending,
-        "" if args.kafka_port is None else f", {kafka_connections} Kafka connections",
+        "" if args.kafka_port is None else f", {kafka_limits.max_connections} Kafka connections",
     )
     factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
     if args.loop == "uvloop":
@@ -271,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
                     args.backlog,
                     access,
                     kafka_port=args.kafka_port,
-                    kafka_connections=(kafka_connections, args.kafka_idle_timeout),
+                    kafka_limits=kafka_limits,
                     trace=trace,
                     replica_rtt_ms=args.replica_rtt_ms,
                     connections=connections,
@@ -293,7 +293,7 @@ async def serve(
     access: AccessPolicy | None = None,
     *,
     kafka_port: int | None = None,
-    kafka_connections: tuple[int, float] = (1024, DEFAULT_IDLE_TIMEOUT_S),
+    kafka_limits: ListenerLimits | None = None,
     trace: TraceWriter | None = None,
     replica_rtt_ms: float | None = None,
     connections: ConnectionLimits | None = None,
@@ -301,7 +301,7 @@ async def serve(
 ) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
     broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster,
-    with ``kafka_connections`` = (most connections open at once, idle timeout in seconds).
+    within ``kafka_limits``.
     ``trace`` hears of every finished operation and of each fault injected over HTTP;
     ``replica_rtt_ms`` sets the replication network's round trip (None: the default);
     ``storage`` bounds what the logs hold (default: :class:`StorageLimits`)."""
@@ -322,10 +322,7 @@ async def serve(
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_open_fds
     StorageMetrics(registry, cluster.log_space)
-    kafka = None
-    if kafka_port is not None:
-        most, idle = kafka_connections
-        kafka = KafkaFrontDoor(cluster, host, kafka_port, max_connections=most, idle_timeout_s=idle)
+    kafka = None if kafka_port is None else KafkaFrontDoor(cluster, host, kafka_port, kafka_limits)
     if kafka is not None:
         registry.register(ProtocolCollector(kafka.stats))
     app = create_app(

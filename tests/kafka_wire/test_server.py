@@ -18,7 +18,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 
 from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, read_header
-from purgatory.kafka.server import KafkaProtocolServer, ProtocolStats, Response
+from purgatory.kafka.server import KafkaProtocolServer, ListenerLimits, ProtocolStats, Response
 
 TIMEOUT = 5.0
 
@@ -226,7 +226,7 @@ async def test_a_handler_bug_closes_the_connection_and_logs_its_traceback(
 async def _limited(
     max_connections: int, idle_timeout_s: float
 ) -> tuple[KafkaProtocolServer, int, Parking]:
-    server = KafkaProtocolServer(ProtocolStats(), max_connections, idle_timeout_s)
+    server = KafkaProtocolServer(ProtocolStats(), ListenerLimits(max_connections, idle_timeout_s))
     parking = Parking()
     server.register(ApiKey.LIST_OFFSETS, (0, 1), parking.handle)
     return server, await server.start("127.0.0.1", 0), parking
@@ -308,6 +308,9 @@ async def test_a_silent_connection_is_closed_but_one_waiting_for_a_parked_answer
 
 def test_bad_connection_limits_are_refused() -> None:
     with pytest.raises(ValueError, match="max_connections must be >= 1"):
-        KafkaProtocolServer(max_connections=0)
-    with pytest.raises(ValueError, match="idle_timeout_s must be > 0"):
-        KafkaProtocolServer(idle_timeout_s=0)
+        ListenerLimits(max_connections=0)
+    with pytest.raises(TypeError, match="max_connections must be an int"):
+        ListenerLimits(max_connections=2.5)  # type: ignore[arg-type]
+    for idle in (0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="idle_timeout_s must be finite and > 0"):
+            ListenerLimits(idle_timeout_s=idle)
