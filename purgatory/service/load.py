@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import resource
@@ -146,9 +147,16 @@ def _raise_nofile(needed: int) -> None:
         raise ValueError(f"{needed} open files needed, the limit is {soft} (raise ulimit -n)")
 
 
+#: how long a fetcher waits after a failure the server gave no Retry-After for
+FAILURE_BACKOFF_S: Final = 0.1
+
+
 async def _post(
     session: aiohttp.ClientSession, url: str, body: dict[str, Any], stats: Stats
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, float]:
+    """The JSON answer (None if the request failed) and how long to wait before the next
+    try: the server's ``Retry-After`` on a refusal that has one, a short back-off on other
+    failures, 0 on success."""
     import aiohttp
 
     try:
@@ -156,15 +164,16 @@ async def _post(
             if response.status != 200:
                 stats.fail(f"http_{response.status}")
                 await response.read()
-                return None
+                retry_after = response.headers.get("Retry-After", "")
+                return None, float(retry_after) if retry_after.isdigit() else FAILURE_BACKOFF_S
             data: dict[str, Any] = await response.json()
     except (aiohttp.ClientError, TimeoutError) as exc:
         stats.fail(type(exc).__name__)
-        return None
+        return None, FAILURE_BACKOFF_S
     stats.ok += 1
     if data.get("error") is not None:
         stats.broker_error(str(data["error"]))
-    return data
+    return data, 0.0
 
 
 async def _fetcher(
@@ -184,11 +193,18 @@ async def _fetcher(
             "min_bytes": 1,
             "max_wait_ms": args.max_wait_ms,
         }
-        data = await _post(session, url, body, stats)
+        data, wait_s = await _post(session, url, body, stats)
         now = time.monotonic()
         stats.fetches += 1
-        if data is None or data["error"] is not None:
-            await asyncio.sleep(0.1)  # back off instead of spinning on a failing partition
+        if data is None:  # refused or failed: as the server asks, or a short back-off
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait_s)
+            continue
+        if data["error"] == "OFFSET_OUT_OF_RANGE":  # retention moved the log start past us
+            offset = data["log_start_offset"]
+            continue
+        if data["error"] is not None:
+            await asyncio.sleep(FAILURE_BACKOFF_S)  # instead of spinning on a failing partition
             continue
         records = data["records"]
         if records:
@@ -209,7 +225,7 @@ async def _producer(
     partition = 0
 
     async def one(body: dict[str, Any], started: float) -> None:
-        if await _post(session, url, body, stats) is not None:
+        if (await _post(session, url, body, stats))[0] is not None:
             stats.produce_latency.append(time.monotonic() - started)
         stats.produces += 1
 
