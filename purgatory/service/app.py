@@ -87,6 +87,8 @@ class ServiceState:
             self.purgatory_metrics.track(purg)
         self.openapi = openapi_document(self.bodies, purgatory.__version__)
         self.pending = 0
+        #: bytes of request bodies being read now (max_body_bytes_in_flight)
+        self.body_bytes = 0
         self.overloads = Throttled(logger)
         self.closing = False
         self.idle = asyncio.Event()
@@ -242,21 +244,42 @@ def _error_response(exc: Rejected, retry_after_s: int) -> web.Response:
 
 
 async def _body(request: web.Request, body_type: type[msgspec.Struct]) -> Any:
-    """Read and decode a JSON body: 413 if too large, 400 with the reason otherwise."""
+    """Read and decode a JSON body: 503 if too many bytes of bodies are being read at once,
+    413 if too large, 400 with the reason otherwise."""
+    state = request.app[STATE]
+    config = state.config
+    length = request.content_length
+    claim = config.max_body_bytes if length is None else min(length, config.max_body_bytes)
+    if state.body_bytes + claim > config.max_body_bytes_in_flight:
+        state.overloads.warning(
+            "request refused with 503: %d bytes of bodies being read (max_body_bytes_in_flight)",
+            state.body_bytes,
+        )
+        raise Rejected(
+            503,
+            "overloaded",
+            "TOO_MANY_BYTES_IN_FLIGHT",
+            f"{state.body_bytes} bytes of request bodies are being read "
+            f"(max_body_bytes_in_flight {config.max_body_bytes_in_flight})",
+        )
+    state.body_bytes += claim
     try:
-        raw = await request.read()
+        return _decode(await request.read(), body_type, config)
     except web.HTTPRequestEntityTooLarge as exc:
         raise Rejected(
-            413,
-            "too_large",
-            "REQUEST_TOO_LARGE",
-            f"body exceeds {request.app[STATE].config.max_body_bytes} bytes",
+            413, "too_large", "REQUEST_TOO_LARGE", f"body exceeds {config.max_body_bytes} bytes"
         ) from exc
+    finally:
+        state.body_bytes -= claim
+
+
+def _decode(raw: bytes, body_type: type[msgspec.Struct], config: ServiceConfig) -> Any:
+    """A body as ``body_type``; 400 with the reason if it is not one."""
     try:
         return msgspec.json.decode(raw, type=body_type)
     except msgspec.ValidationError as exc:
         reason = "invalid"
-        ceiling = request.app[STATE].config.max_timeout_ms
+        ceiling = config.max_timeout_ms
         if str(exc).endswith(("`$.timeout_ms`", "`$.max_wait_ms`")) and f"<= {ceiling}" in str(exc):
             reason = "timeout_ceiling"
         raise Rejected(400, reason, "INVALID_REQUEST", f"body: {exc}") from exc

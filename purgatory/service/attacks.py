@@ -3,6 +3,9 @@
 * ``--slowloris N``: N sockets each sending a request head one byte per ``--trickle-s``,
   never finishing it. A server with a header timeout closes them.
 * ``--idle N``: N sockets that connect and send nothing. A server closes them too.
+* ``--slow-bodies N``: N sockets each sending a produce whose ``--slow-body-bytes`` body
+  arrives but for its last byte. Each holds a read buffer on the server: a server bounds the
+  bytes of bodies it reads at once, and closes them at its body timeout.
 * ``--flood``: ``--flood-producers`` clients producing as fast as they are answered, with
   ``--records`` records of ``--value-bytes`` each, for ``--duration`` seconds: the server's
   memory must stay bounded (its RSS is read from ``/metrics`` every half second).
@@ -76,10 +79,15 @@ class SocketStats:
 
 
 async def _hostile_socket(
-    address: tuple[str, int], trickle_s: float | None, stop: asyncio.Event, stats: SocketStats
+    address: tuple[str, int],
+    first: bytes,
+    trickle: bytes,
+    trickle_s: float,
+    stop: asyncio.Event,
+    stats: SocketStats,
 ) -> None:
-    """Connect; then send nothing (``trickle_s`` None) or a never-ending head one byte per
-    ``trickle_s``, until the server closes the socket or ``stop`` is set."""
+    """Connect, send ``first``, then ``trickle`` one byte per ``trickle_s``, and hold the
+    socket until the server closes it or ``stop`` is set."""
     try:
         reader, writer = await asyncio.open_connection(*address)
     except OSError as exc:
@@ -87,17 +95,19 @@ async def _hostile_socket(
         return
     stats.opened += 1
     started = time.monotonic()
-    head = b"POST /v1/fetch HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100_000
     sent = 0
     read = asyncio.ensure_future(reader.read(65536))
     waiting = asyncio.ensure_future(stop.wait())
     try:
+        writer.write(first)
         while not stop.is_set():
-            if trickle_s is not None and sent < len(head):
-                writer.write(head[sent : sent + 1])
+            if sent < len(trickle):
+                writer.write(trickle[sent : sent + 1])
                 sent += 1
             done, _ = await asyncio.wait(
-                {read, waiting}, timeout=trickle_s, return_when=asyncio.FIRST_COMPLETED
+                {read, waiting},
+                timeout=trickle_s if sent < len(trickle) else None,
+                return_when=asyncio.FIRST_COMPLETED,
             )
             if read in done:
                 answer = read.result() if read.exception() is None else b""
@@ -187,22 +197,47 @@ class Probe:
         return out
 
 
+#: a slowloris' head: never finished
+SLOW_HEAD: Final = b"POST /v1/fetch HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100_000
+
+
+def slow_body(body_bytes: int) -> bytes:
+    """A produce request with a ``body_bytes`` body, all but its last byte."""
+    head = (
+        "POST /v1/produce HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {body_bytes}\r\n\r\n"
+    )
+    return head.encode() + b" " * (body_bytes - 1)
+
+
 async def sockets_attack(
-    url: str, slowloris: int, idle: int, trickle_s: float, duration_s: float
+    url: str,
+    slowloris: int,
+    idle: int,
+    trickle_s: float,
+    duration_s: float,
+    slow_bodies: int = 0,
+    slow_body_bytes: int = 1 << 20,
 ) -> dict[str, Any]:
-    """Open ``slowloris`` trickling and ``idle`` silent sockets (ramped over about a
-    second), hold them for ``duration_s``, and report what the server did with them."""
+    """Open ``slowloris`` trickling, ``idle`` silent and ``slow_bodies`` unfinished-body
+    sockets (ramped over about a second), hold them for ``duration_s``, and report what
+    the server did with them."""
     address = loopback_target(url)
     stop = asyncio.Event()
     probe = Probe()
     prober = asyncio.create_task(probe.run(url, stop))
-    kinds = {"slowloris": (slowloris, trickle_s), "idle": (idle, None)}
+    # kind -> (sockets, sent at once, then trickled)
+    kinds = {
+        "slowloris": (slowloris, b"", SLOW_HEAD),
+        "idle": (idle, b"", b""),
+        "slow_body": (slow_bodies, slow_body(slow_body_bytes) if slow_bodies else b"", b""),
+    }
     stats = {kind: SocketStats() for kind in kinds}
     tasks = []
     started = time.monotonic()
-    for kind, (count, trickle) in kinds.items():
+    for kind, (count, first, trickle) in kinds.items():
         for i in range(count):
-            task = _hostile_socket(address, trickle, stop, stats[kind])
+            task = _hostile_socket(address, first, trickle, trickle_s, stop, stats[kind])
             tasks.append(asyncio.create_task(task))
             if i % 500 == 499:  # let the listen backlog drain
                 await asyncio.sleep(0.05)
@@ -211,7 +246,7 @@ async def sockets_attack(
     await asyncio.gather(*tasks, prober)
     elapsed = time.monotonic() - started
     out: dict[str, Any] = {"mode": "sockets"}
-    for kind, (count, _) in kinds.items():
+    for kind, (count, _, _) in kinds.items():
         if count:
             out.update({f"{kind}_{k}": v for k, v in stats[kind].summary(count, elapsed).items()})
     return out | probe.summary()

@@ -71,6 +71,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="largest request body accepted; larger ones get 413",
     )
     parser.add_argument(
+        "--max-body-bytes-in-flight",
+        type=int,
+        default=defaults.max_body_bytes_in_flight,
+        metavar="BYTES",
+        help="request body bytes being read at once, all connections together (each "
+        "counts its Content-Length); more get 503 (default: %(default)s, 64 MiB)",
+    )
+    parser.add_argument(
         "--max-pending",
         type=int,
         default=None,
@@ -219,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
         config = ServiceConfig(
             max_timeout_ms=args.max_timeout_ms,
             max_body_bytes=args.max_body_bytes,
+            max_body_bytes_in_flight=args.max_body_bytes_in_flight,
             max_pending=max_pending,
             shutdown_timeout_s=args.shutdown_timeout,
         )

@@ -31,6 +31,9 @@ class ServiceConfig:
     max_timeout_ms: int = 60_000
     #: request bodies larger than this get 413
     max_body_bytes: int = 1 << 20
+    #: request bodies being read at once, all connections together (each counts its
+    #: Content-Length, or ``max_body_bytes`` when it has none); more get 503
+    max_body_bytes_in_flight: int = 64 << 20
     #: requests that may park (acks=-1 produces, fetches with max_wait_ms > 0) at once; more get 503
     max_pending: int = 20_000
     #: seconds a client is told to wait (Retry-After) when the server is overloaded
@@ -47,6 +50,11 @@ class ServiceConfig:
 
     def __post_init__(self) -> None:
         _all_positive(self)
+        if self.max_body_bytes_in_flight < self.max_body_bytes:
+            raise ValueError(
+                f"max_body_bytes_in_flight ({self.max_body_bytes_in_flight}) must be at least "
+                f"max_body_bytes ({self.max_body_bytes}): a largest body could never be read"
+            )
 
 
 #: a default budget never exceeds this, whatever the descriptor limit (memory bounds it too)

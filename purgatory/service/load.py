@@ -9,7 +9,7 @@ that appended the first record of its response being sent, to that response arri
 Anything but a 200 answer, a broker error code or a transport error counts as a failed
 request; the exit status is 1 if any request failed.
 
-``--slowloris N``, ``--idle N`` and ``--flood`` run hostile clients instead
+``--slowloris N``, ``--idle N``, ``--slow-bodies N`` and ``--flood`` run hostile clients instead
 (:mod:`purgatory.service.attacks`).
 """
 
@@ -95,6 +95,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     attack.add_argument(
         "--idle", type=int_at_least(0), default=0, metavar="N", help="N sockets sending nothing"
+    )
+    attack.add_argument(
+        "--slow-bodies",
+        type=int_at_least(0),
+        default=0,
+        metavar="N",
+        help="N sockets sending a produce whose body arrives but for its last byte",
+    )
+    attack.add_argument(
+        "--slow-body-bytes",
+        type=int_at_least(2),
+        default=1 << 20,
+        metavar="BYTES",
+        help="the size of each --slow-bodies body (default: %(default)s, serve's --max-body-bytes)",
     )
     attack.add_argument(
         "--trickle-s", type=float, default=1.0, help="seconds between a slowloris' bytes"
@@ -368,7 +382,8 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    attack = bool(args.slowloris or args.idle or args.flood)
+    sockets = args.slowloris + args.idle + args.slow_bodies
+    attack = bool(sockets or args.flood)
     try:
         if attack:
             _check_attack(args)
@@ -378,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
                     raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
             if not args.produce_rate > 0 or not args.duration > 0 or args.ramp < 0:
                 raise ValueError("--produce-rate and --duration must be > 0, --ramp >= 0")
-        _raise_nofile((args.slowloris + args.idle if attack else args.fetchers) + 256)
+        _raise_nofile((sockets if attack else args.fetchers) + 256)
     except ValueError as exc:
         print(f"purgatory load: {exc}", file=sys.stderr)
         return 2
@@ -399,10 +414,13 @@ def _check_attack(args: argparse.Namespace) -> None:
     from purgatory.service import attacks
 
     attacks.loopback_target(args.url)
-    if args.flood and (args.slowloris or args.idle):
-        raise ValueError("--flood runs alone: not with --slowloris or --idle")
-    if args.slowloris + args.idle > attacks.MAX_SOCKETS:
-        raise ValueError(f"--slowloris and --idle open at most {attacks.MAX_SOCKETS} sockets")
+    sockets = args.slowloris + args.idle + args.slow_bodies
+    if args.flood and sockets:
+        raise ValueError("--flood runs alone: not with --slowloris, --idle or --slow-bodies")
+    if sockets > attacks.MAX_SOCKETS:
+        raise ValueError(
+            f"--slowloris, --idle and --slow-bodies open at most {attacks.MAX_SOCKETS} sockets"
+        )
     if not 0 < args.duration <= attacks.MAX_DURATION_S:
         raise ValueError(f"--duration must be in (0, {attacks.MAX_DURATION_S:g}] s for attacks")
     if not 0 < args.trickle_s <= 60:
@@ -426,5 +444,11 @@ async def _attack(args: argparse.Namespace) -> dict[str, Any]:
             args.duration,
         )
     return await attacks.sockets_attack(
-        args.url, args.slowloris, args.idle, args.trickle_s, args.duration
+        args.url,
+        args.slowloris,
+        args.idle,
+        args.trickle_s,
+        args.duration,
+        args.slow_bodies,
+        args.slow_body_bytes,
     )

@@ -49,6 +49,22 @@ def test_slowloris_and_idle_sockets_are_counted_as_the_server_treats_them(
     assert summary["server_open_fds_max"] >= 80  # read from the server's /metrics
 
 
+def test_slow_bodies_past_the_bytes_in_flight_get_503_and_the_rest_are_held() -> None:
+    server = Server("--max-body-bytes", "10000", "--max-body-bytes-in-flight", "20000")
+    try:
+        status, summary, stderr = load(
+            "--url", server.url, "--slow-bodies", "5", "--slow-body-bytes", "10000",
+            "--duration", "1.5",
+        )  # fmt: skip
+    finally:
+        assert server.stop() == 0
+    assert status == 0, stderr
+    assert summary["slow_body_opened"] == 5
+    assert summary["slow_body_server_answers"] == {"503": 3}  # 2 x 10,000 bytes fit
+    assert summary["slow_body_still_open_at_end"] == 2  # until the body timeout, 30 s
+    assert summary["healthz_failed"] == {}
+
+
 def flood(
     serve_args: list[str],
     producers: int,
@@ -112,6 +128,7 @@ def test_a_60_s_flood_at_defaults_stays_under_the_documented_rss_bound() -> None
         (["--url", "http://example.com", "--flood"], "attack modes target loopback only"),
         (["--idle", "70000"], "open at most 60000 sockets"),
         (["--flood", "--idle", "3"], "--flood runs alone"),
+        (["--flood", "--slow-bodies", "3"], "--flood runs alone"),
         (["--slowloris", "3", "--duration", "601"], "--duration must be in (0, 600]"),
     ],
 )

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 import aiohttp
 import pytest
 from served import Served, start_server
+from test_service_connections import read_response, request
 
 from purgatory.service.app import create_app
+from purgatory.service.config import ServiceConfig
 from purgatory.sim.cluster import Cluster
 
 PRODUCE = "purgatory_delayed_operations"
@@ -318,5 +321,37 @@ async def test_a_produce_past_the_stored_bytes_cap_gets_507_and_a_reason() -> No
         _, meta = await server.get("/v1/metadata")
         assert meta["topics"][0]["partitions"][0]["log_end_offset"] == 50  # nothing kept
     finally:
+        await server.session.close()
+        await runner.cleanup()
+
+
+@pytest.mark.asyncio
+async def test_bodies_being_read_at_once_are_bounded_server_wide() -> None:
+    """Slow bodies each hold a read buffer: past max_body_bytes_in_flight, 503 at once."""
+    config = ServiceConfig(max_body_bytes=1000, max_body_bytes_in_flight=2000)
+    runner, server = await start_server(config)
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    produce = json.dumps({"topic": "t", "partition": 0, "records": [{"value": "x"}]}).encode()
+    slow = []
+    try:
+        async with asyncio.timeout(10):
+            for _ in range(2):  # two 1,000-byte bodies, 10 bytes sent of each
+                reader, writer = await asyncio.open_connection(host, int(port))
+                writer.write(request("/v1/produce", b" " * 1000)[:-990])
+                slow.append((reader, writer))
+            await asyncio.sleep(0.2)  # both handlers are reading
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(request("/v1/produce", produce))
+            status, answer = await read_response(reader)
+            assert (status, answer["error"]) == (503, "TOO_MANY_BYTES_IN_FLIGHT")
+            writer.close()
+            slow_reader, slow_writer = slow.pop()
+            slow_writer.close()  # its claim goes with it
+            await slow_reader.read()
+            status, _ = await server.post("/v1/produce", json.loads(produce))
+            assert status == 200
+    finally:
+        for _, writer in slow:
+            writer.close()
         await server.session.close()
         await runner.cleanup()
