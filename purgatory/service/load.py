@@ -72,6 +72,17 @@ _OPTIONS: Final = (
 )
 
 
+# The socket attacks: how many sockets of each kind (flag, help).
+_SOCKET_ATTACKS: Final = (
+    (
+        "--slowloris",
+        "N sockets sending a request head one byte per --trickle-s, never finishing it",
+    ),
+    ("--idle", "N sockets sending nothing"),
+    ("--slow-bodies", "N sockets sending a produce whose body arrives but for its last byte"),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     for option in _OPTIONS:
         parser.add_argument(
@@ -86,23 +97,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "attack modes (loopback targets only; instead of the long-poll load; exit status 1 "
         "if /healthz failed during the attack)"
     )
-    attack.add_argument(
-        "--slowloris",
-        type=int_at_least(0),
-        default=0,
-        metavar="N",
-        help="N sockets sending a request head one byte per --trickle-s, never finishing it",
-    )
-    attack.add_argument(
-        "--idle", type=int_at_least(0), default=0, metavar="N", help="N sockets sending nothing"
-    )
-    attack.add_argument(
-        "--slow-bodies",
-        type=int_at_least(0),
-        default=0,
-        metavar="N",
-        help="N sockets sending a produce whose body arrives but for its last byte",
-    )
+    for flag, text in _SOCKET_ATTACKS:
+        attack.add_argument(flag, type=int_at_least(0), default=0, metavar="N", help=text)
     attack.add_argument(
         "--slow-body-bytes",
         type=int_at_least(2),
