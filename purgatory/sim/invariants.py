@@ -146,10 +146,11 @@ class InvariantChecker:
     def _check_election(self, op: operations.DelayedElectLeader) -> None:
         for status in op.statuses:
             p = status.partition
+            leader = op.expected_leaders[p.key]
             if status.error is not ErrorCode.NONE or (
-                p.leader_epoch == status.epoch and p.leader != status.required_offset
+                p.leader_epoch == status.epoch and p.leader != leader
             ):
-                self._fail(f"{op.op_id}: completed before broker {status.required_offset} led")
+                self._fail(f"{op.op_id}: completed before broker {leader} led")
 
     def check_accounting(self) -> None:
         """After the cluster closed: every operation handed to a purgatory left it."""

@@ -45,7 +45,9 @@ class PartitionStatus:
 
     __slots__ = ("base_offset", "epoch", "error", "partition", "required_offset")
 
-    def __init__(self, partition: Partition, required_offset: int, base_offset: int = -1) -> None:
+    def __init__(
+        self, partition: Partition, required_offset: int = -1, base_offset: int = -1
+    ) -> None:
         self.partition = partition
         self.epoch = partition.leader_epoch
         self.required_offset = required_offset
@@ -353,26 +355,29 @@ class DelayedReplicaFetch(_FetchCondition[list[FollowerResponse]]):
 @final
 class DelayedElectLeader(BrokerOperation[ElectLeadersResult]):
     """Kafka's DelayedElectLeader: wait until every partition the controller is electing
-    a leader for has had the leader it chose (``statuses[i].required_offset`` holds that
-    broker id). Leader epochs are expected to change here, so they are not an error.
-    ``decided`` are the partitions answered at once (not eligible, not needed); the answer
-    lists every partition in ``order`` (the request's)."""
+    a leader for has had the leader it chose (``expected_leaders``, by partition key).
+    Leader epochs are expected to change here, so they are not an error. ``decided`` are
+    the partitions answered at once (not eligible, not needed); the answer lists every
+    partition in ``order`` (the request's)."""
 
-    __slots__ = ("decided", "order")
+    __slots__ = ("decided", "expected_leaders", "order")
     kind: ClassVar[str] = "elect-leader"
     purgatory_name: ClassVar[str] = "ElectLeader"
 
     def __init__(
         self,
         delay_ms: int,
-        statuses: list[PartitionStatus],
+        expected_leaders: list[tuple[Partition, int]],
         decided: list[PartitionElection],
         order: list[tuple[str, int]],
         op_id: str,
         reply: Callable[[ElectLeadersResult], None] | None = None,
         observer: Observer | None = None,
     ) -> None:
+        statuses = [PartitionStatus(p) for p, _ in expected_leaders]
         super().__init__(delay_ms, statuses, op_id, reply, observer)
+        #: partition key -> the broker the controller chose to lead it
+        self.expected_leaders = {p.key: leader for p, leader in expected_leaders}
         self.decided = decided
         self.order = order
 
@@ -383,7 +388,7 @@ class DelayedElectLeader(BrokerOperation[ElectLeadersResult]):
         for status in self.statuses:
             if status.error is None:
                 p = status.partition
-                if p.leader == status.required_offset:
+                if p.leader == self.expected_leaders[p.key]:
                     status.error = _NONE
                     status.epoch = p.leader_epoch
                 else:
@@ -395,7 +400,9 @@ class DelayedElectLeader(BrokerOperation[ElectLeadersResult]):
         for status in self.statuses:
             p = status.partition
             if status.error is _NONE:
-                answers.append(PartitionElection(p.topic, p.index, _NONE, status.required_offset))
+                answers.append(
+                    PartitionElection(p.topic, p.index, _NONE, self.expected_leaders[p.key])
+                )
             else:
                 answers.append(PartitionElection(p.topic, p.index, _TIMED_OUT, p.leader))
         return ElectLeadersResult.in_order(answers, self.order)

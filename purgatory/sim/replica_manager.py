@@ -306,7 +306,7 @@ class ReplicaManager:
             return ElectLeadersResult.in_order(decided, request.partitions)
         return DelayedElectLeader(
             request.timeout_ms,
-            [PartitionStatus(p, leader) for p, leader in plans],
+            plans,
             decided,
             list(request.partitions),
             self._next_op_id("elect-leader"),
