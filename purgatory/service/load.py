@@ -293,14 +293,26 @@ async def _parked(session: aiohttp.ClientSession, url: str) -> float:
     raise RuntimeError("the server exports no purgatory_http_parked_requests gauge")
 
 
+#: how long the parked count may stay put before the load starts anyway (the server may
+#: park fewer than --fetchers: its --max-pending)
+SETTLE_S: Final = 2.0
+
+
 async def _wait_parked(session: aiohttp.ClientSession, args: argparse.Namespace) -> float:
     """Before producing, wait (up to 30 s) until the server reports every fetcher parked,
-    so the measurement really runs with that many parked long polls; return the count."""
+    or the count stops growing for SETTLE_S, so the measurement really runs with that many
+    parked long polls; return the count."""
     deadline = time.monotonic() + 30
     parked = await _parked(session, args.url)
+    grew_at = time.monotonic()
     while parked < args.fetchers and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
-        parked = await _parked(session, args.url)
+        now_parked = await _parked(session, args.url)
+        if now_parked > parked:
+            grew_at = time.monotonic()
+        elif time.monotonic() - grew_at >= SETTLE_S:
+            return now_parked
+        parked = now_parked
     return parked
 
 

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from purgatory.service.load import Stats, _fetcher
+from purgatory.service.load import SETTLE_S, Stats, _fetcher, _wait_parked
 
 
 async def _run_fetcher(answers: list[web.Response], seconds: float) -> list[dict[str, Any]]:
@@ -72,3 +72,28 @@ async def test_a_fetcher_below_the_log_start_resumes_from_it() -> None:
     empty = _json(200, {"error": None, "high_watermark": 9, "records": [], "log_start_offset": 7})
     bodies = await _run_fetcher([gone, empty], seconds=0.3)
     assert [b["offset"] for b in bodies[:2]] == [0, 7]
+
+
+@pytest.mark.asyncio
+async def test_the_load_starts_once_the_parked_count_stops_growing() -> None:
+    """A server parking fewer than --fetchers (its --max-pending) held the load for 30 s."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        text = "# TYPE purgatory_http_parked_requests gauge\npurgatory_http_parked_requests 1.0\n"
+        return web.Response(text=text)
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    host, port = runner.addresses[0][:2]
+    args = argparse.Namespace(url=f"http://{host}:{port}", fetchers=5)
+    try:
+        async with aiohttp.ClientSession() as session:
+            started = asyncio.get_running_loop().time()
+            assert await _wait_parked(session, args) == 1
+            waited = asyncio.get_running_loop().time() - started
+    finally:
+        await runner.cleanup()
+    assert SETTLE_S <= waited < SETTLE_S + 2
