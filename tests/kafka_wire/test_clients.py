@@ -4,11 +4,51 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 TIMEOUT = 30.0
+
+
+def _produce_v3(correlation_id: int, acks: int, value: bytes, base_offset: int = 0) -> bytes:
+    """A raw Produce v3 request of one record to t-0, framed, as a client sends it."""
+    from kafka.protocol.producer import ProduceRequest
+
+    from purgatory.kafka.records import encode_batch
+
+    request = ProduceRequest[3](
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[("t", [(0, encode_batch(base_offset, 0, [(None, value)], 0))])],
+    )
+    request.with_header(correlation_id=correlation_id, client_id="c")
+    return bytes(request.encode(header=True, framed=True))
+
+
+async def _produce_answer(reader: asyncio.StreamReader) -> tuple[int, int, int]:
+    """The next Produce v3 response on the wire: (correlation id, error code, base offset)."""
+    from kafka.protocol.producer import ProduceResponse
+
+    size = int.from_bytes(await reader.readexactly(4), "big")
+    frame = await reader.readexactly(size)
+    [topic] = ProduceResponse[3].decode(frame[4:]).responses
+    assert topic.name == "t"
+    [partition] = topic.partition_responses
+    return int.from_bytes(frame[:4], "big"), partition.error_code, partition.base_offset
+
+
+def _confluent_messages(consumer: Any, count: int) -> list[Any]:
+    """Poll a confluent-kafka consumer until ``count`` messages came, or 10 s passed."""
+    got: list[Any] = []
+    deadline = time.monotonic() + 10
+    while len(got) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append(message)
+    return got
 
 
 @pytest.mark.asyncio
@@ -76,30 +116,13 @@ async def test_a_parked_fetch_is_woken_by_a_produce(door) -> None:
 async def test_a_request_to_a_follower_gets_not_leader(door) -> None:
     # The leader of t-0 is broker 0; the metadata steers clients there, so ask broker 1
     # directly through a raw Produce v3 request.
-    from kafka.protocol.producer import ProduceRequest
-
-    from purgatory.kafka.records import encode_batch
-
     host, port = door.addresses[1]
-    request = ProduceRequest[3](
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=1000,
-        topic_data=[("t", [(0, encode_batch(0, 0, [(None, b"x")], 0))])],
-    )
-    request.with_header(correlation_id=5, client_id="c")
     async with asyncio.timeout(TIMEOUT):
         reader, writer = await asyncio.open_connection(host, port)
-        writer.write(request.encode(header=True, framed=True))
-        size = int.from_bytes(await reader.readexactly(4), "big")
-        frame = await reader.readexactly(size)
+        writer.write(_produce_v3(5, -1, b"x"))
+        answer = await _produce_answer(reader)
         writer.close()
-    from kafka.protocol.producer import ProduceResponse
-
-    response = ProduceResponse[3].decode(frame[4:])
-    [(topic, [partition])] = [(t.name, t.partition_responses) for t in response.responses]
-    assert topic == "t"
-    assert partition.error_code == 6  # NOT_LEADER_OR_FOLLOWER
+    assert answer[:2] == (5, 6)  # NOT_LEADER_OR_FOLLOWER
 
 
 def _kafka_python_round_trip(bootstrap: str) -> list[bytes]:
@@ -154,12 +177,7 @@ def _confluent_round_trip(bootstrap: str) -> list[bytes]:
     )
     try:
         consumer.assign([CTopicPartition("t", 0, 0)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 10
-        while len(got) < 10 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
+        got = [message.value() for message in _confluent_messages(consumer, 10)]
     finally:
         consumer.close()
     return got
@@ -236,35 +254,16 @@ async def test_offsets_are_committed_and_fetched_per_group(door) -> None:
 
 @pytest.mark.asyncio
 async def test_acks_0_gets_no_response_and_acks_1_and_2_are_answered(door) -> None:
-    from kafka.protocol.producer import ProduceRequest, ProduceResponse
-
-    from purgatory.kafka.records import encode_batch
-
-    def produce(correlation_id: int, acks: int, value: bytes) -> bytes:
-        request = ProduceRequest[3](
-            transactional_id=None,
-            acks=acks,
-            timeout_ms=1000,
-            topic_data=[("t", [(0, encode_batch(0, 0, [(None, value)], 0))])],
-        )
-        request.with_header(correlation_id=correlation_id, client_id="c")
-        return request.encode(header=True, framed=True)
-
     host, port = door.addresses[door.cluster.partition("t", 0).leader]
     async with asyncio.timeout(TIMEOUT):
         reader, writer = await asyncio.open_connection(host, port)
         try:
-            writer.write(produce(1, 0, b"zero") + produce(2, 1, b"one") + produce(3, 2, b"two"))
+            writer.write(_produce_v3(1, 0, b"zero") + _produce_v3(2, 1, b"one"))
+            writer.write(_produce_v3(3, 2, b"two"))
             answers = {}
             for _ in range(2):
-                size = int.from_bytes(await reader.readexactly(4), "big")
-                frame = await reader.readexactly(size)
-                [topic] = ProduceResponse[3].decode(frame[4:]).responses
-                [partition] = topic.partition_responses
-                answers[int.from_bytes(frame[:4], "big")] = (
-                    partition.error_code,
-                    partition.base_offset,
-                )
+                correlation_id, error_code, base_offset = await _produce_answer(reader)
+                answers[correlation_id] = (error_code, base_offset)
         finally:
             writer.close()
     # No answer to correlation id 1 (acks=0): the next one on the wire is 2's.
@@ -281,12 +280,9 @@ def _confluent_read(bootstrap: str, count: int) -> list[tuple[bytes | None, list
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "h"})
     try:
         consumer.assign([CTopicPartition("t", 1, 0)])
-        got: list[tuple[bytes | None, list, int]] = []
-        deadline = time.monotonic() + 10
-        while len(got) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append((message.value(), message.headers(), message.timestamp()[1]))
+        got = [
+            (m.value(), m.headers(), m.timestamp()[1]) for m in _confluent_messages(consumer, count)
+        ]
     finally:
         consumer.close()
     return got
@@ -359,12 +355,7 @@ def _confluent_produce_and_read(bootstrap: str, codec: str) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": codec})
     try:
         consumer.assign([CTopicPartition("t", 0, 0), CTopicPartition("t", 1, 0)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 10
-        while len(got) < 10 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
+        got = [message.value() for message in _confluent_messages(consumer, 10)]
     finally:
         consumer.close()
     return got
@@ -414,10 +405,8 @@ async def test_snappy_lz4_and_zstd_batches_are_kept_and_read_by_every_client(
 @pytest.mark.asyncio
 async def test_a_produce_past_the_stored_bytes_cap_gets_kafka_storage_error() -> None:
     from kafka.errors import KafkaStorageError
-    from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
     from purgatory.kafka.front_door import KafkaFrontDoor
-    from purgatory.kafka.records import encode_batch
     from purgatory.sim import Cluster
 
     async with Cluster(brokers=1, max_stored_bytes=4000) as cluster:
@@ -427,19 +416,11 @@ async def test_a_produce_past_the_stored_bytes_cap_gets_kafka_storage_error() ->
         try:
             codes = []
             for i in range(3):  # about 1,500 bytes stored each, the batch's own bytes too
-                batch = encode_batch(i, 0, [(None, b"x" * 500)], 0)
-                request = ProduceRequest[3](
-                    transactional_id=None, acks=1, timeout_ms=1000, topic_data=[("t", [(0, batch)])]
-                )
-                request.with_header(correlation_id=i, client_id="c")
                 async with asyncio.timeout(TIMEOUT):
                     reader, writer = await asyncio.open_connection(*door.addresses[0])
-                    writer.write(request.encode(header=True, framed=True))
-                    size = int.from_bytes(await reader.readexactly(4), "big")
-                    frame = await reader.readexactly(size)
+                    writer.write(_produce_v3(i, 1, b"x" * 500, base_offset=i))
+                    codes.append((await _produce_answer(reader))[1])
                     writer.close()
-                response = ProduceResponse[3].decode(frame[4:])
-                codes.append(response.responses[0].partition_responses[0].error_code)
         finally:
             await door.close()
         assert codes == [0, 0, KafkaStorageError.errno]
