@@ -6,6 +6,7 @@ Every test talks to a real socket on 127.0.0.1 and is bounded by asyncio.timeout
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
 from collections.abc import AsyncIterator
@@ -223,13 +224,19 @@ async def test_a_handler_bug_closes_the_connection_and_logs_its_traceback(
     assert line.exc_info is not None
 
 
+@contextlib.asynccontextmanager
 async def _limited(
     max_connections: int, idle_timeout_s: float
-) -> tuple[KafkaProtocolServer, int, Parking]:
+) -> AsyncIterator[tuple[KafkaProtocolServer, int, Parking]]:
+    """A server within these limits (closed afterwards), its port and its parking API."""
     server = KafkaProtocolServer(ProtocolStats(), ListenerLimits(max_connections, idle_timeout_s))
     parking = Parking()
     server.register(ApiKey.LIST_OFFSETS, (0, 1), parking.handle)
-    return server, await server.start("127.0.0.1", 0), parking
+    port = await server.start("127.0.0.1", 0)
+    try:
+        yield server, port, parking
+    finally:
+        await server.close()
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, value: int) -> bytes:
@@ -249,61 +256,58 @@ async def _until_open(server: KafkaProtocolServer, connections: int) -> None:
 async def test_a_connection_the_client_closes_is_let_go() -> None:
     """It was not: its responder waited for a second end marker, so every connection a
     client closed kept its task (and the server's count of it) until shutdown."""
-    server, port, _ = await _limited(max_connections=10, idle_timeout_s=60)
-    try:
-        async with asyncio.timeout(TIMEOUT):
-            for i in range(3):
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                assert await _echo(reader, writer, i) == struct.pack(">i", i)
-                writer.close()
-                await writer.wait_closed()
-            await _until_open(server, 0)
-    finally:
-        await server.close()
+    async with (
+        _limited(max_connections=10, idle_timeout_s=60) as (server, port, _),
+        asyncio.timeout(TIMEOUT),
+    ):
+        for i in range(3):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            assert await _echo(reader, writer, i) == struct.pack(">i", i)
+            writer.close()
+            await writer.wait_closed()
+        await _until_open(server, 0)
 
 
 @pytest.mark.asyncio
 async def test_connections_past_the_limit_are_closed_at_once_and_counted() -> None:
-    server, port, _ = await _limited(max_connections=2, idle_timeout_s=60)
-    try:
-        async with asyncio.timeout(TIMEOUT):
-            first = await asyncio.open_connection("127.0.0.1", port)
-            second = await asyncio.open_connection("127.0.0.1", port)
-            assert await _echo(*first, 1) == struct.pack(">i", 1)  # both are served
-            assert await _echo(*second, 2) == struct.pack(">i", 2)
-            assert server.stats.connections == 2
-            assert await closes(port, b"") == b""  # the third: closed unread
-            assert server.stats.closed["limit"] == 1
-            first[1].close()
-            await first[1].wait_closed()
-            await _until_open(server, 1)  # the server notices the close
-            third = await asyncio.open_connection("127.0.0.1", port)
-            assert await _echo(*third, 3) == struct.pack(">i", 3)
-            second[1].close()
-            third[1].close()
-    finally:
-        await server.close()
+    async with (
+        _limited(max_connections=2, idle_timeout_s=60) as (server, port, _),
+        asyncio.timeout(TIMEOUT),
+    ):
+        first = await asyncio.open_connection("127.0.0.1", port)
+        second = await asyncio.open_connection("127.0.0.1", port)
+        assert await _echo(*first, 1) == struct.pack(">i", 1)  # both are served
+        assert await _echo(*second, 2) == struct.pack(">i", 2)
+        assert server.stats.connections == 2
+        assert await closes(port, b"") == b""  # the third: closed unread
+        assert server.stats.closed["limit"] == 1
+        first[1].close()
+        await first[1].wait_closed()
+        await _until_open(server, 1)  # the server notices the close
+        third = await asyncio.open_connection("127.0.0.1", port)
+        assert await _echo(*third, 3) == struct.pack(">i", 3)
+        second[1].close()
+        third[1].close()
 
 
 @pytest.mark.asyncio
 async def test_a_silent_connection_is_closed_but_one_waiting_for_a_parked_answer_is_not() -> None:
-    server, port, parking = await _limited(max_connections=10, idle_timeout_s=0.2)
-    try:
-        async with asyncio.timeout(TIMEOUT):
-            silent = await asyncio.open_connection("127.0.0.1", port)
-            waiting = await asyncio.open_connection("127.0.0.1", port)
-            waiting[1].write(request(ApiKey.LIST_OFFSETS, 0, 9, struct.pack(">i", -9)))
-            assert await silent[0].read() == b""  # closed by the server
-            assert server.stats.closed["idle_timeout"] == 1
-            await asyncio.sleep(0.5)  # parked for longer than the idle timeout
-            parking.gate.set()
-            assert await read_response(waiting[0]) == (9, struct.pack(">i", -9))
-            assert await waiting[0].read() == b""  # then idle, and closed
-            assert server.stats.closed["idle_timeout"] == 2
-            for _, writer in (silent, waiting):
-                writer.close()
-    finally:
-        await server.close()
+    async with (
+        _limited(max_connections=10, idle_timeout_s=0.2) as (server, port, parking),
+        asyncio.timeout(TIMEOUT),
+    ):
+        silent = await asyncio.open_connection("127.0.0.1", port)
+        waiting = await asyncio.open_connection("127.0.0.1", port)
+        waiting[1].write(request(ApiKey.LIST_OFFSETS, 0, 9, struct.pack(">i", -9)))
+        assert await silent[0].read() == b""  # closed by the server
+        assert server.stats.closed["idle_timeout"] == 1
+        await asyncio.sleep(0.5)  # parked for longer than the idle timeout
+        parking.gate.set()
+        assert await read_response(waiting[0]) == (9, struct.pack(">i", -9))
+        assert await waiting[0].read() == b""  # then idle, and closed
+        assert server.stats.closed["idle_timeout"] == 2
+        for _, writer in (silent, waiting):
+            writer.close()
 
 
 def test_bad_connection_limits_are_refused() -> None:
