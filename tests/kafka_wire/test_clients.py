@@ -40,6 +40,22 @@ async def _produce_answer(reader: asyncio.StreamReader) -> tuple[int, int, int]:
     return int.from_bytes(frame[:4], "big"), partition.error_code, partition.base_offset
 
 
+async def _aiokafka_read(bootstrap: str, count: int) -> list[bytes]:
+    """The first ``count`` values of t-0 and t-1, read from the start by aiokafka."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+        await consumer.seek_to_beginning()
+        got: list[bytes] = []
+        while len(got) < count:
+            batches = await consumer.getmany(timeout_ms=1000)
+            got += [m.value for msgs in batches.values() for m in msgs]
+    finally:
+        await consumer.stop()
+    return got
+
+
 def _confluent_messages(consumer: Any, count: int) -> list[Any]:
     """Poll a confluent-kafka consumer until ``count`` messages came, or 10 s passed."""
     got: list[Any] = []
@@ -66,17 +82,7 @@ async def test_aiokafka_produces_acks_all_and_consumes_back_with_assign(door) ->
         assert sorted((m.partition, m.offset) for m in sent) == sorted(
             (p, o) for p in (0, 1) for o in range(10)
         )
-        consumer = AIOKafkaConsumer(bootstrap_servers=door.bootstrap, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
-            await consumer.seek_to_beginning()
-            got: list[bytes] = []
-            while len(got) < 20:
-                batches = await consumer.getmany(timeout_ms=1000)
-                got += [m.value for msgs in batches.values() for m in msgs]
-        finally:
-            await consumer.stop()
+        got = await _aiokafka_read(door.bootstrap, 20)
     assert sorted(got) == sorted(f"v{i}".encode() for i in range(20))
     assert door.cluster.partition("t", 0).hws[door.cluster.partition("t", 0).leader] == 10
 
@@ -380,17 +386,7 @@ async def test_snappy_lz4_and_zstd_batches_are_kept_and_read_by_every_client(
         finally:
             await producer.stop()
         confluent = await asyncio.to_thread(_confluent_produce_and_read, door.bootstrap, codec)
-        consumer = AIOKafkaConsumer(bootstrap_servers=door.bootstrap, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
-            await consumer.seek_to_beginning()
-            got: list[bytes] = []
-            while len(got) < 10:
-                batches = await consumer.getmany(timeout_ms=1000)
-                got += [m.value for msgs in batches.values() for m in msgs]
-        finally:
-            await consumer.stop()
+        got = await _aiokafka_read(door.bootstrap, 10)
     written = values + [b"c%d" % i + b"." * 300 for i in range(5)]
     assert sorted(got) == sorted(written)
     assert sorted(confluent) == sorted(written)
