@@ -43,15 +43,6 @@ def record_size(key: bytes | None, value: bytes) -> int:
     return RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
 
 
-def batch_memory(entries: Iterable[tuple[bytes | None, bytes]], wire: bytearray | None) -> int:
-    """The memory a batch of ``entries`` (and its client's ``wire`` bytes) will hold."""
-    records = size = 0
-    for key, value in entries:
-        records += 1
-        size += record_size(key, value)
-    return _memory(size, records, wire)
-
-
 def _memory(size: int, records: int, wire: bytearray | None) -> int:
     """A batch's memory from its ``size`` (``record_size`` summed) and record count."""
     extra = records * (RECORD_MEMORY - RECORD_OVERHEAD) + BATCH_MEMORY
@@ -92,18 +83,18 @@ class LogSpace:
         self.limit = limit
         self.used = 0
 
-    def admit(self, entries: Sequence[tuple[bytes | None, bytes]], wire: bytearray | None) -> None:
-        """Raise ``KAFKA_STORAGE_ERROR`` if storing ``entries`` would pass the cap."""
+    def reserve(self, batch: RecordBatch) -> None:
+        """Count ``batch``'s memory; ``KAFKA_STORAGE_ERROR`` (nothing counted) if it would
+        pass the cap."""
+        need = batch.memory
         limit = self.limit
-        if limit is None:
-            return
-        need = batch_memory(entries, wire)
-        if self.used + need > limit:
+        if limit is not None and self.used + need > limit:
             raise SimulationError(
                 ErrorCode.KAFKA_STORAGE_ERROR,
                 f"storing {need} more bytes would pass the cap of {limit} stored bytes "
                 f"({self.used} in use): delete records, or wait for retention",
             )
+        self.used += need
 
     def __repr__(self) -> str:
         return f"<LogSpace used={self.used} limit={self.limit}>"
@@ -195,7 +186,8 @@ class Log:
         now_ms: float = 0.0,
     ) -> RecordBatch:
         """Append records as the leader at ``now_ms``; returns the new batch (carrying
-        ``wire``). Check the space first (:meth:`LogSpace.admit`): this does not refuse."""
+        ``wire``). Raises ``KAFKA_STORAGE_ERROR``, appending nothing, if the batch would pass
+        the space's cap."""
         base = self.leo
         size = RECORD_OVERHEAD * len(entries)
         records = []
@@ -206,8 +198,8 @@ class Log:
             offset += 1
         end = offset
         batch = RecordBatch(base, epoch, tuple(records), size, wire, now_ms)
+        self.space.reserve(batch)
         batch.holders = 1
-        self.space.used += batch.memory
         self._batches.append(batch)
         self._ends.append(end)
         self._total += size

@@ -222,8 +222,7 @@ class ReplicaManager:
         min_isr = self.config.min_insync_replicas
         if acks == -1 and len(p.isr) < min_isr:
             return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
-        log = p.logs[self.broker_id]
-        log.space.admit(request.records, request.wire)
+        # raises KAFKA_STORAGE_ERROR, appending nothing, past the stored-bytes cap
         batch, hw_advanced = p.append(request.records, request.wire, self.now_ms())  # type: ignore[arg-type]
         # new bytes for parked follower fetches (consumers wait for the HW)
         self.fetch_purgatory.check_and_complete_nowait(p.replica_key)

@@ -19,10 +19,24 @@ from purgatory.sim import (
     ProduceRequest,
     SimulationError,
 )
-from purgatory.sim.log import Log, LogConfig, LogSpace, RecordBatch, batch_memory
+from purgatory.sim.log import (
+    BATCH_MEMORY,
+    RECORD_MEMORY,
+    Log,
+    LogConfig,
+    LogSpace,
+    RecordBatch,
+)
 from purgatory.testing import run_virtual
 
 Body = Callable[[Cluster, asyncio.AbstractEventLoop], Awaitable[Any]]
+
+
+def batch_memory(entries: list[tuple[bytes | None, bytes]], wire: bytearray | None) -> int:
+    """The documented estimate: keys and values, RECORD_MEMORY a record, BATCH_MEMORY a
+    batch, and the client's wire bytes."""
+    records = sum(RECORD_MEMORY + len(v) + len(k or b"") for k, v in entries)
+    return BATCH_MEMORY + records + (0 if wire is None else len(wire))
 
 
 def _fill(log: Log, batches: int, per_batch: int = 1, value: bytes = b"12", t0: float = 0) -> None:
@@ -114,11 +128,11 @@ def test_space_admits_up_to_its_limit_and_says_why_it_refuses() -> None:
     space = LogSpace(limit=2 * batch_memory(entries, None))
     log = Log(space=space)
     for _ in range(2):
-        space.admit(entries, None)
         log.append(entries, 0)
     with pytest.raises(SimulationError, match="would pass the cap") as caught:
-        space.admit(entries, None)
+        log.append(entries, 0)
     assert caught.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    assert (log.leo, log.batches, space.used) == (2, 2, space.limit)  # nothing of it kept
     with pytest.raises(ValueError, match="max_stored_bytes"):
         LogSpace(0)
 
