@@ -383,13 +383,15 @@ class ReplicaManager:
 
     # -- triggers ------------------------------------------------------------------------------
 
-    def apply_retention(self, p: Partition) -> None:
-        """Let the retention of ``p`` (led here) drop batches below its HW; if the log start
-        moved, parked fetches below it answer OFFSET_OUT_OF_RANGE and followers learn it."""
+    def apply_retention(self, p: Partition) -> bool:
+        """Let the retention of ``p`` (led here) drop batches below its HW. True if the log
+        start moved: parked follower fetches are told here; parked consumer fetches below
+        it (answered OFFSET_OUT_OF_RANGE) are the caller's to check, with the HW's."""
         log = p.logs[self.broker_id]
         if log.config.retains and log.apply_retention(p.hws[self.broker_id], self.now_ms()):
             self.fetch_purgatory.check_and_complete_nowait(p.replica_key)
-            self.fetch_purgatory.check_and_complete_nowait(p.key)
+            return True
+        return False
 
     def on_leadership_change(self, p: Partition) -> None:
         """The epoch or the log start of ``p`` moved: every request parked here on it may be
@@ -432,8 +434,8 @@ class ReplicaManager:
             if not metadata.alive[self.broker_id]:
                 continue
             for p in list(metadata.partitions()):
-                if p.leader == self.broker_id:
-                    self.apply_retention(p)
+                if p.leader == self.broker_id and self.apply_retention(p):
+                    self.fetch_purgatory.check_and_complete_nowait(p.key)
 
     def __repr__(self) -> str:
         parked = sum(p.num_delayed for p in self.purgatories.values())
