@@ -217,6 +217,15 @@ class DelayedOperationPurgatory(Generic[Op]):
             self._compact(key)
         return completed
 
+    async def check_all(self) -> int:
+        """:meth:`check_and_complete` every watched key; return how many operations this
+        call completed. For whoever may have missed triggers (a bus that lost its
+        connection): the operations' own conditions say which are done."""
+        completed = 0
+        for key in list(self._watchers):  # a copy: checks may add and drop keys
+            completed += await self.check_and_complete(key)
+        return completed
+
     def _watch_list(self, key: Hashable) -> list[Op] | None:
         """The watcher list of ``key``, if any (a trigger's first step: check the loop)."""
         if self._reaper is None:

@@ -1,0 +1,78 @@
+"""What a bus message carries: the sender and the keys it triggers, as JSON text.
+
+A message is ``["<sender id>", "key", ...]``: JSON keeps any str key intact (quotes, newlines,
+NUL are escaped, so PostgreSQL's text payloads take it too), and the sender id lets a bus
+skip its own messages, whose keys it already triggered locally when it published them.
+Keys that do not fit in one message are split over several, never truncated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def check_keys(keys: Sequence[object]) -> list[str]:
+    """The keys as a list of str; TypeError for anything else, before anything is sent."""
+    if not keys:
+        raise ValueError("publish needs at least one key")
+    checked: list[str] = []
+    for key in keys:
+        if type(key) is not str:
+            if isinstance(key, str):  # a str subclass: send it as the plain text it is
+                key = str.__str__(key)
+            else:
+                raise TypeError(
+                    f"keys on a bus are str (they travel as text to other processes), "
+                    f"got {type(key).__name__} {key!r}"
+                )
+        checked.append(key)
+    return checked
+
+
+def encode(sender: str, keys: Iterable[str], max_bytes: int) -> list[str]:
+    """The messages that carry ``keys``, each at most ``max_bytes`` in UTF-8.
+
+    ValueError for a key that cannot fit in a message of its own, or that is not
+    encodable text (a lone surrogate), before anything is sent."""
+    head = _dumps([sender])[:-1]  # '["sender"'
+    room = max_bytes - len(head.encode()) - 1  # the closing ']'
+    messages: list[str] = []
+    parts: list[str] = []
+    used = 0
+    for key in keys:
+        try:
+            part = "," + _dumps(key)
+            size = len(part.encode())
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"key {key!r} is not encodable as UTF-8 text: {exc}") from None
+        if size > room:
+            raise ValueError(
+                f"key of {len(key.encode())} bytes does not fit in one message of this bus "
+                f"({max_bytes} bytes at most, {room - 3} for a key once the envelope is in)"
+            )
+        if used + size > room:
+            messages.append(head + "".join(parts) + "]")
+            parts, used = [], 0
+        parts.append(part)
+        used += size
+    if parts:
+        messages.append(head + "".join(parts) + "]")
+    return messages
+
+
+def decode(message: str | bytes) -> tuple[str, list[str]]:
+    """(sender, keys) of a message; ValueError if it is not one a bus wrote."""
+    try:
+        items = json.loads(message)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a bus message: {exc}") from None
+    if (
+        not isinstance(items, list)
+        or len(items) < 2
+        or not all(isinstance(item, str) for item in items)
+    ):
+        raise ValueError(f"not a bus message: {message[:80]!r}")
+    return items[0], items[1:]
