@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.bus import BusClosed, BusUnavailable, MemoryBus, MemoryHub
+from purgatory.bus.metrics import BusMetrics
 
 Purgatory = DelayedOperationPurgatory[DelayedOperation]
 
@@ -295,3 +297,20 @@ async def test_a_bus_belongs_to_one_loop(hub: MemoryHub) -> None:
     async with MemoryBus(hub) as bus:
         with pytest.raises(RuntimeError, match="different event loop"):
             await asyncio.to_thread(asyncio.run, bus.publish("k"))
+
+
+@pytest.mark.asyncio
+async def test_metrics_show_a_bus_cut_off_and_back(hub: MemoryHub) -> None:
+    registry = CollectorRegistry()
+    async with MemoryBus(hub, name="jobs", backoff_initial_s=0.001) as bus:
+        BusMetrics(registry).track(bus)
+        assert registry.get_sample_value("purgatory_bus_connected", {"bus": "jobs"}) == 1
+        hub.stop()
+        await settle()
+        assert registry.get_sample_value("purgatory_bus_connected", {"bus": "jobs"}) == 0
+        hub.start()
+        await asyncio.wait_for(bus._connected.wait(), 5)
+        await bus.publish("a", "b")
+        assert registry.get_sample_value("purgatory_bus_connected", {"bus": "jobs"}) == 1
+        assert registry.get_sample_value("purgatory_bus_reconnects_total", {"bus": "jobs"}) == 1
+        assert registry.get_sample_value("purgatory_bus_published_keys_total", {"bus": "jobs"}) == 2
