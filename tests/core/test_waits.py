@@ -185,3 +185,23 @@ async def _round(
     await asyncio.gather(*tasks)
     for i in range(callers):
         seen[i] = 0
+
+
+@pytest.mark.asyncio
+async def test_check_all_rechecks_every_watched_key() -> None:
+    async with DelayedOperationPurgatory[DelayedOperation]("p") as purgatory:
+        state = {"a": 0, "b": 0, "c": 0}
+        waits = {
+            key: asyncio.create_task(
+                purgatory.wait_until(lambda k=key: state[k] > 0, [key], 60_000)
+            )
+            for key in state
+        }
+        await asyncio.sleep(0)
+        state["a"] = state["c"] = 1  # changed, but nobody triggered them
+        assert await purgatory.check_all() == 2
+        assert await waits["a"] is True
+        assert await waits["c"] is True
+        assert not waits["b"].done()
+        assert purgatory.watched_keys() == 1
+        waits["b"].cancel()
