@@ -27,8 +27,7 @@ from pathlib import Path
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).parent))
-from throwaway_postgres import free_port, throwaway_postgres
+from purgatory.bus.testing import free_port, throwaway_postgres
 
 APP = Path(__file__).with_name("app.py")
 
