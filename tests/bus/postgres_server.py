@@ -39,6 +39,13 @@ def find_binaries() -> Path | None:
     return None
 
 
+def _make_root() -> Path:
+    # As root the server runs as nobody, who must reach the dir: /tmp, not a TMPDIR that
+    # may sit under a root-only home.
+    where = "/tmp" if os.geteuid() == 0 and os.path.isdir("/tmp") else None
+    return Path(tempfile.mkdtemp(prefix="purgatory-pg-", dir=where))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -52,7 +59,7 @@ class PostgresServer:
     port and data dir."""
 
     binaries: Path
-    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="purgatory-pg-")))
+    root: Path = field(default_factory=lambda: _make_root())
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
