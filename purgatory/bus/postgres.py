@@ -178,9 +178,12 @@ class PostgresBus(Bus):
                 raise
 
     async def _disconnect(self) -> None:
-        if self._lost is not None and not self._lost.done():
-            self._lost.set_result(None)  # ended here: terminating it is no news
-        self._lost = None
+        lost, self._lost = self._lost, None
+        if lost is not None:
+            if lost.done():
+                lost.exception()  # reported already, or no longer news
+            else:
+                lost.set_result(None)  # ended here: terminating it is no news
         listener, sender = self._listener, self._sender
         self._listener = self._sender = None
         for connection in (listener, sender):

@@ -241,6 +241,27 @@ async def test_a_terminated_listening_connection_is_reconnected_and_rechecked(
 
 
 @pytest.mark.asyncio
+async def test_a_terminated_publishing_connection_is_replaced(
+    postgres: PostgresServer, channel: str
+) -> None:
+    async with (
+        PostgresBus(postgres.dsn, channel=channel, name="pub") as publisher,
+        PostgresBus(postgres.dsn, channel=channel, name="sub") as subscriber,
+    ):
+        async with admin(postgres) as connection:
+            killed = await connection.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = $1",
+                f"{publisher.application_name} (publish)",
+            )
+        assert killed == 1
+        await asyncio.sleep(0.05)
+        await publisher.publish("k")
+        await until(lambda: subscriber.statistics().received == 1)
+        assert publisher.statistics().reconnects == 0  # the listening side never dropped
+
+
+@pytest.mark.asyncio
 async def test_a_silently_dead_listening_connection_is_found_by_its_ping(
     postgres: PostgresServer, channel: str
 ) -> None:
