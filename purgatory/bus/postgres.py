@@ -36,16 +36,15 @@ _TRANSACTION_SENDER = ""
 def _check_channel(channel: object) -> str:
     if not isinstance(channel, str):
         raise TypeError(f"channel must be a str, got {channel!r}")
-    size = len(channel.encode("utf-8", "surrogatepass"))
+    try:
+        size = len(channel.encode())
+    except UnicodeEncodeError:
+        raise ValueError(f"channel {channel!r} is not encodable as UTF-8 text") from None
     if not 1 <= size <= _MAX_CHANNEL_BYTES or "\x00" in channel:
         raise ValueError(
             f"channel must be a PostgreSQL identifier: 1 to {_MAX_CHANNEL_BYTES} bytes of "
             f"UTF-8 with no NUL, got {channel!r} ({size} bytes)"
         )
-    try:
-        channel.encode()
-    except UnicodeEncodeError:
-        raise ValueError(f"channel {channel!r} is not encodable as UTF-8 text") from None
     return channel
 
 
@@ -77,7 +76,7 @@ class PostgresBus(Bus):
       it is case-sensitive and may hold any character but NUL);
     - ``ping_interval_s``: how often the listening connection is probed with a query that
       must answer within the same time (a silently dead connection is noticed within twice
-      this);
+      this).
 
     The listening connection's ``application_name`` is :attr:`application_name` (the
     publishing one's adds `` (publish)``), so ``pg_stat_activity`` shows them.
@@ -173,7 +172,8 @@ class PostgresBus(Bus):
                 await sender.execute("SELECT pg_notify($1, $2)", self.channel, message)
             except BaseException:
                 # A failed or cancelled send leaves the connection in an unknown state.
-                self._sender = None
+                if self._sender is sender:
+                    self._sender = None
                 sender.terminate()
                 raise
 
