@@ -225,7 +225,7 @@ async def test_a_terminated_listening_connection_is_reconnected_and_rechecked(
         await asyncio.sleep(0.1)
         assert not wait.done()
         async with admin(postgres) as connection:
-            assert await connection.fetchval("SELECT pg_terminate_backend($1)", pid)
+            assert await connection.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
         assert await asyncio.wait_for(wait, 1) is True
         stats = bus.statistics()
         assert stats.reconnects == 1
@@ -367,8 +367,11 @@ def test_an_outage_loses_no_wake_up_across_three_processes(
             ) as publisher:
                 if outage == "terminate":
                     async with admin(postgres) as connection:
+                        # with a timeout, it returns once the backends have exited: no
+                        # notification can reach them after it
                         killed = await connection.fetchval(
-                            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                            "SELECT count(pg_terminate_backend(pid, 5000)) "
+                            "FROM pg_stat_activity "
                             "WHERE application_name = $1",
                             f"purgatory-bus waiters-{channel}",
                         )
