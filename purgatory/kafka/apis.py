@@ -16,7 +16,7 @@ from typing import Final, NamedTuple, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.compression import ZSTD, UnsupportedCompression
-from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, error_code
+from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.records import (
     COMPRESSION_MASK,
     TruncatedBatch,
@@ -26,7 +26,7 @@ from purgatory.kafka.records import (
 )
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, SimulationError
-from purgatory.sim import ErrorCode as SimErrorCode
+from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import Record, record_size
 from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest
 
@@ -39,7 +39,7 @@ VERSIONS: Final = {
 EARLIEST: Final = -2
 LATEST: Final = -1
 _ATTRIBUTES_AT: Final = 22  # low byte of a v2 batch's attributes: the codec
-_NOTHING: Final = FetchResult(SimErrorCode.NONE)
+_NOTHING: Final = FetchResult(ErrorCode.NONE)
 
 
 class Wanted(NamedTuple):
@@ -58,7 +58,7 @@ async def _ready(answer: bytearray) -> bytearray:
 
 def _fetch_error(error: ErrorCode) -> bytearray:
     """A Fetch v7+ answer with a top-level error and no partitions."""
-    return Writer().int32(0).int16(error).int32(0).int32(0).buf
+    return Writer().int32(0).int16(error.wire).int32(0).int32(0).buf
 
 
 @final
@@ -107,13 +107,13 @@ class BrokerApis:
         for name in names:
             topic = topics.get(name)
             if topic is None:
-                out.int16(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION).string(name).int8(0).int32(0)
+                out.int16(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.wire).string(name).int8(0).int32(0)
                 continue
-            out.int16(ErrorCode.NONE).string(name).int8(0).int32(len(topic.partitions))
+            out.int16(ErrorCode.NONE.wire).string(name).int8(0).int32(len(topic.partitions))
             for part in topic.partitions:
                 leader = part.leader if part.leader is not None else -1
                 error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-                out.int16(error).int32(part.partition).int32(leader)
+                out.int16(error.wire).int32(part.partition).int32(leader)
                 if version >= 7:
                     out.int32(part.leader_epoch)
                 for nodes in [part.replicas, part.isr] + ([[]] if version >= 5 else []):
@@ -155,7 +155,7 @@ class BrokerApis:
         for topic, parts in by_topic.items():
             out.string(topic).int32(len(parts))
             for index, error, base in parts:
-                out.int32(index).int16(error).int64(base).int64(-1)  # log_append_time
+                out.int32(index).int16(error.wire).int64(base).int64(-1)  # log_append_time
                 if version >= 5:
                     p = self.cluster.partition(topic, index)
                     out.int64(
@@ -174,7 +174,7 @@ class BrokerApis:
         timeout_ms: int,
     ) -> tuple[ErrorCode, int]:
         error = self._leads(topic, index)
-        if error:
+        if error is not ErrorCode.NONE:
             return error, -1
         entries: list[tuple[bytes | None, bytes]] = []
         try:
@@ -200,8 +200,8 @@ class BrokerApis:
                 ProduceRequest(topic, index, entries, acks, timeout_ms, wire)
             )
         except SimulationError as exc:
-            return error_code(exc.code), -1
-        return error_code(result.error), result.base_offset
+            return exc.code, -1
+        return result.error, result.base_offset
 
     # -- Fetch ---------------------------------------------------------------------------
 
@@ -273,7 +273,7 @@ class BrokerApis:
         """What keeps a partition from being read: not led here, a negative offset, or
         a leader epoch the client knows that is not the current one (Fetch v9+)."""
         error = self._leads(w.topic, w.partition)
-        if error:
+        if error is not ErrorCode.NONE:
             return error
         if w.offset < 0:
             return ErrorCode.OFFSET_OUT_OF_RANGE
@@ -292,7 +292,7 @@ class BrokerApis:
         returned = False
         for w in wanted:
             error = self._fetch_error_for(w)
-            if error:
+            if error is not ErrorCode.NONE:
                 out.append((error, _NOTHING))
                 continue
             result = await self.cluster.fetch(
@@ -306,7 +306,7 @@ class BrokerApis:
                 size = 0
             budget -= size
             returned = returned or bool(result.records)
-            out.append((error_code(result.error), result))
+            out.append((result.error, result))
         return out
 
     def _encode_fetch(
@@ -314,7 +314,7 @@ class BrokerApis:
     ) -> bytearray:
         out = Writer().int32(0)  # throttle_time_ms
         if version >= 7:
-            out.int16(ErrorCode.NONE).int32(0)  # error, session_id 0: no session created
+            out.int16(ErrorCode.NONE.wire).int32(0)  # error, session_id 0: no session created
         by_topic: dict[str, list[tuple[int, ErrorCode, FetchResult]]] = {}
         for w, (error, result) in zip(wanted, results, strict=True):
             by_topic.setdefault(w.topic, []).append((w.partition, error, result))
@@ -331,7 +331,7 @@ class BrokerApis:
                     # Kafka serves zstd batches to Fetch v10 and later only (KIP-110).
                     error, section = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
                 hw = result.high_watermark
-                out.int32(index).int16(error).int64(hw).int64(hw)
+                out.int32(index).int16(error.wire).int64(hw).int64(hw)
                 if version >= 5:
                     out.int64(result.log_start_offset)
                 out.int32(-1)  # aborted_transactions: null
@@ -392,7 +392,7 @@ class BrokerApis:
                     body.int32()  # current_leader_epoch
                 timestamp = body.int64()
                 error, offset, epoch = self._offset_for(topic, index, timestamp)
-                out.int32(index).int16(error).int64(-1).int64(offset)
+                out.int32(index).int16(error.wire).int64(-1).int64(offset)
                 if version >= 4:
                     out.int32(epoch)
         return out.buf
@@ -400,8 +400,10 @@ class BrokerApis:
     def _offset_for(self, topic: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
         error = self._leads(topic, index)
         p = self.cluster.partition(topic, index)
-        if error or p is None or p.leader is None:
-            return error or ErrorCode.LEADER_NOT_AVAILABLE, -1, -1
+        if error is not ErrorCode.NONE:
+            return error, -1, -1
+        if p is None or p.leader is None:
+            return ErrorCode.LEADER_NOT_AVAILABLE, -1, -1
         if timestamp == EARLIEST:
             return ErrorCode.NONE, p.logs[p.leader].log_start_offset, p.leader_epoch
         if timestamp == LATEST:

@@ -13,7 +13,8 @@ from typing import Final, final
 
 from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.group_coordinator import GroupCoordinator
-from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.sim.errors import ErrorCode
 
 VERSIONS: Final = {
     ApiKey.FIND_COORDINATOR: (0, 2),
@@ -44,9 +45,9 @@ class GroupOffsets:
         node_id, host, port = locate(key)
         out = Writer()
         if header.api_version >= 1:
-            out.int32(0).int16(ErrorCode.NONE).string(None)
+            out.int32(0).int16(ErrorCode.NONE.wire).string(None)
         else:
-            out.int16(ErrorCode.NONE)
+            out.int16(ErrorCode.NONE.wire)
         return out.int32(node_id).string(host).int32(port).buf
 
     def offset_commit(self, header: RequestHeader, body: Reader) -> bytearray:
@@ -73,14 +74,14 @@ class GroupOffsets:
             out.int32(0)  # throttle_time_ms
         by_topic: dict[str, list[int]] = {}
         for topic, index, offset, epoch, metadata in commits:
-            if not error:
+            if error is ErrorCode.NONE:
                 self.committed[group, topic, index] = (offset, epoch, metadata)
             by_topic.setdefault(topic, []).append(index)
         out.int32(len(by_topic))
         for topic, indexes in by_topic.items():
             out.string(topic).int32(len(indexes))
             for index in indexes:
-                out.int32(index).int16(error)
+                out.int32(index).int16(error.wire)
         return out.buf
 
     def offset_fetch(self, header: RequestHeader, body: Reader) -> bytearray:
@@ -107,13 +108,13 @@ class GroupOffsets:
                 out.int32(index).int64(offset)
                 if version >= 5:
                     out.int32(epoch)
-                out.string(metadata).int16(ErrorCode.NONE)
+                out.string(metadata).int16(ErrorCode.NONE.wire)
         if version >= 2:
-            out.int16(ErrorCode.NONE)
+            out.int16(ErrorCode.NONE.wire)
         return out.buf
 
     def init_producer_id(self, header: RequestHeader, body: Reader) -> bytearray:
         body.nullable_string()  # transactional_id: transactions are not simulated
         body.int32()  # transaction_timeout_ms
         producer_id = next(self._producer_ids)
-        return Writer().int32(0).int16(ErrorCode.NONE).int64(producer_id).int16(0).buf
+        return Writer().int32(0).int16(ErrorCode.NONE.wire).int64(producer_id).int16(0).buf

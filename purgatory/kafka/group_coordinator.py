@@ -31,7 +31,7 @@ from purgatory.kafka.groups import (
     Member,
     SyncResult,
 )
-from purgatory.kafka.protocol import ErrorCode
+from purgatory.sim.errors import ErrorCode
 
 T = TypeVar("T")
 

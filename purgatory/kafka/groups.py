@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, final
 
-from purgatory.kafka.protocol import ErrorCode
+from purgatory.sim.errors import ErrorCode
 
 if TYPE_CHECKING:
     from purgatory.kafka.group_coordinator import DelayedHeartbeat

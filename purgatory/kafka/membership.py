@@ -14,7 +14,8 @@ from typing import Final, TypeVar, final
 from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.group_coordinator import GroupCoordinator
 from purgatory.kafka.groups import JoinResult, SyncResult
-from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.sim.errors import ErrorCode
 
 T = TypeVar("T")
 
@@ -83,21 +84,21 @@ class MembershipApis:
         if header.api_version >= 3:
             body.nullable_string()  # group_instance_id
         error = self.coordinator.heartbeat(group_id, generation, member_id)
-        return _throttle(header.api_version).int16(error).buf
+        return _throttle(header.api_version).int16(error.wire).buf
 
     def leave_group(self, header: RequestHeader, body: Reader) -> bytearray:
         version = header.api_version
         group_id = body.string()
         if version <= 2:
             [error] = self.coordinator.leave(group_id, [body.string()])
-            return _throttle(version).int16(error).buf
+            return _throttle(version).int16(error.wire).buf
         members: list[tuple[str, str | None]] = []
         for _ in range(body.array_length()):
             members.append((body.string(), body.nullable_string()))
         errors = self.coordinator.leave(group_id, [member_id for member_id, _ in members])
-        out = _throttle(version).int16(ErrorCode.NONE).int32(len(members))
+        out = _throttle(version).int16(ErrorCode.NONE.wire).int32(len(members))
         for (member_id, instance_id), error in zip(members, errors, strict=True):
-            out.string(member_id).string(instance_id).int16(error)
+            out.string(member_id).string(instance_id).int16(error.wire)
         return out.buf
 
 
@@ -112,7 +113,7 @@ async def _later(future: asyncio.Future[T], encode: Callable[[T], bytearray]) ->
 
 def _encode_join(version: int, result: JoinResult) -> bytearray:
     out = Writer().int32(0) if version >= 2 else Writer()
-    out.int16(result.error).int32(result.generation).string(result.protocol)
+    out.int16(result.error.wire).int32(result.generation).string(result.protocol)
     out.string(result.leader).string(result.member_id).int32(len(result.members))
     for member_id, metadata in result.members:
         out.string(member_id)
@@ -124,4 +125,4 @@ def _encode_join(version: int, result: JoinResult) -> bytearray:
 
 def _encode_sync(version: int, result: SyncResult) -> bytearray:
     error, assignment = result
-    return _throttle(version).int16(error).nullable_bytes(assignment).buf
+    return _throttle(version).int16(error.wire).nullable_bytes(assignment).buf

@@ -26,12 +26,12 @@ from purgatory.kafka.protocol import (
     API_VERSIONS_MAX,
     MAX_FRAME_BYTES,
     ApiKey,
-    ErrorCode,
     RequestHeader,
     encode_api_versions,
     read_header,
     response_frame,
 )
+from purgatory.sim.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

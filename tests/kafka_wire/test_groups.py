@@ -12,7 +12,7 @@ import pytest_asyncio
 
 from purgatory.kafka.group_coordinator import GroupCoordinator
 from purgatory.kafka.groups import GroupState, JoinResult
-from purgatory.kafka.protocol import ErrorCode
+from purgatory.sim.errors import ErrorCode
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
@@ -316,7 +316,7 @@ async def test_membership_on_the_wire_decodes_with_kafka_python(coordinator, ver
         first = await call(
             wire.join_group, ApiKey.JOIN_GROUP, version, join_request(""), JoinGroupResponse
         )
-        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED.number
         member_id = first.member_id
     joined = await call(
         wire.join_group, ApiKey.JOIN_GROUP, version, join_request(member_id), JoinGroupResponse
