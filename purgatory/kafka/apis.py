@@ -17,18 +17,12 @@ from typing import Final, NamedTuple, final
 from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.compression import ZSTD, UnsupportedCompression
 from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.records import (
-    COMPRESSION_MASK,
-    TruncatedBatch,
-    encode_batch,
-    split_batches,
-    stamp,
-)
+from purgatory.kafka.records import TruncatedBatch, compression_of, encode_batch, split_batches
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import Record, record_size
-from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest
+from purgatory.sim.messages import FetchRequest, FetchResult, PartitionMetadata, ProduceRequest
 
 VERSIONS: Final = {
     ApiKey.METADATA: (1, 7),
@@ -38,7 +32,6 @@ VERSIONS: Final = {
 }
 EARLIEST: Final = -2
 LATEST: Final = -1
-_ATTRIBUTES_AT: Final = 22  # low byte of a v2 batch's attributes: the codec
 _NOTHING: Final = FetchResult(ErrorCode.NONE)
 
 
@@ -73,13 +66,14 @@ class BrokerApis:
     addresses: dict[int, tuple[str, int]]
     stats: ProtocolStats
 
-    def _leads(self, topic: str, index: int) -> ErrorCode:
-        p = self.cluster.partition(topic, index)
+    def _leads(self, topic: str, index: int) -> tuple[ErrorCode, PartitionMetadata | None]:
+        """Whether this broker leads the partition (NONE) or why not, and the partition."""
+        p = self.cluster.describe_partition(topic, index)
         if p is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         if p.leader != self.broker_id or not self.cluster.is_alive(self.broker_id):
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return ErrorCode.NONE
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, p
+        return ErrorCode.NONE, p
 
     # -- Metadata ------------------------------------------------------------------------
 
@@ -157,10 +151,8 @@ class BrokerApis:
             for index, error, base in parts:
                 out.int32(index).int16(error.wire).int64(base).int64(-1)  # log_append_time
                 if version >= 5:
-                    p = self.cluster.partition(topic, index)
-                    out.int64(
-                        p.logs[p.leader].log_start_offset if p and p.leader is not None else -1
-                    )
+                    p = self.cluster.describe_partition(topic, index)
+                    out.int64(-1 if p is None else p.log_start_offset)
         out.int32(0)  # throttle_time_ms
         return out.buf
 
@@ -173,7 +165,7 @@ class BrokerApis:
         acks: int,
         timeout_ms: int,
     ) -> tuple[ErrorCode, int]:
-        error = self._leads(topic, index)
+        error, _ = self._leads(topic, index)
         if error is not ErrorCode.NONE:
             return error, -1
         entries: list[tuple[bytes | None, bytes]] = []
@@ -194,7 +186,7 @@ class BrokerApis:
         # The log keeps the client's batch byte-exact (headers, timestamps, compression)
         # for Kafka consumers; several batches in one request are rare and stored as
         # records only, one log batch holding them all.
-        wire = batches[0].buf if len(batches) == 1 else None
+        wire = batches[0] if len(batches) == 1 else None
         try:
             result = await self.cluster.produce(
                 ProduceRequest(topic, index, entries, acks, timeout_ms, wire)
@@ -272,12 +264,11 @@ class BrokerApis:
     def _fetch_error_for(self, w: Wanted) -> ErrorCode:
         """What keeps a partition from being read: not led here, a negative offset, or
         a leader epoch the client knows that is not the current one (Fetch v9+)."""
-        error = self._leads(w.topic, w.partition)
+        error, p = self._leads(w.topic, w.partition)
         if error is not ErrorCode.NONE:
             return error
         if w.offset < 0:
             return ErrorCode.OFFSET_OUT_OF_RANGE
-        p = self.cluster.partition(w.topic, w.partition)
         if w.leader_epoch >= 0 and p is not None and w.leader_epoch != p.leader_epoch:
             if w.leader_epoch < p.leader_epoch:
                 return ErrorCode.FENCED_LEADER_EPOCH
@@ -342,29 +333,27 @@ class BrokerApis:
         self, topic: str, index: int, records: list[Record], now_ms: int
     ) -> tuple[bytearray, set[int]]:
         """A fetch answer's records: a batch a Kafka client produced goes back as it came
-        (whole, as Kafka sends it, with its offset and epoch stamped in place); records
+        (whole, as Kafka sends it, with the offset and epoch the log gave it); records
         written over HTTP, or in a batch a truncation cut, are encoded afresh. Also says
         which compression codecs the section holds."""
         first, end = records[0].offset, records[-1].offset + 1
         codecs: set[int] = set()
-        p = self.cluster.partition(topic, index)
-        log = None if p is None or p.leader is None else p.logs[p.leader]
         out = bytearray()
         at = first
-        for batch in [] if log is None else log.read_batches(first, end, 1 << 62):
+        for batch in self.cluster.stored_batches(topic, index, first, end):
             if batch.end_offset <= at or batch.base_offset > at:
                 break  # not the log the records came from (a failover meanwhile)
             upto = min(batch.end_offset, end)
             part = records[at - first : upto - first]
             same = batch.records[at - batch.base_offset] is part[0]
             if batch.wire is not None and same and batch.end_offset <= end:
-                stamp(batch.wire, batch.base_offset, batch.epoch)
-                out += batch.wire
-                codecs.add(batch.wire[_ATTRIBUTES_AT] & COMPRESSION_MASK)
+                out += batch.wire  # its offset and epoch were written when it was stored
+                codecs.add(compression_of(batch.wire))
             else:
                 out += encode_batch(at, batch.epoch, [(r.key, r.value) for r in part], now_ms)
             at = upto
         if at < end:
+            p = self.cluster.describe_partition(topic, index)
             epoch = p.leader_epoch if p is not None else 0
             rest = [(r.key, r.value) for r in records[at - first :]]
             out += encode_batch(at, epoch, rest, now_ms)
@@ -398,15 +387,14 @@ class BrokerApis:
         return out.buf
 
     def _offset_for(self, topic: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
-        error = self._leads(topic, index)
-        p = self.cluster.partition(topic, index)
+        error, p = self._leads(topic, index)
         if error is not ErrorCode.NONE:
             return error, -1, -1
         if p is None or p.leader is None:
             return ErrorCode.LEADER_NOT_AVAILABLE, -1, -1
         if timestamp == EARLIEST:
-            return ErrorCode.NONE, p.logs[p.leader].log_start_offset, p.leader_epoch
+            return ErrorCode.NONE, p.log_start_offset, p.leader_epoch
         if timestamp == LATEST:
-            return ErrorCode.NONE, p.hws[p.leader], p.leader_epoch
+            return ErrorCode.NONE, p.high_watermark, p.leader_epoch
         # No record timestamps are kept: a lookup by time is not served.
         return ErrorCode.INVALID_REQUEST, -1, -1
