@@ -9,7 +9,7 @@ import pytest
 from kafka.protocol.admin import ElectLeadersResponse
 
 from purgatory.kafka.codec import Reader, Writer
-from purgatory.kafka.elections import ElectionApis
+from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.service.app import json_response
 from purgatory.service.bodies import ErrorBody
@@ -56,7 +56,7 @@ async def test_the_kafka_wire_carries_each_codes_number() -> None:
         body.int32(index)
     body.int32(1000)
     header = RequestHeader(ApiKey.ELECT_LEADERS, 1, 7, "c")
-    handler = ElectionApis(_Answers())  # type: ignore[arg-type]
+    handler = ElectionHandlers(_Answers())  # type: ignore[arg-type]
     answer = await handler.elect_leaders(header, Reader(body.buf))
     decoded = ElectLeadersResponse[1].decode(bytes(answer))
     [topic] = decoded.replica_election_results

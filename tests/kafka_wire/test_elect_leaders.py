@@ -9,8 +9,8 @@ import pytest
 from kafka import KafkaAdminClient
 
 from purgatory.kafka.codec import Reader, Writer
-from purgatory.kafka.elections import ElectionApis
 from purgatory.kafka.front_door import KafkaFrontDoor
+from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.sim.errors import ErrorCode
 
@@ -55,7 +55,7 @@ async def test_v1_wire_answer_names_each_partition_and_a_null_list_means_all(
 ) -> None:
     body = Writer().int8(0).int32(-1).int32(1000).buf  # preferred, every partition
     header = RequestHeader(ApiKey.ELECT_LEADERS, 1, 7, "c")
-    answer = Reader(await ElectionApis(door.cluster).elect_leaders(header, Reader(body)))
+    answer = Reader(await ElectionHandlers(door.cluster).elect_leaders(header, Reader(body)))
     assert answer.int32() == 0  # throttle
     assert answer.int16() == ErrorCode.NONE.number
     assert answer.int32() == 1

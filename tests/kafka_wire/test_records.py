@@ -13,7 +13,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.crc32c import crc32c, crc32c_python
-from purgatory.kafka.records import BatchRecord, encode_batch, split_batches
+from purgatory.kafka.record_batches import BatchRecord, encode_batch, split_batches
 
 GZIP = 1
 

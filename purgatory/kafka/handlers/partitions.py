@@ -1,9 +1,10 @@
 """Metadata, Produce, Fetch and ListOffsets against the simulated cluster, as seen by one
 broker: requests decoded from the wire, answered through the :class:`Cluster` facade.
 
-Versions served are the non-flexible ones without fetch sessions: Metadata 1-7, Produce 3-7,
-Fetch 4-6, ListOffsets 1-5. A partition this broker does not lead is answered
-NOT_LEADER_OR_FOLLOWER, which sends clients back to Metadata after a failover.
+Versions served are the non-flexible ones: Metadata 1-7, Produce 3-7, Fetch 4-10 (from v7
+without fetch sessions: each answer says session 0, so clients send full fetches) and
+ListOffsets 1-5. A partition this broker does not lead is answered NOT_LEADER_OR_FOLLOWER,
+which sends clients back to Metadata after a failover.
 """
 
 from __future__ import annotations
@@ -17,19 +18,18 @@ from typing import Final, NamedTuple, final
 from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.compression import ZSTD, UnsupportedCompression
 from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.records import TruncatedBatch, compression_of, encode_batch, split_batches
-from purgatory.kafka.server import ProtocolStats
+from purgatory.kafka.record_batches import (
+    TruncatedBatch,
+    compression_of,
+    encode_batch,
+    split_batches,
+)
+from purgatory.kafka.server import Api, ApiTable, ProtocolStats
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import Record, record_size
 from purgatory.sim.messages import FetchRequest, FetchResult, PartitionMetadata, ProduceRequest
 
-VERSIONS: Final = {
-    ApiKey.METADATA: (1, 7),
-    ApiKey.PRODUCE: (3, 7),
-    ApiKey.FETCH: (4, 10),
-    ApiKey.LIST_OFFSETS: (1, 5),
-}
 EARLIEST: Final = -2
 LATEST: Final = -1
 _NOTHING: Final = FetchResult(ErrorCode.NONE)
@@ -56,15 +56,23 @@ def _fetch_error(error: ErrorCode) -> bytearray:
 
 @final
 @dataclass(frozen=True, eq=False)
-class BrokerApis:
-    """The request handlers of simulated broker ``broker_id``; ``addresses`` maps each
-    broker id to the (host, port) it is advertised at; ``stats`` counts the bad batches
-    that are answered with an error rather than by closing the connection."""
+class PartitionHandlers:
+    """The topic-partition requests of simulated broker ``broker_id``; ``addresses`` maps
+    each broker id to the (host, port) it is advertised at; ``stats`` counts the bad
+    batches that are answered with an error rather than by closing the connection."""
 
     cluster: Cluster
     broker_id: int
     addresses: dict[int, tuple[str, int]]
     stats: ProtocolStats
+
+    def apis(self) -> ApiTable:
+        return {
+            ApiKey.METADATA: Api(1, 7, self.metadata),
+            ApiKey.PRODUCE: Api(3, 7, self.produce),
+            ApiKey.FETCH: Api(4, 10, self.fetch),
+            ApiKey.LIST_OFFSETS: Api(1, 5, self.list_offsets),
+        }
 
     def _leads(self, topic: str, index: int) -> tuple[ErrorCode, PartitionMetadata | None]:
         """Whether this broker leads the partition (NONE) or why not, and the partition."""

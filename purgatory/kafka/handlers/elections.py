@@ -12,20 +12,23 @@ from typing import Final, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import ElectionType
 
-VERSIONS: Final = {ApiKey.ELECT_LEADERS: (0, 1)}
 _ELECTION_TYPES: Final[dict[int, ElectionType]] = {0: "preferred", 1: "unclean"}
 
 
 @final
-class ElectionApis:
+class ElectionHandlers:
     """The ElectLeaders handler over ``cluster``."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+
+    def apis(self) -> ApiTable:
+        return {ApiKey.ELECT_LEADERS: Api(0, 1, self.elect_leaders)}
 
     def elect_leaders(self, header: RequestHeader, body: Reader) -> Awaitable[bytearray]:
         version = header.api_version
@@ -33,7 +36,8 @@ class ElectionApis:
         count = body.nullable_array_length()
         partitions: list[tuple[str, int]] = []
         if count is None:
-            partitions = [(p.topic, p.index) for p in self.cluster.partitions()]
+            topics = self.cluster.metadata().topics
+            partitions = [(t.name, p.partition) for t in topics for p in t.partitions]
         for _ in range(count or 0):
             topic = body.string()
             partitions += [(topic, body.int32()) for _ in range(body.array_length())]

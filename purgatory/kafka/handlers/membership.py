@@ -1,5 +1,6 @@
 """JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3 and LeaveGroup 0-3 on the wire (the
-non-flexible versions), answered by the :class:`~purgatory.kafka.groups.GroupCoordinator`.
+non-flexible versions), answered by the
+:class:`~purgatory.kafka.coordinator.group_coordinator.GroupCoordinator`.
 
 JoinGroup and SyncGroup may park until the rebalance gets that far; the connection server
 keeps the answers of a connection in request order meanwhile.
@@ -9,30 +10,32 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Final, TypeVar, final
+from typing import TypeVar, final
 
 from purgatory.kafka.codec import Reader, Writer
-from purgatory.kafka.group_coordinator import GroupCoordinator
-from purgatory.kafka.groups import JoinResult, SyncResult
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.coordinator.groups import JoinResult, SyncResult
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim.errors import ErrorCode
 
 T = TypeVar("T")
 
-VERSIONS: Final = {
-    ApiKey.JOIN_GROUP: (0, 5),
-    ApiKey.SYNC_GROUP: (0, 3),
-    ApiKey.HEARTBEAT: (0, 3),
-    ApiKey.LEAVE_GROUP: (0, 3),
-}
-
 
 @final
-class MembershipApis:
+class MembershipHandlers:
     """The four group membership handlers over one coordinator."""
 
     def __init__(self, coordinator: GroupCoordinator) -> None:
         self.coordinator = coordinator
+
+    def apis(self) -> ApiTable:
+        return {
+            ApiKey.JOIN_GROUP: Api(0, 5, self.join_group),
+            ApiKey.SYNC_GROUP: Api(0, 3, self.sync_group),
+            ApiKey.HEARTBEAT: Api(0, 3, self.heartbeat),
+            ApiKey.LEAVE_GROUP: Api(0, 3, self.leave_group),
+        }
 
     def join_group(self, header: RequestHeader, body: Reader) -> bytearray | Awaitable[bytearray]:
         version = header.api_version
