@@ -48,15 +48,15 @@ class TruncatedBatch(DecodeError):
 
 @final
 class WireBatch:
-    """One validated v2 batch as raw bytes, with its header fields decoded."""
+    """One validated v2 batch as raw bytes, with the header fields read here decoded; the
+    log that stores it writes its offset and epoch into it (an
+    :class:`~purgatory.sim.log.EncodedBatch`)."""
 
     __slots__ = (
         "attributes",
         "base_timestamp",
         "buf",
         "last_offset_delta",
-        "max_timestamp",
-        "producer_id",
         "record_count",
     )
 
@@ -66,8 +66,6 @@ class WireBatch:
         self.attributes: int = fields[5]
         self.last_offset_delta: int = fields[6]
         self.base_timestamp: int = fields[7]
-        self.max_timestamp: int = fields[8]
-        self.producer_id: int = fields[9]
         self.record_count: int = fields[12]
 
     @property
