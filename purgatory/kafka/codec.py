@@ -13,7 +13,6 @@ from typing import Final, final
 _I8: Final = struct.Struct(">b")
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
-_U32: Final = struct.Struct(">I")
 _I64: Final = struct.Struct(">q")
 
 # No legitimate array in the requests we serve comes near this; a larger count is garbage
@@ -54,9 +53,6 @@ class Reader:
 
     def int32(self) -> int:
         return int(_I32.unpack(self._take(4))[0])
-
-    def uint32(self) -> int:
-        return int(_U32.unpack(self._take(4))[0])
 
     def int64(self) -> int:
         return int(_I64.unpack(self._take(8))[0])

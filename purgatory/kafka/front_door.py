@@ -1,4 +1,9 @@
-"""One Kafka listener per simulated broker: broker ``i`` on ``host:base_port + i``."""
+"""One Kafka listener per simulated broker: broker ``i`` on ``host:base_port + i``.
+
+The front door owns what the brokers share (the group coordinator, the offset store, the
+producer ids, the counters) and gives every listener the same handler tables: its
+broker's :class:`PartitionHandlers`, then the handlers over the shared state.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,15 @@ import zlib
 from typing import final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
-from purgatory.kafka import coordination, elections, membership
-from purgatory.kafka.apis import VERSIONS, BrokerApis
-from purgatory.kafka.codec import Reader
-from purgatory.kafka.coordination import GroupOffsets
-from purgatory.kafka.group_coordinator import GroupCoordinator
-from purgatory.kafka.membership import MembershipApis
-from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.server import KafkaProtocolServer, ListenerLimits, ProtocolStats
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
+from purgatory.kafka.handlers.elections import ElectionHandlers
+from purgatory.kafka.handlers.membership import MembershipHandlers
+from purgatory.kafka.handlers.offsets import OffsetHandlers
+from purgatory.kafka.handlers.partitions import PartitionHandlers
+from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
 from purgatory.sim import Cluster
 
 
@@ -38,59 +44,31 @@ class KafkaFrontDoor:
         self.addresses: dict[int, tuple[str, int]] = {}
         # One coordinator serves every broker; its purgatories carry the label the
         # brokers' do, so that they share the metric families.
-        self.members = GroupCoordinator(labels={"broker": "all"})
-        self.groups = GroupOffsets(self.members)
-        self._membership = MembershipApis(self.members)
-        self._elections = elections.ElectionApis(cluster)
+        self.coordinator = GroupCoordinator(labels={"broker": "all"})
+        self.offsets = OffsetStore()
+        self._shared: list[ApiTable] = [
+            MembershipHandlers(self.coordinator).apis(),
+            OffsetHandlers(self.offsets, self.coordinator).apis(),
+            CoordinatorHandlers(self._coordinator_for, ProducerIds()).apis(),
+            ElectionHandlers(cluster).apis(),
+        ]
         self._servers: list[KafkaProtocolServer] = []
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
         """The group coordinator's (Rebalance, Heartbeat); the cluster has its own."""
-        return self.members.purgatories
+        return self.coordinator.purgatories
 
     async def start(self) -> None:
         for broker_id in sorted(self.cluster.brokers):
-            apis = BrokerApis(self.cluster, broker_id, self.addresses, self.stats)
             server = KafkaProtocolServer(self.stats, self.limits)
-            server.register(ApiKey.METADATA, VERSIONS[ApiKey.METADATA], apis.metadata)
-            server.register(ApiKey.PRODUCE, VERSIONS[ApiKey.PRODUCE], apis.produce)
-            server.register(ApiKey.FETCH, VERSIONS[ApiKey.FETCH], apis.fetch)
-            server.register(ApiKey.LIST_OFFSETS, VERSIONS[ApiKey.LIST_OFFSETS], apis.list_offsets)
-            server.register(
-                ApiKey.ELECT_LEADERS,
-                elections.VERSIONS[ApiKey.ELECT_LEADERS],
-                self._elections.elect_leaders,
-            )
-            self._register_coordination(server)
+            partitions = PartitionHandlers(self.cluster, broker_id, self.addresses, self.stats)
+            for apis in [partitions.apis(), *self._shared]:
+                server.register_all(apis)
             port = self.base_port + broker_id if self.base_port else 0
             bound = await server.start(self.host, port)
             self.addresses[broker_id] = (self.host, bound)
             self._servers.append(server)
-
-    def _register_coordination(self, server: KafkaProtocolServer) -> None:
-        groups = self.groups
-        versions = coordination.VERSIONS
-
-        def find_coordinator(header: RequestHeader, body: Reader) -> bytearray:
-            return groups.find_coordinator(header, body, self._coordinator_for)
-
-        server.register(
-            ApiKey.FIND_COORDINATOR, versions[ApiKey.FIND_COORDINATOR], find_coordinator
-        )
-        server.register(ApiKey.OFFSET_COMMIT, versions[ApiKey.OFFSET_COMMIT], groups.offset_commit)
-        server.register(ApiKey.OFFSET_FETCH, versions[ApiKey.OFFSET_FETCH], groups.offset_fetch)
-        server.register(
-            ApiKey.INIT_PRODUCER_ID, versions[ApiKey.INIT_PRODUCER_ID], groups.init_producer_id
-        )
-        apis = self._membership
-        for key, handler in (
-            (ApiKey.JOIN_GROUP, apis.join_group),
-            (ApiKey.SYNC_GROUP, apis.sync_group),
-            (ApiKey.HEARTBEAT, apis.heartbeat),
-            (ApiKey.LEAVE_GROUP, apis.leave_group),
-        ):
-            server.register(key, membership.VERSIONS[key], handler)
 
     def _coordinator_for(self, key: str) -> tuple[int, str, int]:
         """A group's coordinator: a live broker picked by a hash of the group id, as Kafka
@@ -103,7 +81,7 @@ class KafkaFrontDoor:
         return broker, host, port
 
     async def close(self) -> None:
-        await self.members.close()  # answers parked JoinGroup/SyncGroup requests first
+        await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
         for server in self._servers:
             await server.close()
         self._servers.clear()

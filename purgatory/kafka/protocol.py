@@ -1,4 +1,4 @@
-"""Request framing, headers, error codes and the ApiVersions exchange.
+"""Request framing, headers, API keys and the ApiVersions exchange.
 
 A frame is a 4-byte big-endian size then that many bytes. A request header (v1, which every
 non-flexible request uses) is api_key, api_version, correlation_id, client_id; the response
@@ -11,6 +11,7 @@ from enum import IntEnum
 from typing import Final, NamedTuple
 
 from purgatory.kafka.codec import Reader, Writer
+from purgatory.sim.errors import ErrorCode
 
 # Kafka's own default for socket.request.max.bytes is 100 MiB; a test broker needs far less,
 # and a size prefix above this is taken for garbage and the connection closed.
@@ -32,47 +33,6 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     INIT_PRODUCER_ID = 22
     ELECT_LEADERS = 43
-
-
-class ErrorCode(IntEnum):
-    UNKNOWN_SERVER_ERROR = -1
-    NONE = 0
-    OFFSET_OUT_OF_RANGE = 1
-    CORRUPT_MESSAGE = 2
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    LEADER_NOT_AVAILABLE = 5
-    NOT_LEADER_OR_FOLLOWER = 6
-    REQUEST_TIMED_OUT = 7
-    BROKER_NOT_AVAILABLE = 8
-    MESSAGE_TOO_LARGE = 10
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
-    NOT_ENOUGH_REPLICAS = 19
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-    INVALID_REQUIRED_ACKS = 21
-    ILLEGAL_GENERATION = 22
-    INCONSISTENT_GROUP_PROTOCOL = 23
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    INVALID_SESSION_TIMEOUT = 26
-    REBALANCE_IN_PROGRESS = 27
-    UNSUPPORTED_VERSION = 35
-    KAFKA_STORAGE_ERROR = 56
-    INVALID_REQUEST = 42
-    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-    FETCH_SESSION_ID_NOT_FOUND = 70
-    FENCED_LEADER_EPOCH = 74
-    UNKNOWN_LEADER_EPOCH = 75
-    UNSUPPORTED_COMPRESSION_TYPE = 76
-    MEMBER_ID_REQUIRED = 79
-    PREFERRED_LEADER_NOT_AVAILABLE = 80
-    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
-    ELECTION_NOT_NEEDED = 84
-
-
-def error_code(name: str) -> ErrorCode:
-    """Kafka's numeric code for one of the simulation's error names."""
-    return ErrorCode.__members__.get(name, ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 class RequestHeader(NamedTuple):
@@ -108,7 +68,7 @@ def encode_api_versions(
     version: int, error: ErrorCode, supported: dict[ApiKey, tuple[int, int]]
 ) -> bytearray:
     """An ApiVersions response body: error, then (key, min, max) per supported API."""
-    out = Writer().int16(error).int32(len(supported))
+    out = Writer().int16(error.wire).int32(len(supported))
     for key, (low, high) in sorted(supported.items()):
         out.int16(key).int16(low).int16(high)
     if version >= 1:

@@ -17,21 +17,21 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, final
+from typing import Final, NamedTuple, final
 
 from purgatory.kafka.codec import DecodeError, Reader
 from purgatory.kafka.protocol import (
     API_VERSIONS_MAX,
     MAX_FRAME_BYTES,
     ApiKey,
-    ErrorCode,
     RequestHeader,
     encode_api_versions,
     read_header,
     response_frame,
 )
+from purgatory.sim.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,21 @@ log = logging.getLogger(__name__)
 #: awaitable of either (a request parked in a purgatory).
 Response = bytes | bytearray | None
 Handler = Callable[[RequestHeader, Reader], Response | Awaitable[Response]]
+
+
+class Api(NamedTuple):
+    """One API a listener answers: the lowest and highest version served, and the
+    handler."""
+
+    low: int
+    high: int
+    handler: Handler
+
+
+#: What one set of request handlers answers, by API key: each handler class of
+#: :mod:`purgatory.kafka.handlers` has one such table, and the front door registers them all
+#: the same way.
+ApiTable = Mapping[ApiKey, Api]
 
 # Requests read ahead of the response being written; past this the reader waits, so one
 # client pipelining without reading its responses cannot grow our memory without bound.
@@ -164,6 +179,11 @@ class KafkaProtocolServer:
 
     def register(self, key: ApiKey, versions: tuple[int, int], handler: Handler) -> None:
         self._handlers[key] = (versions[0], versions[1], handler)
+
+    def register_all(self, apis: ApiTable) -> None:
+        """Serve every API of a handler table."""
+        for key, (low, high, handler) in apis.items():
+            self.register(key, (low, high), handler)
 
     def supported(self) -> dict[ApiKey, tuple[int, int]]:
         table = {ApiKey(key): (low, high) for key, (low, high, _) in self._handlers.items()}

@@ -42,7 +42,7 @@ from purgatory.service.config import ServiceConfig
 from purgatory.service.guard import AccessPolicy
 from purgatory.service.http_metrics import ServiceMetrics
 from purgatory.service.throttled import Throttled
-from purgatory.sim.errors import SimulationError
+from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import ElectLeadersRequest, FetchRequest, ProduceRequest
 
 logger = logging.getLogger("purgatory.service")
@@ -54,7 +54,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class Rejected(Exception):
     """A request refused before reaching the broker; becomes a JSON error response."""
 
-    def __init__(self, status: int, reason: str, code: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason  # the rejected-requests metric label (or "" if not counted)
@@ -98,7 +98,9 @@ class ServiceState:
     async def parking(self, parks: bool) -> AsyncIterator[None]:
         """Admit a request that may park, within ``max_pending``."""
         if self.closing:
-            raise Rejected(503, "shutting_down", "BROKER_NOT_AVAILABLE", "server shutting down")
+            raise Rejected(
+                503, "shutting_down", ErrorCode.BROKER_NOT_AVAILABLE, "server shutting down"
+            )
         if not parks:
             yield
             return
@@ -109,7 +111,7 @@ class ServiceState:
             raise Rejected(
                 503,
                 "overloaded",
-                "TOO_MANY_PENDING_REQUESTS",
+                ErrorCode.TOO_MANY_PENDING_REQUESTS,
                 f"{self.pending} requests are already parked (max_pending)",
             )
         self.pending += 1
@@ -217,8 +219,8 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
 
 
 _NOT_ROUTED: Final = {
-    404: ("not_found", "NOT_FOUND"),
-    405: ("method_not_allowed", "METHOD_NOT_ALLOWED"),
+    404: ("not_found", ErrorCode.NOT_FOUND),
+    405: ("method_not_allowed", ErrorCode.METHOD_NOT_ALLOWED),
 }
 
 
@@ -258,7 +260,7 @@ async def _body(request: web.Request, body_type: type[msgspec.Struct]) -> Any:
         raise Rejected(
             503,
             "overloaded",
-            "TOO_MANY_BYTES_IN_FLIGHT",
+            ErrorCode.TOO_MANY_BYTES_IN_FLIGHT,
             f"{state.body_bytes} bytes of request bodies are being read "
             f"(max_body_bytes_in_flight {config.max_body_bytes_in_flight})",
         )
@@ -267,7 +269,10 @@ async def _body(request: web.Request, body_type: type[msgspec.Struct]) -> Any:
         return _decode(await request.read(), body_type, config)
     except web.HTTPRequestEntityTooLarge as exc:
         raise Rejected(
-            413, "too_large", "REQUEST_TOO_LARGE", f"body exceeds {config.max_body_bytes} bytes"
+            413,
+            "too_large",
+            ErrorCode.REQUEST_TOO_LARGE,
+            f"body exceeds {config.max_body_bytes} bytes",
         ) from exc
     finally:
         state.body_bytes -= claim
@@ -282,12 +287,12 @@ def _decode(raw: bytes, body_type: type[msgspec.Struct], config: ServiceConfig) 
         ceiling = config.max_timeout_ms
         if str(exc).endswith(("`$.timeout_ms`", "`$.max_wait_ms`")) and f"<= {ceiling}" in str(exc):
             reason = "timeout_ceiling"
-        raise Rejected(400, reason, "INVALID_REQUEST", f"body: {exc}") from exc
+        raise Rejected(400, reason, ErrorCode.INVALID_REQUEST, f"body: {exc}") from exc
     except msgspec.DecodeError as exc:
         message = f"body is not valid JSON: {exc}"
         if b"\\u" in raw and _is_json(raw):
             message = "body strings must be valid Unicode (a lone surrogate is not)"
-        raise Rejected(400, "invalid", "INVALID_REQUEST", message) from exc
+        raise Rejected(400, "invalid", ErrorCode.INVALID_REQUEST, message) from exc
 
 
 def _is_json(raw: bytes) -> bool:
@@ -319,7 +324,9 @@ async def create_topic(request: web.Request) -> web.Response:
     async with state.parking(False):
         topics = broker_api.topic_count(state.broker)
         if topics >= state.config.max_topics:
-            raise Rejected(409, "", "TOO_MANY_TOPICS", f"{topics} topics exist (max_topics)")
+            raise Rejected(
+                409, "", ErrorCode.TOO_MANY_TOPICS, f"{topics} topics exist (max_topics)"
+            )
         try:
             await state.broker.create_topic(
                 body.name,

@@ -8,7 +8,6 @@ into HTTP answers through one table, and map the admin fault requests onto the c
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,9 +49,9 @@ class Broker(Protocol):
 
 
 class BrokerError(Exception):
-    """A request the broker refused outright, with its HTTP status and Kafka error name."""
+    """A request the broker refused outright, with its HTTP status and error code."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: ErrorCode, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.status = status
         self.code = code
@@ -71,15 +70,12 @@ HTTP_STATUS: Mapping[ErrorCode, int] = {
 
 def refused(exc: SimulationError) -> BrokerError:
     """The HTTP form of a request the cluster refused."""
-    return BrokerError(HTTP_STATUS.get(exc.code, 400), exc.code.value, exc.message)
+    return BrokerError(HTTP_STATUS.get(exc.code, 400), exc.code, exc.message)
 
 
-def error_name(error: object) -> str | None:
+def error_name(error: ErrorCode | None) -> str | None:
     """JSON form of an error code: None for success, else Kafka's name."""
-    if error is None:
-        return None
-    name = error.value if isinstance(error, enum.Enum) else error
-    return None if name == "NONE" else str(name)
+    return None if error is None or error is ErrorCode.NONE else error.value
 
 
 def broker_count(broker: Broker) -> int:
@@ -128,11 +124,15 @@ async def apply_fault(broker: Broker, request: Mapping[str, Any]) -> dict[str, A
     from purgatory.sim.faults import Latency
 
     if not isinstance(broker, Cluster):
-        raise BrokerError(409, "INVALID_REQUEST", "fault injection needs a simulated cluster")
+        raise BrokerError(
+            409, ErrorCode.INVALID_REQUEST, "fault injection needs a simulated cluster"
+        )
     fault, topic, index = request["fault"], request["topic"], request["partition"]
     partition = broker.partition(topic, index)
     if partition is None:
-        raise BrokerError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"no partition {topic}-{index}")
+        raise BrokerError(
+            404, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{index}"
+        )
     try:
         if fault == "failover":
             leader = await broker.fail_over(topic, index, request.get("broker"))
@@ -141,10 +141,12 @@ async def apply_fault(broker: Broker, request: Mapping[str, Any]) -> dict[str, A
         if target is None:
             followers = [b for b in partition.replicas if b != partition.leader]
             if not followers:
-                raise BrokerError(409, "INVALID_REQUEST", f"{partition.key} has no follower")
+                raise BrokerError(
+                    409, ErrorCode.INVALID_REQUEST, f"{partition.key} has no follower"
+                )
             target = followers[0]
         if target not in broker.brokers:
-            raise BrokerError(404, "BROKER_NOT_AVAILABLE", f"no broker {target}")
+            raise BrokerError(404, ErrorCode.BROKER_NOT_AVAILABLE, f"no broker {target}")
         if fault == "slow_follower":
             latency_ms = request.get("latency_ms", 100)
             broker.set_replication_latency(target, Latency(latency_ms) if latency_ms else None)

@@ -38,6 +38,7 @@ from purgatory.service.bodies import ErrorBody
 from purgatory.service.config import ConnectionLimits, reserve
 from purgatory.service.http_metrics import ConnectionMetrics, ServiceMetrics
 from purgatory.service.throttled import Throttled
+from purgatory.sim.errors import ErrorCode
 
 logger = logging.getLogger("purgatory.service.connections")
 
@@ -50,7 +51,7 @@ REFUSAL_GRACE_S: Final = 1.0
 STALE_HEAD_S: Final = 1.0
 
 
-def raw_response(status: int, reason: str, code: str, message: str) -> bytes:
+def raw_response(status: int, reason: str, code: ErrorCode, message: str) -> bytes:
     """A complete ``Connection: close`` JSON error response, written outside aiohttp."""
     body = msgspec.json.encode(ErrorBody(code, message))
     head = (
@@ -66,7 +67,7 @@ def _budget_full(max_connections: int) -> bytes:
     return raw_response(
         503,
         "Service Unavailable",
-        "TOO_MANY_CONNECTIONS",
+        ErrorCode.TOO_MANY_CONNECTIONS,
         f"{max_connections} connections are open (max_connections)",
     )
 
@@ -198,7 +199,7 @@ class GuardedConnection(RequestHandler):
                 raw_response(
                     503,
                     "Service Unavailable",
-                    "TOO_MANY_CONNECTIONS",
+                    ErrorCode.TOO_MANY_CONNECTIONS,
                     f"{self._guard.limits.max_connections} connections are open (max_connections)",
                 )
             )
@@ -292,7 +293,7 @@ class GuardedConnection(RequestHandler):
                 raw_response(
                     408,
                     "Request Timeout",
-                    "REQUEST_TIMEOUT",
+                    ErrorCode.REQUEST_TIMEOUT,
                     f"the request {reading} did not arrive within {timeout_s:g} s",
                 )
             )
@@ -322,7 +323,7 @@ class GuardedConnection(RequestHandler):
         logger.info("bad request from %s refused: %s", request.remote, why.splitlines()[0])
         self._guard.requests.reject("malformed")
         response = json_response(
-            ErrorBody("INVALID_REQUEST", f"malformed HTTP request: {why}"),
+            ErrorBody(ErrorCode.INVALID_REQUEST, f"malformed HTTP request: {why}"),
             status=status,
             headers={"Server": "purgatory"},
         )

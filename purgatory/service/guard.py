@@ -18,6 +18,8 @@ import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from purgatory.sim.errors import ErrorCode
+
 #: routes that answer without a token
 OPEN_PATHS = frozenset({"/healthz"})
 #: methods that change state; they must carry JSON
@@ -31,7 +33,7 @@ class Refusal:
 
     status: int
     reason: str  # the rejected-requests metric label
-    code: str
+    code: ErrorCode
     message: str
 
 
@@ -89,7 +91,9 @@ class AccessPolicy:
         if self.allowed_hosts is not None:
             host = host_name(headers.get("host", ""))
             if host not in self.allowed_hosts:
-                return Refusal(400, "bad_host", "INVALID_HOST", f"host {host!r} is not served here")
+                return Refusal(
+                    400, "bad_host", ErrorCode.INVALID_HOST, f"host {host!r} is not served here"
+                )
         if self.token is not None and not self._open(path):
             given = headers.get("authorization", "")
             scheme, _, credentials = given.partition(" ")
@@ -97,7 +101,7 @@ class AccessPolicy:
                 credentials.strip().encode(), self.token.encode()
             ):
                 return Refusal(
-                    401, "unauthorized", "UNAUTHORIZED", "a valid bearer token is needed"
+                    401, "unauthorized", ErrorCode.UNAUTHORIZED, "a valid bearer token is needed"
                 )
         if routed and method in STATE_CHANGING:
             media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -105,7 +109,7 @@ class AccessPolicy:
                 return Refusal(
                     415,
                     "media_type",
-                    "UNSUPPORTED_MEDIA_TYPE",
+                    ErrorCode.UNSUPPORTED_MEDIA_TYPE,
                     f"send Content-Type: application/json (got {media_type or 'none'!r})",
                 )
         return None

@@ -33,8 +33,8 @@ from purgatory.sim import messages
 from purgatory.sim.controller import Controller
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
-from purgatory.sim.log import LogConfig, LogSpace
-from purgatory.sim.metadata import MetadataCache
+from purgatory.sim.log import LogConfig, LogSpace, RecordBatch
+from purgatory.sim.metadata import MetadataCache, describe_partition
 from purgatory.sim.operations import BrokerOperation, DelayedFetch, DelayedProduce
 from purgatory.sim.partition import HighWatermarkListener, Partition
 from purgatory.sim.replica_manager import ReplicaConfig, ReplicaManager
@@ -241,6 +241,20 @@ class Cluster:
     def metadata(self) -> messages.ClusterMetadata:
         """Brokers, and per partition: leader, epoch, replicas, ISR, HW, log offsets."""
         return self._metadata.describe(self._network.extra)
+
+    def describe_partition(self, topic: str, partition: int) -> messages.PartitionMetadata | None:
+        """One partition's entry of :meth:`metadata`; None if there is no such partition."""
+        p = self._metadata.partition(topic, partition)
+        return None if p is None else describe_partition(p)
+
+    def stored_batches(self, topic: str, partition: int, start: int, end: int) -> list[RecordBatch]:
+        """The leader's stored batches that hold offsets ``[start, end)``, in order; none
+        if the partition has no leader. The Kafka front door serves the batches clients
+        produced from them, as they came (:attr:`RecordBatch.wire`)."""
+        p = self._metadata.partition(topic, partition)
+        if p is None or p.leader is None:
+            return []
+        return p.logs[p.leader].read_batches(start, end, 1 << 62)
 
     def all_purgatories(self) -> list[DelayedOperationPurgatory[Any]]:
         """Every broker's purgatories (each carries its ``broker`` label)."""

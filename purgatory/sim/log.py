@@ -14,7 +14,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, NamedTuple, final
+from typing import Final, NamedTuple, Protocol, final
 
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.validate import check_int
@@ -37,6 +37,21 @@ class Record(NamedTuple):
 
 
 _new_record = tuple.__new__
+
+
+class EncodedBatch(Protocol):
+    """Records as a client's wire protocol encoded them (a Kafka record batch), kept with
+    the stored batch so that the protocol's front door serves them back byte-exact. The
+    simulation never reads them: it tells them, once, where the log put them."""
+
+    @property
+    def buf(self) -> bytearray:
+        """The bytes, as stored."""
+        ...
+
+    def assign(self, base_offset: int, leader_epoch: int) -> None:
+        """Record in the bytes the offset and leader epoch the log gave the batch."""
+        ...
 
 
 def record_size(key: bytes | None, value: bytes) -> int:
@@ -182,12 +197,12 @@ class Log:
         self,
         entries: Sequence[tuple[bytes | None, bytes]],
         epoch: int,
-        wire: bytearray | None = None,
+        wire: EncodedBatch | None = None,
         now_ms: float = 0.0,
     ) -> RecordBatch:
         """Append records as the leader at ``now_ms``; returns the new batch (carrying
-        ``wire``). Raises ``KAFKA_STORAGE_ERROR``, appending nothing, if the batch would pass
-        the space's cap."""
+        ``wire``'s bytes, told their offset and epoch). Raises ``KAFKA_STORAGE_ERROR``,
+        appending nothing, if the batch would pass the space's cap."""
         base = self.leo
         size = RECORD_OVERHEAD * len(entries)
         records = []
@@ -197,8 +212,11 @@ class Log:
             size += len(value) if key is None else len(value) + len(key)
             offset += 1
         end = offset
-        batch = RecordBatch(base, epoch, tuple(records), size, wire, now_ms)
+        stored = None if wire is None else wire.buf
+        batch = RecordBatch(base, epoch, tuple(records), size, stored, now_ms)
         self.space.reserve(batch)
+        if wire is not None:
+            wire.assign(base, epoch)  # once: the batch keeps its offset and epoch
         batch.holders = 1
         self._batches.append(batch)
         self._ends.append(end)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.log import Record
+from purgatory.sim.log import EncodedBatch, Record
 from purgatory.sim.validate import check_int, check_records
 
 #: ``(key, value)`` pairs: a key is bytes or None, a value bytes
@@ -31,7 +31,7 @@ class ProduceRequest:
     records: Entries
     acks: int = -1
     timeout_ms: int = 30_000
-    wire: bytearray | None = field(default=None, repr=False, compare=False)
+    wire: EncodedBatch | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         acks = self.acks

@@ -68,24 +68,10 @@ class MetadataCache:
             brokers.append(
                 BrokerMetadata(broker, alive, None if latency is None else latency.median_ms)
             )
-        topics = []
-        for name, parts in self.topics.items():
-            metas = []
-            for p in parts:
-                log = p.logs[p.leader] if p.leader is not None else None
-                metas.append(
-                    PartitionMetadata(
-                        p.index,
-                        p.leader,
-                        p.leader_epoch,
-                        list(p.replicas),
-                        sorted(p.isr),
-                        p.hw,
-                        -1 if log is None else log.log_start_offset,
-                        -1 if log is None else log.leo,
-                    )
-                )
-            topics.append(TopicMetadata(name, metas))
+        topics = [
+            TopicMetadata(name, [describe_partition(p) for p in parts])
+            for name, parts in self.topics.items()
+        ]
         return ClusterMetadata(brokers, topics)
 
     def bump(self) -> None:
@@ -106,3 +92,19 @@ class MetadataCache:
     async def changed(self) -> None:
         """Wait for the next change."""
         await self._event.wait()
+
+
+def describe_partition(p: Partition) -> PartitionMetadata:
+    """A partition's leader, epoch, replicas, ISR, HW and its leader's log offsets (-1
+    while it has no leader)."""
+    log = p.logs[p.leader] if p.leader is not None else None
+    return PartitionMetadata(
+        p.index,
+        p.leader,
+        p.leader_epoch,
+        list(p.replicas),
+        sorted(p.isr),
+        p.hw,
+        -1 if log is None else log.log_start_offset,
+        -1 if log is None else log.leo,
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import final
 
-from purgatory.sim.log import Log, LogConfig, LogSpace, RecordBatch
+from purgatory.sim.log import EncodedBatch, Log, LogConfig, LogSpace, RecordBatch
 
 # fn(partition, old_hw, new_hw): told about every change of the leader's high watermark
 HighWatermarkListener = Callable[["Partition", int, int], None]
@@ -128,7 +128,7 @@ class Partition:
     def append(
         self,
         entries: list[tuple[bytes | None, bytes]],
-        wire: bytearray | None = None,
+        wire: EncodedBatch | None = None,
         now_ms: float = 0.0,
     ) -> tuple[RecordBatch, bool]:
         """Leader append at ``now_ms``; returns the batch and whether the HW advanced (ISR

@@ -8,14 +8,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from purgatory.kafka import apis, coordination, membership
-from purgatory.kafka.apis import BrokerApis
 from purgatory.kafka.codec import DecodeError, Reader
-from purgatory.kafka.coordination import GroupOffsets
-from purgatory.kafka.group_coordinator import GroupCoordinator
-from purgatory.kafka.membership import MembershipApis
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
+from purgatory.kafka.handlers.membership import MembershipHandlers
+from purgatory.kafka.handlers.offsets import OffsetHandlers
+from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.records import split_batches
+from purgatory.kafka.record_batches import split_batches
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, ProduceRequest
 from purgatory.sim import FetchRequest as FetchRequest_
@@ -25,24 +27,17 @@ from purgatory.sim import FetchRequest as FetchRequest_
 async def test_garbage_bodies_raise_only_decode_error() -> None:
     async with Cluster(brokers=3, seed=1) as cluster:
         await cluster.create_topic("t", partitions=2, replication_factor=3)
-        broker = BrokerApis(cluster, 0, {0: ("h", 1), 1: ("h", 2), 2: ("h", 3)}, ProtocolStats())
+        broker = PartitionHandlers(
+            cluster, 0, {0: ("h", 1), 1: ("h", 2), 2: ("h", 3)}, ProtocolStats()
+        )
         members = GroupCoordinator()
-        groups = GroupOffsets(members)
-        membership_apis = MembershipApis(members)
-        handlers = {
-            ApiKey.METADATA: broker.metadata,
-            ApiKey.PRODUCE: broker.produce,
-            ApiKey.FETCH: broker.fetch,
-            ApiKey.LIST_OFFSETS: broker.list_offsets,
-            ApiKey.OFFSET_COMMIT: groups.offset_commit,
-            ApiKey.OFFSET_FETCH: groups.offset_fetch,
-            ApiKey.INIT_PRODUCER_ID: groups.init_producer_id,
-            ApiKey.JOIN_GROUP: membership_apis.join_group,
-            ApiKey.SYNC_GROUP: membership_apis.sync_group,
-            ApiKey.HEARTBEAT: membership_apis.heartbeat,
-            ApiKey.LEAVE_GROUP: membership_apis.leave_group,
-        }
-        versions = {**apis.VERSIONS, **coordination.VERSIONS, **membership.VERSIONS}
+        tables = [
+            broker.apis(),
+            OffsetHandlers(OffsetStore(), members).apis(),
+            MembershipHandlers(members).apis(),
+            CoordinatorHandlers(lambda key: (0, "h", 1), ProducerIds()).apis(),
+        ]
+        handlers = {key: api for table in tables for key, api in table.items()}
 
         @settings(
             max_examples=400,
@@ -51,10 +46,10 @@ async def test_garbage_bodies_raise_only_decode_error() -> None:
         )
         @given(st.sampled_from(sorted(handlers)), st.data(), st.binary(max_size=120))
         def check(key: ApiKey, data: st.DataObject, body: bytes) -> None:
-            low, high = versions[key]
+            low, high, handler = handlers[key]
             version = data.draw(st.integers(low, high))
             try:
-                answer = handlers[key](RequestHeader(key, version, 1, "c"), Reader(body))
+                answer = handler(RequestHeader(key, version, 1, "c"), Reader(body))
             except DecodeError:
                 return
             if inspect.iscoroutine(answer):
@@ -73,7 +68,7 @@ async def test_a_negative_fetch_offset_is_out_of_range_not_clamped() -> None:
     async with Cluster(brokers=1, seed=1) as cluster:
         await cluster.create_topic("t", partitions=1, replication_factor=1)
         await cluster.produce(ProduceRequest("t", 0, [(None, b"x")]))
-        broker = BrokerApis(cluster, 0, {0: ("h", 1)}, ProtocolStats())
+        broker = PartitionHandlers(cluster, 0, {0: ("h", 1)}, ProtocolStats())
         request = FetchRequest[4](
             replica_id=-1,
             max_wait_ms=0,
@@ -93,14 +88,14 @@ async def test_a_negative_fetch_offset_is_out_of_range_not_clamped() -> None:
 async def test_fetch_max_bytes_limits_the_whole_response() -> None:
     from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-    from purgatory.kafka.records import split_batches
+    from purgatory.kafka.record_batches import split_batches
 
     async with Cluster(brokers=1, seed=1) as cluster:
         await cluster.create_topic("t", partitions=2, replication_factor=1)
         for index in (0, 1):
             for _ in range(10):  # one batch each: reads are limited batch by batch
                 await cluster.produce(ProduceRequest("t", index, [(None, b"v" * 100)]))
-        broker = BrokerApis(cluster, 0, {0: ("h", 1)}, ProtocolStats())
+        broker = PartitionHandlers(cluster, 0, {0: ("h", 1)}, ProtocolStats())
         request = FetchRequest[4](
             replica_id=-1,
             max_wait_ms=0,
@@ -130,7 +125,7 @@ def _recrc(batch: bytes) -> bytes:
 
 
 def _bad_batches() -> list[tuple[bytes | None, str]]:
-    from purgatory.kafka.records import encode_batch
+    from purgatory.kafka.record_batches import encode_batch
 
     good = encode_batch(0, 0, [(b"k", b"value")], 0)
     flipped = bytearray(good)
@@ -162,7 +157,7 @@ async def test_a_bad_batch_is_answered_corrupt_message_counted_and_logged_once(
     async with Cluster(brokers=1, seed=1) as cluster:
         await cluster.create_topic("t", partitions=1, replication_factor=1)
         stats = ProtocolStats()
-        broker = BrokerApis(cluster, 0, {0: ("h", 1)}, stats)
+        broker = PartitionHandlers(cluster, 0, {0: ("h", 1)}, stats)
         request = ProduceRequest[3](
             transactional_id=None, acks=1, timeout_ms=1000, topic_data=[("t", [(0, records)])]
         )
@@ -206,7 +201,7 @@ async def test_a_produced_batch_is_fetched_back_byte_exact_and_http_records_enco
     async with Cluster(brokers=1, seed=1) as cluster:
         await cluster.create_topic("t", partitions=1, replication_factor=1)
         await cluster.produce(ProduceRequest("t", 0, [(None, b"first")]))  # over "HTTP"
-        broker = BrokerApis(cluster, 0, {0: ("h", 1)}, ProtocolStats())
+        broker = PartitionHandlers(cluster, 0, {0: ("h", 1)}, ProtocolStats())
         produce = KafkaProduceRequest[3](
             transactional_id=None, acks=1, timeout_ms=1000, topic_data=[("t", [(0, sent)])]
         )
@@ -251,7 +246,7 @@ def _zstd_batch() -> bytes:
     return bytes(builder.build())
 
 
-async def _fetch(broker: BrokerApis, version: int, **fields: object) -> object:
+async def _fetch(broker: PartitionHandlers, version: int, **fields: object) -> object:
     from kafka.protocol.consumer import FetchRequest, FetchResponse
 
     request = FetchRequest[version](
@@ -280,7 +275,9 @@ async def test_fetch_v7_to_v10_sessionless_leader_epochs_and_zstd() -> None:
         await cluster.create_topic("t", partitions=1, replication_factor=3)
         addresses = {0: ("h", 1), 1: ("h", 2), 2: ("h", 3)}
         await cluster.fail_over("t", 0)  # a new leader, a new epoch
-        broker = BrokerApis(cluster, cluster.partition("t", 0).leader, addresses, ProtocolStats())
+        broker = PartitionHandlers(
+            cluster, cluster.partition("t", 0).leader, addresses, ProtocolStats()
+        )
         zstd = _zstd_batch()
         answers = []
         for version in (6, 7):  # zstd needs Produce v7

@@ -16,7 +16,7 @@ def _produce_v3(correlation_id: int, acks: int, value: bytes, base_offset: int =
     """A raw Produce v3 request of one record to t-0, framed, as a client sends it."""
     from kafka.protocol.producer import ProduceRequest
 
-    from purgatory.kafka.records import encode_batch
+    from purgatory.kafka.record_batches import encode_batch
 
     request = ProduceRequest[3](
         transactional_id=None,

@@ -9,9 +9,10 @@ import pytest
 from kafka import KafkaAdminClient
 
 from purgatory.kafka.codec import Reader, Writer
-from purgatory.kafka.elections import ElectionApis
 from purgatory.kafka.front_door import KafkaFrontDoor
-from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader
+from purgatory.kafka.handlers.elections import ElectionHandlers
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.sim.errors import ErrorCode
 
 
 def _elect(bootstrap: str, partitions: dict[str, list[int]]) -> object:
@@ -37,7 +38,10 @@ async def test_kafka_python_admin_moves_leadership_back_to_the_preferred_replica
         for result in response.replica_election_results  # type: ignore[attr-defined]
         for part in result.partition_result
     }
-    assert codes == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.ELECTION_NOT_NEEDED}
+    assert codes == {
+        ("t", 0): ErrorCode.NONE.number,
+        ("t", 1): ErrorCode.ELECTION_NOT_NEEDED.number,
+    }
     elect = sum(
         b.replica_manager.purgatories["ElectLeader"].statistics().completed
         for b in cluster.brokers.values()
@@ -51,15 +55,15 @@ async def test_v1_wire_answer_names_each_partition_and_a_null_list_means_all(
 ) -> None:
     body = Writer().int8(0).int32(-1).int32(1000).buf  # preferred, every partition
     header = RequestHeader(ApiKey.ELECT_LEADERS, 1, 7, "c")
-    answer = Reader(await ElectionApis(door.cluster).elect_leaders(header, Reader(body)))
+    answer = Reader(await ElectionHandlers(door.cluster).elect_leaders(header, Reader(body)))
     assert answer.int32() == 0  # throttle
-    assert answer.int16() == ErrorCode.NONE
+    assert answer.int16() == ErrorCode.NONE.number
     assert answer.int32() == 1
     assert answer.string() == "t"
     assert answer.int32() == 2
     results = [(answer.int32(), answer.int16(), answer.nullable_string()) for _ in range(2)]
     assert results == [
-        (0, ErrorCode.ELECTION_NOT_NEEDED, "ELECTION_NOT_NEEDED"),
-        (1, ErrorCode.ELECTION_NOT_NEEDED, "ELECTION_NOT_NEEDED"),
+        (0, ErrorCode.ELECTION_NOT_NEEDED.number, "ELECTION_NOT_NEEDED"),
+        (1, ErrorCode.ELECTION_NOT_NEEDED.number, "ELECTION_NOT_NEEDED"),
     ]
     assert answer.remaining == 0

@@ -10,8 +10,8 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from purgatory.kafka.coordinator.groups import GroupState
 from purgatory.kafka.front_door import KafkaFrontDoor
-from purgatory.kafka.groups import GroupState
 
 TIMEOUT = 60.0
 
@@ -117,9 +117,9 @@ async def test_subscribe_consumes_commits_and_a_new_consumer_resumes_there(
         second = await _session(client, door.bootstrap, group, 6)
     assert sorted(first) == _expected("a", 10)
     assert sorted(second) == _expected("b", 6)  # not a record of the first session again
-    committed = {key[1:]: value[0] for key, value in door.groups.committed.items()}
+    committed = {key[1:]: value[0] for key, value in door.offsets.committed.items()}
     assert committed == {("t", 0): 8, ("t", 1): 8}
-    coordinator = door.members.groups[group]
+    coordinator = door.coordinator.groups[group]
     # Each session joined (a generation) and left on close (another): Empty again.
     assert coordinator.state is GroupState.EMPTY
     assert coordinator.generation >= 4
@@ -223,7 +223,7 @@ async def test_an_aiokafka_and_a_librdkafka_member_share_one_group(door: KafkaFr
             while len(aio.assignment()) != 1 or len(confluent_assignment) != 1:
                 await aio.getmany(timeout_ms=100)
             assert {tp.partition for tp in aio.assignment()} | set(confluent_assignment) == {0, 1}
-            protocol = door.members.groups["mixed"].protocol
+            protocol = door.coordinator.groups["mixed"].protocol
             await _produce(door, "m", 10)
             while len(aio_got) + len(confluent_got) < 10:
                 batches = await aio.getmany(timeout_ms=100)

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from purgatory.kafka.group_coordinator import GroupCoordinator
-from purgatory.kafka.groups import GroupState, JoinResult
-from purgatory.kafka.protocol import ErrorCode
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.coordinator.groups import GroupState, JoinResult
+from purgatory.sim.errors import ErrorCode
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
@@ -285,10 +285,10 @@ async def test_membership_on_the_wire_decodes_with_kafka_python(coordinator, ver
     )
 
     from purgatory.kafka.codec import Reader
-    from purgatory.kafka.membership import MembershipApis
+    from purgatory.kafka.handlers.membership import MembershipHandlers
     from purgatory.kafka.protocol import ApiKey, RequestHeader
 
-    wire = MembershipApis(coordinator)
+    wire = MembershipHandlers(coordinator)
     small = min(version, 3)
 
     async def call(handler: Any, key: ApiKey, v: int, request: Any, response: Any) -> Any:
@@ -316,7 +316,7 @@ async def test_membership_on_the_wire_decodes_with_kafka_python(coordinator, ver
         first = await call(
             wire.join_group, ApiKey.JOIN_GROUP, version, join_request(""), JoinGroupResponse
         )
-        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED.number
         member_id = first.member_id
     joined = await call(
         wire.join_group, ApiKey.JOIN_GROUP, version, join_request(member_id), JoinGroupResponse

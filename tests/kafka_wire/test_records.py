@@ -13,7 +13,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.crc32c import crc32c, crc32c_python
-from purgatory.kafka.records import BatchRecord, encode_batch, split_batches
+from purgatory.kafka.record_batches import BatchRecord, encode_batch, split_batches
 
 GZIP = 1
 
@@ -218,3 +218,24 @@ def test_a_damaged_compressed_batch_is_a_decode_error(codec: int) -> None:
     [batch] = split_batches(raw)
     with pytest.raises(DecodeError):
         batch.records()
+
+
+@pytest.mark.asyncio
+async def test_a_stored_batch_holds_its_offset_and_epoch_once_appended() -> None:
+    """The log writes the offset and leader epoch into a client's batch when it stores it,
+    so that every later read serves the bytes as they are."""
+    from purgatory.sim import Cluster, ProduceRequest
+
+    async with Cluster(brokers=2, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2)
+        await cluster.produce(ProduceRequest("t", 0, [(None, b"http")] * 3))
+        await cluster.fail_over("t", 0)  # epoch 1
+        [batch] = split_batches(build([(None, b"a", []), (None, b"b", [])]))
+        entries = [(r.key, r.value or b"") for r in batch.records()]
+        result = await cluster.produce(ProduceRequest("t", 0, entries, acks=1, wire=batch))
+        assert result.base_offset == 3
+        [stored] = cluster.stored_batches("t", 0, 3, 5)
+        assert stored.wire is not None
+        read = DefaultRecordBatch(bytes(stored.wire))
+        assert (read.base_offset, read.leader_epoch) == (3, 1)
+        assert read.validate_crc()

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 from purgatory.kafka.codec import Reader, Writer
-from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, read_header
+from purgatory.kafka.protocol import ApiKey, RequestHeader, read_header
 from purgatory.kafka.server import KafkaProtocolServer, ListenerLimits, ProtocolStats, Response
+from purgatory.sim.errors import ErrorCode
 
 TIMEOUT = 5.0
 
@@ -94,7 +95,7 @@ async def test_newer_api_versions_gets_unsupported_version_and_the_list(served) 
         writer.close()
     assert correlation_id == 9
     decoded = ApiVersionsResponse[0].decode(body)
-    assert decoded.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert decoded.error_code == ErrorCode.UNSUPPORTED_VERSION.number
     assert {k.api_key for k in decoded.api_keys} == {0, 2, 18}
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import ClassVar, TypeVar, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
-from purgatory.kafka.groups import (
+from purgatory.kafka.coordinator.groups import (
     MAX_SESSION_TIMEOUT_MS,
     MIN_SESSION_TIMEOUT_MS,
     Group,
@@ -31,7 +31,7 @@ from purgatory.kafka.groups import (
     Member,
     SyncResult,
 )
-from purgatory.kafka.protocol import ErrorCode
+from purgatory.sim.errors import ErrorCode
 
 T = TypeVar("T")
 

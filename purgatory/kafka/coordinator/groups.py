@@ -1,6 +1,6 @@
 """A consumer group as Kafka's group coordinator keeps it: its state, generation, leader,
 chosen protocol and members (each with its subscriptions, its assignment and the JoinGroup
-or SyncGroup it has parked). :mod:`purgatory.kafka.group_coordinator` moves it along.
+or SyncGroup it has parked). :mod:`~purgatory.kafka.coordinator.group_coordinator` moves it along.
 """
 
 from __future__ import annotations
@@ -9,12 +9,10 @@ import asyncio
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, final
+from typing import Final, final
 
-from purgatory.kafka.protocol import ErrorCode
-
-if TYPE_CHECKING:
-    from purgatory.kafka.group_coordinator import DelayedHeartbeat
+from purgatory import DelayedOperation
+from purgatory.sim.errors import ErrorCode
 
 # Kafka's group.min.session.timeout.ms and group.max.session.timeout.ms defaults.
 MIN_SESSION_TIMEOUT_MS: Final = 6_000
@@ -53,7 +51,8 @@ class Member:
     assignment: bytes = b""
     join: asyncio.Future[JoinResult] | None = None  # its JoinGroup, while parked
     sync: asyncio.Future[SyncResult] | None = None  # its SyncGroup, while parked
-    heartbeat: DelayedHeartbeat | None = None
+    # its current session (a DelayedHeartbeat), told apart from older ones by identity
+    heartbeat: DelayedOperation | None = None
     beat: bool = False  # a heartbeat came since the current DelayedHeartbeat was parked
     leaving: bool = False
 

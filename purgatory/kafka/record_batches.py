@@ -26,10 +26,10 @@ _LENGTH_END: Final = 12  # batchLength counts the bytes after baseOffset and its
 _EPOCH_AT: Final = 12
 _MAGIC_AT: Final = 16
 _CRC_FROM: Final = 21  # the CRC covers attributes through the end of the batch
+_ATTRIBUTES_AT: Final = 22  # the low byte of the attributes (big-endian int16 at 21)
 _BASE_OFFSET: Final = struct.Struct(">q")
 _EPOCH: Final = struct.Struct(">i")
 COMPRESSION_MASK: Final = 0x07
-CONTROL_FLAG: Final = 0x20
 
 
 class BatchRecord(NamedTuple):
@@ -48,15 +48,15 @@ class TruncatedBatch(DecodeError):
 
 @final
 class WireBatch:
-    """One validated v2 batch as raw bytes, with its header fields decoded."""
+    """One validated v2 batch as raw bytes, with the header fields read here decoded; the
+    log that stores it writes its offset and epoch into it (an
+    :class:`~purgatory.sim.log.EncodedBatch`)."""
 
     __slots__ = (
         "attributes",
         "base_timestamp",
         "buf",
         "last_offset_delta",
-        "max_timestamp",
-        "producer_id",
         "record_count",
     )
 
@@ -66,8 +66,6 @@ class WireBatch:
         self.attributes: int = fields[5]
         self.last_offset_delta: int = fields[6]
         self.base_timestamp: int = fields[7]
-        self.max_timestamp: int = fields[8]
-        self.producer_id: int = fields[9]
         self.record_count: int = fields[12]
 
     @property
@@ -83,8 +81,10 @@ class WireBatch:
         return self.attributes & COMPRESSION_MASK
 
     def assign(self, base_offset: int, leader_epoch: int) -> None:
-        """Stamp the offsets and epoch the leader gave this batch (CRC unaffected)."""
-        stamp(self.buf, base_offset, leader_epoch)
+        """Write the base offset and partition leader epoch the log gave this batch into
+        its bytes, in place; the CRC-32C covers neither, so the batch stays valid."""
+        _BASE_OFFSET.pack_into(self.buf, 0, base_offset)
+        _EPOCH.pack_into(self.buf, _EPOCH_AT, leader_epoch)
 
     def crc_valid(self) -> bool:
         stored = struct.unpack_from(">I", self.buf, _MAGIC_AT + 1)[0]
@@ -192,11 +192,9 @@ def _varbytes(reader: Reader) -> bytes | None:
     return bytes(reader.raw(n))
 
 
-def stamp(batch: bytearray, base_offset: int, leader_epoch: int) -> None:
-    """Rewrite a v2 batch's base offset and partition leader epoch in place; the CRC-32C
-    covers neither, so the batch stays valid."""
-    _BASE_OFFSET.pack_into(batch, 0, base_offset)
-    _EPOCH.pack_into(batch, _EPOCH_AT, leader_epoch)
+def compression_of(batch: bytes | bytearray) -> int:
+    """The compression codec of a v2 batch's bytes (the low bits of its attributes)."""
+    return batch[_ATTRIBUTES_AT] & COMPRESSION_MASK
 
 
 def split_batches(records: bytes | bytearray | memoryview) -> list[WireBatch]:

@@ -1,9 +1,10 @@
 """Metadata, Produce, Fetch and ListOffsets against the simulated cluster, as seen by one
 broker: requests decoded from the wire, answered through the :class:`Cluster` facade.
 
-Versions served are the non-flexible ones without fetch sessions: Metadata 1-7, Produce 3-7,
-Fetch 4-6, ListOffsets 1-5. A partition this broker does not lead is answered
-NOT_LEADER_OR_FOLLOWER, which sends clients back to Metadata after a failover.
+Versions served are the non-flexible ones: Metadata 1-7, Produce 3-7, Fetch 4-10 (from v7
+without fetch sessions: each answer says session 0, so clients send full fetches) and
+ListOffsets 1-5. A partition this broker does not lead is answered NOT_LEADER_OR_FOLLOWER,
+which sends clients back to Metadata after a failover.
 """
 
 from __future__ import annotations
@@ -16,30 +17,22 @@ from typing import Final, NamedTuple, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.compression import ZSTD, UnsupportedCompression
-from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, error_code
-from purgatory.kafka.records import (
-    COMPRESSION_MASK,
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.record_batches import (
     TruncatedBatch,
+    compression_of,
     encode_batch,
     split_batches,
-    stamp,
 )
-from purgatory.kafka.server import ProtocolStats
+from purgatory.kafka.server import Api, ApiTable, ProtocolStats
 from purgatory.sim import Cluster, SimulationError
-from purgatory.sim import ErrorCode as SimErrorCode
+from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import Record, record_size
-from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest
+from purgatory.sim.messages import FetchRequest, FetchResult, PartitionMetadata, ProduceRequest
 
-VERSIONS: Final = {
-    ApiKey.METADATA: (1, 7),
-    ApiKey.PRODUCE: (3, 7),
-    ApiKey.FETCH: (4, 10),
-    ApiKey.LIST_OFFSETS: (1, 5),
-}
 EARLIEST: Final = -2
 LATEST: Final = -1
-_ATTRIBUTES_AT: Final = 22  # low byte of a v2 batch's attributes: the codec
-_NOTHING: Final = FetchResult(SimErrorCode.NONE)
+_NOTHING: Final = FetchResult(ErrorCode.NONE)
 
 
 class Wanted(NamedTuple):
@@ -58,28 +51,37 @@ async def _ready(answer: bytearray) -> bytearray:
 
 def _fetch_error(error: ErrorCode) -> bytearray:
     """A Fetch v7+ answer with a top-level error and no partitions."""
-    return Writer().int32(0).int16(error).int32(0).int32(0).buf
+    return Writer().int32(0).int16(error.wire).int32(0).int32(0).buf
 
 
 @final
 @dataclass(frozen=True, eq=False)
-class BrokerApis:
-    """The request handlers of simulated broker ``broker_id``; ``addresses`` maps each
-    broker id to the (host, port) it is advertised at; ``stats`` counts the bad batches
-    that are answered with an error rather than by closing the connection."""
+class PartitionHandlers:
+    """The topic-partition requests of simulated broker ``broker_id``; ``addresses`` maps
+    each broker id to the (host, port) it is advertised at; ``stats`` counts the bad
+    batches that are answered with an error rather than by closing the connection."""
 
     cluster: Cluster
     broker_id: int
     addresses: dict[int, tuple[str, int]]
     stats: ProtocolStats
 
-    def _leads(self, topic: str, index: int) -> ErrorCode:
-        p = self.cluster.partition(topic, index)
+    def apis(self) -> ApiTable:
+        return {
+            ApiKey.METADATA: Api(1, 7, self.metadata),
+            ApiKey.PRODUCE: Api(3, 7, self.produce),
+            ApiKey.FETCH: Api(4, 10, self.fetch),
+            ApiKey.LIST_OFFSETS: Api(1, 5, self.list_offsets),
+        }
+
+    def _leads(self, topic: str, index: int) -> tuple[ErrorCode, PartitionMetadata | None]:
+        """Whether this broker leads the partition (NONE) or why not, and the partition."""
+        p = self.cluster.describe_partition(topic, index)
         if p is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         if p.leader != self.broker_id or not self.cluster.is_alive(self.broker_id):
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return ErrorCode.NONE
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, p
+        return ErrorCode.NONE, p
 
     # -- Metadata ------------------------------------------------------------------------
 
@@ -107,13 +109,13 @@ class BrokerApis:
         for name in names:
             topic = topics.get(name)
             if topic is None:
-                out.int16(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION).string(name).int8(0).int32(0)
+                out.int16(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.wire).string(name).int8(0).int32(0)
                 continue
-            out.int16(ErrorCode.NONE).string(name).int8(0).int32(len(topic.partitions))
+            out.int16(ErrorCode.NONE.wire).string(name).int8(0).int32(len(topic.partitions))
             for part in topic.partitions:
                 leader = part.leader if part.leader is not None else -1
                 error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-                out.int16(error).int32(part.partition).int32(leader)
+                out.int16(error.wire).int32(part.partition).int32(leader)
                 if version >= 7:
                     out.int32(part.leader_epoch)
                 for nodes in [part.replicas, part.isr] + ([[]] if version >= 5 else []):
@@ -155,12 +157,10 @@ class BrokerApis:
         for topic, parts in by_topic.items():
             out.string(topic).int32(len(parts))
             for index, error, base in parts:
-                out.int32(index).int16(error).int64(base).int64(-1)  # log_append_time
+                out.int32(index).int16(error.wire).int64(base).int64(-1)  # log_append_time
                 if version >= 5:
-                    p = self.cluster.partition(topic, index)
-                    out.int64(
-                        p.logs[p.leader].log_start_offset if p and p.leader is not None else -1
-                    )
+                    p = self.cluster.describe_partition(topic, index)
+                    out.int64(-1 if p is None else p.log_start_offset)
         out.int32(0)  # throttle_time_ms
         return out.buf
 
@@ -173,8 +173,8 @@ class BrokerApis:
         acks: int,
         timeout_ms: int,
     ) -> tuple[ErrorCode, int]:
-        error = self._leads(topic, index)
-        if error:
+        error, _ = self._leads(topic, index)
+        if error is not ErrorCode.NONE:
             return error, -1
         entries: list[tuple[bytes | None, bytes]] = []
         try:
@@ -194,14 +194,14 @@ class BrokerApis:
         # The log keeps the client's batch byte-exact (headers, timestamps, compression)
         # for Kafka consumers; several batches in one request are rare and stored as
         # records only, one log batch holding them all.
-        wire = batches[0].buf if len(batches) == 1 else None
+        wire = batches[0] if len(batches) == 1 else None
         try:
             result = await self.cluster.produce(
                 ProduceRequest(topic, index, entries, acks, timeout_ms, wire)
             )
         except SimulationError as exc:
-            return error_code(exc.code), -1
-        return error_code(result.error), result.base_offset
+            return exc.code, -1
+        return result.error, result.base_offset
 
     # -- Fetch ---------------------------------------------------------------------------
 
@@ -272,12 +272,11 @@ class BrokerApis:
     def _fetch_error_for(self, w: Wanted) -> ErrorCode:
         """What keeps a partition from being read: not led here, a negative offset, or
         a leader epoch the client knows that is not the current one (Fetch v9+)."""
-        error = self._leads(w.topic, w.partition)
-        if error:
+        error, p = self._leads(w.topic, w.partition)
+        if error is not ErrorCode.NONE:
             return error
         if w.offset < 0:
             return ErrorCode.OFFSET_OUT_OF_RANGE
-        p = self.cluster.partition(w.topic, w.partition)
         if w.leader_epoch >= 0 and p is not None and w.leader_epoch != p.leader_epoch:
             if w.leader_epoch < p.leader_epoch:
                 return ErrorCode.FENCED_LEADER_EPOCH
@@ -292,7 +291,7 @@ class BrokerApis:
         returned = False
         for w in wanted:
             error = self._fetch_error_for(w)
-            if error:
+            if error is not ErrorCode.NONE:
                 out.append((error, _NOTHING))
                 continue
             result = await self.cluster.fetch(
@@ -306,7 +305,7 @@ class BrokerApis:
                 size = 0
             budget -= size
             returned = returned or bool(result.records)
-            out.append((error_code(result.error), result))
+            out.append((result.error, result))
         return out
 
     def _encode_fetch(
@@ -314,7 +313,7 @@ class BrokerApis:
     ) -> bytearray:
         out = Writer().int32(0)  # throttle_time_ms
         if version >= 7:
-            out.int16(ErrorCode.NONE).int32(0)  # error, session_id 0: no session created
+            out.int16(ErrorCode.NONE.wire).int32(0)  # error, session_id 0: no session created
         by_topic: dict[str, list[tuple[int, ErrorCode, FetchResult]]] = {}
         for w, (error, result) in zip(wanted, results, strict=True):
             by_topic.setdefault(w.topic, []).append((w.partition, error, result))
@@ -331,7 +330,7 @@ class BrokerApis:
                     # Kafka serves zstd batches to Fetch v10 and later only (KIP-110).
                     error, section = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
                 hw = result.high_watermark
-                out.int32(index).int16(error).int64(hw).int64(hw)
+                out.int32(index).int16(error.wire).int64(hw).int64(hw)
                 if version >= 5:
                     out.int64(result.log_start_offset)
                 out.int32(-1)  # aborted_transactions: null
@@ -342,29 +341,27 @@ class BrokerApis:
         self, topic: str, index: int, records: list[Record], now_ms: int
     ) -> tuple[bytearray, set[int]]:
         """A fetch answer's records: a batch a Kafka client produced goes back as it came
-        (whole, as Kafka sends it, with its offset and epoch stamped in place); records
+        (whole, as Kafka sends it, with the offset and epoch the log gave it); records
         written over HTTP, or in a batch a truncation cut, are encoded afresh. Also says
         which compression codecs the section holds."""
         first, end = records[0].offset, records[-1].offset + 1
         codecs: set[int] = set()
-        p = self.cluster.partition(topic, index)
-        log = None if p is None or p.leader is None else p.logs[p.leader]
         out = bytearray()
         at = first
-        for batch in [] if log is None else log.read_batches(first, end, 1 << 62):
+        for batch in self.cluster.stored_batches(topic, index, first, end):
             if batch.end_offset <= at or batch.base_offset > at:
                 break  # not the log the records came from (a failover meanwhile)
             upto = min(batch.end_offset, end)
             part = records[at - first : upto - first]
             same = batch.records[at - batch.base_offset] is part[0]
             if batch.wire is not None and same and batch.end_offset <= end:
-                stamp(batch.wire, batch.base_offset, batch.epoch)
-                out += batch.wire
-                codecs.add(batch.wire[_ATTRIBUTES_AT] & COMPRESSION_MASK)
+                out += batch.wire  # its offset and epoch were written when it was stored
+                codecs.add(compression_of(batch.wire))
             else:
                 out += encode_batch(at, batch.epoch, [(r.key, r.value) for r in part], now_ms)
             at = upto
         if at < end:
+            p = self.cluster.describe_partition(topic, index)
             epoch = p.leader_epoch if p is not None else 0
             rest = [(r.key, r.value) for r in records[at - first :]]
             out += encode_batch(at, epoch, rest, now_ms)
@@ -392,19 +389,20 @@ class BrokerApis:
                     body.int32()  # current_leader_epoch
                 timestamp = body.int64()
                 error, offset, epoch = self._offset_for(topic, index, timestamp)
-                out.int32(index).int16(error).int64(-1).int64(offset)
+                out.int32(index).int16(error.wire).int64(-1).int64(offset)
                 if version >= 4:
                     out.int32(epoch)
         return out.buf
 
     def _offset_for(self, topic: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
-        error = self._leads(topic, index)
-        p = self.cluster.partition(topic, index)
-        if error or p is None or p.leader is None:
-            return error or ErrorCode.LEADER_NOT_AVAILABLE, -1, -1
+        error, p = self._leads(topic, index)
+        if error is not ErrorCode.NONE:
+            return error, -1, -1
+        if p is None or p.leader is None:
+            return ErrorCode.LEADER_NOT_AVAILABLE, -1, -1
         if timestamp == EARLIEST:
-            return ErrorCode.NONE, p.logs[p.leader].log_start_offset, p.leader_epoch
+            return ErrorCode.NONE, p.log_start_offset, p.leader_epoch
         if timestamp == LATEST:
-            return ErrorCode.NONE, p.hws[p.leader], p.leader_epoch
+            return ErrorCode.NONE, p.high_watermark, p.leader_epoch
         # No record timestamps are kept: a lookup by time is not served.
         return ErrorCode.INVALID_REQUEST, -1, -1

@@ -11,20 +11,24 @@ from collections.abc import Awaitable
 from typing import Final, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
-from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader, error_code
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult
+from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import ElectionType
 
-VERSIONS: Final = {ApiKey.ELECT_LEADERS: (0, 1)}
 _ELECTION_TYPES: Final[dict[int, ElectionType]] = {0: "preferred", 1: "unclean"}
 
 
 @final
-class ElectionApis:
+class ElectionHandlers:
     """The ElectLeaders handler over ``cluster``."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+
+    def apis(self) -> ApiTable:
+        return {ApiKey.ELECT_LEADERS: Api(0, 1, self.elect_leaders)}
 
     def elect_leaders(self, header: RequestHeader, body: Reader) -> Awaitable[bytearray]:
         version = header.api_version
@@ -32,7 +36,8 @@ class ElectionApis:
         count = body.nullable_array_length()
         partitions: list[tuple[str, int]] = []
         if count is None:
-            partitions = [(p.topic, p.index) for p in self.cluster.partitions()]
+            topics = self.cluster.metadata().topics
+            partitions = [(t.name, p.partition) for t in topics for p in t.partitions]
         for _ in range(count or 0):
             topic = body.string()
             partitions += [(topic, body.int32()) for _ in range(body.array_length())]
@@ -52,14 +57,13 @@ class ElectionApis:
 def _encode(version: int, result: ElectLeadersResult) -> bytearray:
     by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
     for answer in result.partitions:
-        code = error_code(answer.error.name)
-        by_topic.setdefault(answer.topic, []).append((answer.partition, code))
+        by_topic.setdefault(answer.topic, []).append((answer.partition, answer.error))
     out = Writer().int32(0)  # throttle_time_ms
     if version >= 1:
-        out.int16(error_code(result.error.name))
+        out.int16(result.error.wire)
     out.int32(len(by_topic))
     for topic, answers in by_topic.items():
         out.string(topic).int32(len(answers))
         for index, code in answers:
-            out.int32(index).int16(code).string(None if code == ErrorCode.NONE else code.name)
+            out.int32(index).int16(code.wire).string(None if code is ErrorCode.NONE else code.value)
     return out.buf

@@ -1,5 +1,6 @@
 """JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3 and LeaveGroup 0-3 on the wire (the
-non-flexible versions), answered by the :class:`~purgatory.kafka.groups.GroupCoordinator`.
+non-flexible versions), answered by the
+:class:`~purgatory.kafka.coordinator.group_coordinator.GroupCoordinator`.
 
 JoinGroup and SyncGroup may park until the rebalance gets that far; the connection server
 keeps the answers of a connection in request order meanwhile.
@@ -9,29 +10,32 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Final, TypeVar, final
+from typing import TypeVar, final
 
 from purgatory.kafka.codec import Reader, Writer
-from purgatory.kafka.group_coordinator import GroupCoordinator
-from purgatory.kafka.groups import JoinResult, SyncResult
-from purgatory.kafka.protocol import ApiKey, ErrorCode, RequestHeader
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.coordinator.groups import JoinResult, SyncResult
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.server import Api, ApiTable
+from purgatory.sim.errors import ErrorCode
 
 T = TypeVar("T")
 
-VERSIONS: Final = {
-    ApiKey.JOIN_GROUP: (0, 5),
-    ApiKey.SYNC_GROUP: (0, 3),
-    ApiKey.HEARTBEAT: (0, 3),
-    ApiKey.LEAVE_GROUP: (0, 3),
-}
-
 
 @final
-class MembershipApis:
+class MembershipHandlers:
     """The four group membership handlers over one coordinator."""
 
     def __init__(self, coordinator: GroupCoordinator) -> None:
         self.coordinator = coordinator
+
+    def apis(self) -> ApiTable:
+        return {
+            ApiKey.JOIN_GROUP: Api(0, 5, self.join_group),
+            ApiKey.SYNC_GROUP: Api(0, 3, self.sync_group),
+            ApiKey.HEARTBEAT: Api(0, 3, self.heartbeat),
+            ApiKey.LEAVE_GROUP: Api(0, 3, self.leave_group),
+        }
 
     def join_group(self, header: RequestHeader, body: Reader) -> bytearray | Awaitable[bytearray]:
         version = header.api_version
@@ -83,21 +87,21 @@ class MembershipApis:
         if header.api_version >= 3:
             body.nullable_string()  # group_instance_id
         error = self.coordinator.heartbeat(group_id, generation, member_id)
-        return _throttle(header.api_version).int16(error).buf
+        return _throttle(header.api_version).int16(error.wire).buf
 
     def leave_group(self, header: RequestHeader, body: Reader) -> bytearray:
         version = header.api_version
         group_id = body.string()
         if version <= 2:
             [error] = self.coordinator.leave(group_id, [body.string()])
-            return _throttle(version).int16(error).buf
+            return _throttle(version).int16(error.wire).buf
         members: list[tuple[str, str | None]] = []
         for _ in range(body.array_length()):
             members.append((body.string(), body.nullable_string()))
         errors = self.coordinator.leave(group_id, [member_id for member_id, _ in members])
-        out = _throttle(version).int16(ErrorCode.NONE).int32(len(members))
+        out = _throttle(version).int16(ErrorCode.NONE.wire).int32(len(members))
         for (member_id, instance_id), error in zip(members, errors, strict=True):
-            out.string(member_id).string(instance_id).int16(error)
+            out.string(member_id).string(instance_id).int16(error.wire)
         return out.buf
 
 
@@ -112,7 +116,7 @@ async def _later(future: asyncio.Future[T], encode: Callable[[T], bytearray]) ->
 
 def _encode_join(version: int, result: JoinResult) -> bytearray:
     out = Writer().int32(0) if version >= 2 else Writer()
-    out.int16(result.error).int32(result.generation).string(result.protocol)
+    out.int16(result.error.wire).int32(result.generation).string(result.protocol)
     out.string(result.leader).string(result.member_id).int32(len(result.members))
     for member_id, metadata in result.members:
         out.string(member_id)
@@ -124,4 +128,4 @@ def _encode_join(version: int, result: JoinResult) -> bytearray:
 
 def _encode_sync(version: int, result: SyncResult) -> bytearray:
     error, assignment = result
-    return _throttle(version).int16(error).nullable_bytes(assignment).buf
+    return _throttle(version).int16(error.wire).nullable_bytes(assignment).buf
