@@ -12,11 +12,15 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from purgatory.cli_types import positive_float
 from purgatory.sim.scenarios import SCENARIOS
+
+if TYPE_CHECKING:
+    from purgatory.sim.summary import RunSummary
 
 DEFAULT_OUT = "purgatory-out"
 DEFAULT_SCENARIO = "leader-failover"
@@ -50,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Path) -> Any:
+async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Path) -> RunSummary:
     from purgatory.sim.cli import stderr_progress
     from purgatory.sim.runner import run_scenario
     from purgatory.sim.scenarios import SCENARIOS
@@ -68,7 +72,7 @@ async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Pat
 
 
 def run(args: argparse.Namespace) -> int:
-    from purgatory.sim.runner import format_table
+    from purgatory.sim.summary import format_table
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,11 +85,10 @@ def run(args: argparse.Namespace) -> int:
         summary = run_virtual(coro)
     else:
         summary = _run_fast(coro)
-    summary["virtual_time"] = bool(args.virtual_time)
     print(file=sys.stderr)
     print(format_table(summary))
     print(timing_note(args.virtual_time, args.seed))
-    (out / "simulation.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "simulation.json").write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
     print(f"trace: {trace}")
     if args.skip_analysis:
         return 0
@@ -115,7 +118,7 @@ def timing_note(virtual_time: bool, seed: int) -> str:
     )
 
 
-def _run_fast(coro: Any) -> Any:
+def _run_fast(coro: Coroutine[Any, Any, RunSummary]) -> RunSummary:
     try:
         import uvloop
     except ImportError:  # e.g. on Windows

@@ -18,7 +18,7 @@ from purgatory.sim import (
     ProduceRequest,
 )
 from purgatory.sim.invariants import InvariantChecker
-from purgatory.sim.runner import WALL_CLOCK_FIELDS, run_scenario
+from purgatory.sim.runner import run_scenario
 from purgatory.sim.scenarios import SCENARIOS
 from purgatory.sim.workload import Workload, WorkloadConfig
 from purgatory.testing import run_virtual
@@ -172,8 +172,7 @@ def test_bad_election_requests_are_refused(args: Any, error: type[Exception]) ->
 
 def test_preferred_election_scenario_is_deterministic_and_loses_nothing() -> None:
     def run() -> dict[str, Any]:
-        summary = run_virtual(run_scenario(SCENARIOS["preferred-election"], 10.0, 1))
-        return {k: v for k, v in summary.items() if k not in WALL_CLOCK_FIELDS}
+        return run_virtual(run_scenario(SCENARIOS["preferred-election"], 10.0, 1)).seeded()
 
     first = run()
     assert first == run()
