@@ -1,21 +1,20 @@
 """The main job: a broker simulation with faults, traced, then analysed with Spark.
 
-``purgatory demo`` runs a scenario on the simulated cluster (real time, uvloop), writes
-every finished operation of every purgatory to ``OUT/trace.jsonl`` with the library's
-:class:`~purgatory.trace.TraceWriter`, then runs the Spark pipeline over that trace into
-``OUT/analysis`` (Parquet tables, ``summary.json``, plots, ``report.html``).
+``purgatory demo`` runs a scenario on the simulated cluster (real time, uvloop where it is
+installed), writes every finished operation of every purgatory to ``OUT/trace.jsonl`` with
+the library's :class:`~purgatory.trace.TraceWriter`, then runs the Spark pipeline over that
+trace into ``OUT/analysis`` (Parquet tables, ``summary.json``, plots, ``report.html``).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from purgatory import event_loops
 from purgatory.cli_types import positive_float
 from purgatory.sim.scenarios import SCENARIOS
 
@@ -84,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
         summary = run_virtual(coro)
     else:
-        summary = _run_fast(coro)
+        summary = event_loops.run(coro)
     print(file=sys.stderr)
     print(format_table(summary))
     print(timing_note(args.virtual_time, args.seed))
@@ -116,11 +115,3 @@ def timing_note(virtual_time: bool, seed: int) -> str:
         "delays, so it is above the quiet-machine figure of 'purgatory bench deadlines'; "
         f"--virtual-time --seed {seed} reproduces a run exactly"
     )
-
-
-def _run_fast(coro: Coroutine[Any, Any, RunSummary]) -> RunSummary:
-    try:
-        import uvloop
-    except ImportError:  # e.g. on Windows
-        return asyncio.run(coro)
-    return uvloop.run(coro)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from purgatory import event_loops
 from purgatory.bench.baselines import CallLaterBaseline, Floor, HeapBaseline, Implementation
 from purgatory.bench.completion import CompletionDriver
 from purgatory.bench.subject import PurgatoryImplementation
@@ -54,17 +55,13 @@ def make_implementation(name: str, tally: Tally, cfg: WorkloadConfig) -> Impleme
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     """``asyncio``, ``uvloop`` or ``virtual`` (purgatory.testing's virtual-time loop)."""
-    if name == "asyncio":
-        return asyncio.new_event_loop
-    if name == "uvloop":
-        import uvloop
-
-        return uvloop.new_event_loop
     if name == "virtual":
         from purgatory.testing import virtual_loop_factory
 
         return virtual_loop_factory
-    raise ValueError(f"unknown loop {name!r}; expected asyncio, uvloop or virtual")
+    if name not in LOOPS:
+        raise ValueError(f"unknown loop {name!r}; expected asyncio, uvloop or virtual")
+    return event_loops.loop_factory(name)
 
 
 @dataclass(frozen=True, slots=True)

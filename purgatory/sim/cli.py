@@ -7,7 +7,6 @@ Exit status: 0 when every invariant held and no acked record was lost, 1 otherwi
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import dataclasses
 import gc
@@ -17,6 +16,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
 from purgatory.cli_types import int_at_least, non_negative_float, positive_float
+from purgatory.event_loops import available_loops, default_loop
 
 if TYPE_CHECKING:
     from purgatory.sim.summary import RunSummary
@@ -39,8 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--loop",
-        choices=("uvloop", "asyncio"),
-        default="uvloop",
+        choices=available_loops(),
+        default=default_loop(),
         help="event loop on real time (ignored with --virtual-time)",
     )
     parser.add_argument("--no-check", action="store_true", help="skip the invariant checker")
@@ -154,11 +154,9 @@ def _run(coro: Coroutine[Any, Any, RunSummary], *, virtual: bool, loop: str) -> 
         from purgatory.testing import run_virtual
 
         return run_virtual(coro)
-    if loop == "uvloop" and sys.platform != "win32":
-        import uvloop
+    from purgatory import event_loops
 
-        return uvloop.run(coro)
-    return asyncio.run(coro)
+    return event_loops.run(coro, loop)
 
 
 def stderr_progress() -> Callable[[str], None]:
