@@ -40,7 +40,7 @@ class RunSummary:
     wall_s: float
     requests_per_wall_s: float
     operations_per_wall_s: float
-    #: the throughput goal counts produce and fetch operations (consumer and follower)
+    #: the throughput figure counts produce and fetch operations (consumer and follower)
     produce_fetch_operations: int
     ops_per_wall_s: float
 
