@@ -15,8 +15,8 @@ import sys
 from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
+from purgatory import event_loops
 from purgatory.cli_types import int_at_least, non_negative_float, positive_float
-from purgatory.event_loops import available_loops, default_loop
 
 if TYPE_CHECKING:
     from purgatory.sim.summary import RunSummary
@@ -39,8 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--loop",
-        choices=available_loops(),
-        default=default_loop(),
+        choices=event_loops.available_loops(),
+        default=event_loops.default_loop(),
         help="event loop on real time (ignored with --virtual-time)",
     )
     parser.add_argument("--no-check", action="store_true", help="skip the invariant checker")
@@ -154,8 +154,6 @@ def _run(coro: Coroutine[Any, Any, RunSummary], *, virtual: bool, loop: str) -> 
         from purgatory.testing import run_virtual
 
         return run_virtual(coro)
-    from purgatory import event_loops
-
     return event_loops.run(coro, loop)
 
 
