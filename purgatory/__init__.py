@@ -7,8 +7,8 @@ and expire them on time with a hierarchical timing wheel.
 from purgatory._clock import Clock, ManualClock, loop_clock_ms
 from purgatory._compiled import check_core
 from purgatory._operation import DelayedOperation, OperationCancelled, OperationState
+from purgatory._outcomes import OperationRecord, PurgatoryStatistics
 from purgatory._purgatory import DelayedOperationPurgatory
-from purgatory._records import OperationRecord, PurgatoryStatistics
 from purgatory._timer import SystemTimer, TimerStatistics
 from purgatory._wheel import TimerCore, TimerTask
 

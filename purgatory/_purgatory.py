@@ -22,7 +22,7 @@ from purgatory._operation import (
     check_operation,
     report_callback_error,
 )
-from purgatory._records import Listener, OperationRecord, PurgatoryStatistics
+from purgatory._outcomes import Listener, OperationRecord, PurgatoryStatistics
 from purgatory._timer import SystemTimer
 from purgatory._wait import Predicate, predicate_wait
 from purgatory._wheel import checked_int

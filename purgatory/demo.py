@@ -1,22 +1,25 @@
 """The main job: a broker simulation with faults, traced, then analysed with Spark.
 
-``purgatory demo`` runs a scenario on the simulated cluster (real time, uvloop), writes
-every finished operation of every purgatory to ``OUT/trace.jsonl`` with the library's
-:class:`~purgatory.trace.TraceWriter`, then runs the Spark pipeline over that trace into
-``OUT/analysis`` (Parquet tables, ``summary.json``, plots, ``report.html``).
+``purgatory demo`` runs a scenario on the simulated cluster (real time, uvloop where it is
+installed), writes every finished operation of every purgatory to ``OUT/trace.jsonl`` with
+the library's :class:`~purgatory.trace.TraceWriter`, then runs the Spark pipeline over that
+trace into ``OUT/analysis`` (Parquet tables, ``summary.json``, plots, ``report.html``).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from purgatory import event_loops
 from purgatory.cli_types import positive_float
 from purgatory.sim.scenarios import SCENARIOS
+
+if TYPE_CHECKING:
+    from purgatory.sim.summary import RunSummary
 
 DEFAULT_OUT = "purgatory-out"
 DEFAULT_SCENARIO = "leader-failover"
@@ -50,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Path) -> Any:
+async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Path) -> RunSummary:
     from purgatory.sim.cli import stderr_progress
     from purgatory.sim.runner import run_scenario
     from purgatory.sim.scenarios import SCENARIOS
@@ -68,7 +71,7 @@ async def _simulate(scenario_name: str, duration_s: float, seed: int, trace: Pat
 
 
 def run(args: argparse.Namespace) -> int:
-    from purgatory.sim.runner import format_table
+    from purgatory.sim.summary import format_table
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -80,12 +83,11 @@ def run(args: argparse.Namespace) -> int:
 
         summary = run_virtual(coro)
     else:
-        summary = _run_fast(coro)
-    summary["virtual_time"] = bool(args.virtual_time)
+        summary = event_loops.run(coro)
     print(file=sys.stderr)
     print(format_table(summary))
     print(timing_note(args.virtual_time, args.seed))
-    (out / "simulation.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "simulation.json").write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
     print(f"trace: {trace}")
     if args.skip_analysis:
         return 0
@@ -113,11 +115,3 @@ def timing_note(virtual_time: bool, seed: int) -> str:
         "delays, so it is above the quiet-machine figure of 'purgatory bench deadlines'; "
         f"--virtual-time --seed {seed} reproduces a run exactly"
     )
-
-
-def _run_fast(coro: Any) -> Any:
-    try:
-        import uvloop
-    except ImportError:  # e.g. on Windows
-        return asyncio.run(coro)
-    return uvloop.run(coro)

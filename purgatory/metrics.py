@@ -25,8 +25,8 @@ from prometheus_client import start_http_server as _prometheus_start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from purgatory._outcomes import OperationRecord, operation_kind
 from purgatory._purgatory import DelayedOperationPurgatory, check_labels
-from purgatory._records import OperationRecord, operation_kind
 
 #: Operation durations span sub-millisecond completions to multi-second long polls.
 DURATION_BUCKETS: Final = (

@@ -23,7 +23,7 @@ import os
 import time
 from typing import IO, Any, Self, final
 
-from purgatory._records import OperationRecord, operation_kind
+from purgatory._outcomes import OperationRecord, operation_kind
 
 
 def record_to_event(record: OperationRecord, op_id: str) -> dict[str, Any]:

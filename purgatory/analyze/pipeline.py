@@ -7,6 +7,7 @@ import math
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from purgatory.analyze import report, tables
@@ -115,6 +116,18 @@ def _write(df: DataFrame, out_dir: str, name: str) -> str:
     return path
 
 
+@dataclass(frozen=True, slots=True)
+class _Tables:
+    """The tables once written, read back as rows for the summary, plots and report."""
+
+    stats: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+    per_second_path: str
+    hot_keys: list[dict[str, Any]]
+    durations: list[dict[str, Any]]
+    lateness: list[dict[str, Any]]
+
+
 def analyze(
     spark: SparkSession,
     paths: Sequence[str],
@@ -126,7 +139,6 @@ def analyze(
 ) -> dict[str, Any]:
     """Run every step on an existing session; see ``run_analysis`` for the public entry."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     started = time.monotonic()
     os.makedirs(out_dir, exist_ok=True)
@@ -135,87 +147,109 @@ def analyze(
     parsed = parse_lines(lines).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         progress.step("parsing and validating")
-        total = parsed.agg(
-            F.count(F.lit(1)).alias("lines"),
-            F.sum(F.col("valid").cast("long")).alias("events"),
-            F.sum(F.col("blank").cast("long")).alias("blank"),
-            F.sum(F.col("marker").cast("long")).alias("markers"),
-            F.min(F.when(F.col("valid"), F.col("created_at_ms"))).alias("first"),
-            F.max(F.when(F.col("valid"), F.col("created_at_ms") + F.col("duration_ms"))).alias(
-                "last"
-            ),
-        ).first()
-        assert total is not None  # a global aggregate always has one row
-        n_lines, n_events, n_blank, n_markers = (
-            int(total[c] or 0) for c in ("lines", "events", "blank", "markers")
-        )
-        counts: dict[str, Any] = {
-            "lines": n_lines,
-            "events": n_events,
-            "malformed_lines": n_lines - n_events - n_blank - n_markers,
-            "blank_lines": n_blank,
-            # wall-clock span of the operations (creation of the first, end of the last)
-            "first_event_unix_ms": _clean(total["first"]),
-            "last_event_unix_ms": _clean(total["last"]),
-        }
+        counts = _count_lines(parsed)
         samples: list[str] = []
         if counts["malformed_lines"]:
             progress.step("sampling malformed lines")
             samples = malformed_samples(lines)
-        faults = [
-            (int(row["at_ms"]), str(row["fault"]))
-            for row in parsed.where("marker").select("at_ms", "fault").orderBy("at_ms").collect()
-        ]
+        faults = _faults(parsed)
         events = parsed.where("valid").drop("valid", "blank", "marker", "fault", "at_ms")
-
-        progress.step("outcomes and percentiles")
-        stats_df = tables.outcome_stats(events).persist(StorageLevel.MEMORY_AND_DISK)
-        stats = _rows(stats_df)
-        _write(stats_df.where("level = 'kind'"), out_dir, "outcomes_by_kind")
-        _write(stats_df.where("level = 'purgatory'").drop("kind"), out_dir, "outcomes_by_purgatory")
-        stats_df.unpersist()
-
-        progress.step("error codes")
-        errors = _rows(
-            spark.read.parquet(_write(tables.error_codes(events), out_dir, "error_codes"))
-        )
-        progress.step("per-second series")
-        per_second_path = _write(tables.per_second(events), out_dir, "per_second")
-        progress.step("hot keys")
-        hot = spark.read.parquet(_write(tables.hot_keys(events, top_keys), out_dir, "hot_keys"))
-        hot_rows = sorted(_rows(hot), key=lambda r: (r["purgatory"], r["rank"]))
-        progress.step("histograms")
-        durations = _rows(
-            spark.read.parquet(
-                _write(tables.duration_histogram(events), out_dir, "duration_histogram")
-            )
-        )
-        bounds = {
-            r["purgatory"]: (r["lateness_min_ms"], r["lateness_max_ms"])
-            for r in stats
-            if r["level"] == "purgatory" and r["lateness_min_ms"] is not None
-        }
-        lateness_df = tables.lateness_histogram(spark, events, bounds)
-        lateness = _rows(spark.read.parquet(_write(lateness_df, out_dir, "lateness_histogram")))
-
-        summary = build_summary(counts, stats, errors)
+        written = _write_tables(spark, events, out_dir, progress, top_keys)
+        summary = build_summary(counts, written.stats, written.errors)
         summary["malformed_samples"] = samples
         summary["faults"] = [{"at_ms": at, "fault": what} for at, what in faults]
         summary["inputs"] = list(paths)
         summary["tables"] = {name: name for name in TABLES}
         if plots:
             progress.step("plots")
-            series, bucket = _plot_series(spark, per_second_path)
-            report.plot_durations(durations, os.path.join(out_dir, "durations.png"))
-            in_flight = os.path.join(out_dir, "in_flight.png")
-            report.plot_in_flight(series, in_flight, bucket, faults)
-            report.plot_outcomes(series, os.path.join(out_dir, "outcomes.png"), bucket, faults)
-            report.plot_lateness(lateness, os.path.join(out_dir, "lateness.png"))
+            _plot(spark, out_dir, written, faults)
         summary["elapsed_s"] = round(time.monotonic() - started, 3)
-        report.write_report(out_dir, summary, stats, hot_rows, errors, plots)
+        report.write_report(
+            out_dir, summary, written.stats, written.hot_keys, written.errors, plots
+        )
         with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
             json.dump(summary, fh, indent=2, sort_keys=True)
             fh.write("\n")
         return summary
     finally:
         parsed.unpersist()
+
+
+def _count_lines(parsed: DataFrame) -> dict[str, Any]:
+    """Lines by sort (events, blank, malformed) and the operations' wall-clock span."""
+    from pyspark.sql import functions as F
+
+    total = parsed.agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.sum(F.col("valid").cast("long")).alias("events"),
+        F.sum(F.col("blank").cast("long")).alias("blank"),
+        F.sum(F.col("marker").cast("long")).alias("markers"),
+        F.min(F.when(F.col("valid"), F.col("created_at_ms"))).alias("first"),
+        F.max(F.when(F.col("valid"), F.col("created_at_ms") + F.col("duration_ms"))).alias("last"),
+    ).first()
+    assert total is not None  # a global aggregate always has one row
+    n_lines, n_events, n_blank, n_markers = (
+        int(total[c] or 0) for c in ("lines", "events", "blank", "markers")
+    )
+    return {
+        "lines": n_lines,
+        "events": n_events,
+        "malformed_lines": n_lines - n_events - n_blank - n_markers,
+        "blank_lines": n_blank,
+        # wall-clock span of the operations (creation of the first, end of the last)
+        "first_event_unix_ms": _clean(total["first"]),
+        "last_event_unix_ms": _clean(total["last"]),
+    }
+
+
+def _faults(parsed: DataFrame) -> list[tuple[int, str]]:
+    """The fault markers, (time in ms, description), in time order."""
+    return [
+        (int(row["at_ms"]), str(row["fault"]))
+        for row in parsed.where("marker").select("at_ms", "fault").orderBy("at_ms").collect()
+    ]
+
+
+def _write_tables(
+    spark: SparkSession, events: DataFrame, out_dir: str, progress: Progress, top_keys: int
+) -> _Tables:
+    """Compute and write every table of :data:`TABLES` under ``out_dir`` (Parquet)."""
+    from pyspark import StorageLevel
+
+    progress.step("outcomes and percentiles")
+    stats_df = tables.outcome_stats(events).persist(StorageLevel.MEMORY_AND_DISK)
+    stats = _rows(stats_df)
+    _write(stats_df.where("level = 'kind'"), out_dir, "outcomes_by_kind")
+    _write(stats_df.where("level = 'purgatory'").drop("kind"), out_dir, "outcomes_by_purgatory")
+    stats_df.unpersist()
+
+    progress.step("error codes")
+    errors = _rows(spark.read.parquet(_write(tables.error_codes(events), out_dir, "error_codes")))
+    progress.step("per-second series")
+    per_second_path = _write(tables.per_second(events), out_dir, "per_second")
+    progress.step("hot keys")
+    hot = spark.read.parquet(_write(tables.hot_keys(events, top_keys), out_dir, "hot_keys"))
+    hot_rows = sorted(_rows(hot), key=lambda r: (r["purgatory"], r["rank"]))
+    progress.step("histograms")
+    durations = _rows(
+        spark.read.parquet(_write(tables.duration_histogram(events), out_dir, "duration_histogram"))
+    )
+    bounds = {
+        r["purgatory"]: (r["lateness_min_ms"], r["lateness_max_ms"])
+        for r in stats
+        if r["level"] == "purgatory" and r["lateness_min_ms"] is not None
+    }
+    lateness_df = tables.lateness_histogram(spark, events, bounds)
+    lateness = _rows(spark.read.parquet(_write(lateness_df, out_dir, "lateness_histogram")))
+    return _Tables(stats, errors, per_second_path, hot_rows, durations, lateness)
+
+
+def _plot(
+    spark: SparkSession, out_dir: str, written: _Tables, faults: list[tuple[int, str]]
+) -> None:
+    """The four PNG plots the report shows."""
+    series, bucket = _plot_series(spark, written.per_second_path)
+    report.plot_durations(written.durations, os.path.join(out_dir, "durations.png"))
+    report.plot_in_flight(series, os.path.join(out_dir, "in_flight.png"), bucket, faults)
+    report.plot_outcomes(series, os.path.join(out_dir, "outcomes.png"), bucket, faults)
+    report.plot_lateness(written.lateness, os.path.join(out_dir, "lateness.png"))

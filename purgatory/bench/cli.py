@@ -23,12 +23,12 @@ from purgatory.bench.runner import (
     RunResult,
     run_workload,
 )
-from purgatory.bench.workload import WorkloadConfig
+from purgatory.bench.workload import PurgatoryPerformanceConfig
 from purgatory.cli_types import int_at_least, positive_float
 
-_WORKLOAD_DEFAULTS = WorkloadConfig()
-# The workload options: (flag, the WorkloadConfig field it sets, type, metavar, help, which
-# formats the field's default). Each defaults to None: "the config's default".
+_WORKLOAD_DEFAULTS = PurgatoryPerformanceConfig()
+# The workload options: (flag, the PurgatoryPerformanceConfig field it sets, type, metavar,
+# help, which formats the field's default). Each defaults to None: "the config's default".
 _WORKLOAD_OPTIONS: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
     ("--num", "num", int_at_least(1), "N", "number of requests (default {})"),
     (
@@ -127,7 +127,9 @@ def _dest(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
 
 
-def _build_config(args: argparse.Namespace, d: WorkloadConfig) -> WorkloadConfig:
+def _build_config(
+    args: argparse.Namespace, d: PurgatoryPerformanceConfig
+) -> PurgatoryPerformanceConfig:
     given = {field: getattr(args, _dest(flag)) for flag, field, *_ in _WORKLOAD_OPTIONS}
     overrides = {field: value for field, value in given.items() if value is not None}
     try:

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from purgatory import event_loops
 from purgatory.bench.baselines import CallLaterBaseline, Floor, HeapBaseline, Implementation
 from purgatory.bench.completion import CompletionDriver
 from purgatory.bench.subject import PurgatoryImplementation
-from purgatory.bench.workload import RequestDraws, Tally, WorkloadConfig
+from purgatory.bench.workload import PurgatoryPerformanceConfig, RequestDraws, Tally
 from purgatory.percentiles import percentile
 
 IMPLEMENTATIONS: Final = ("floor", "call_later", "heap", "purgatory")
@@ -37,7 +38,7 @@ class WorkloadStuck(RuntimeError):
     """Some operations never completed nor expired."""
 
 
-def make_implementation(name: str, tally: Tally, cfg: WorkloadConfig) -> Implementation:
+def make_implementation(name: str, tally: Tally, cfg: PurgatoryPerformanceConfig) -> Implementation:
     if name == "floor":
         return Floor(tally, cfg.timeout_ms)
     if name == "call_later":
@@ -54,17 +55,13 @@ def make_implementation(name: str, tally: Tally, cfg: WorkloadConfig) -> Impleme
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     """``asyncio``, ``uvloop`` or ``virtual`` (purgatory.testing's virtual-time loop)."""
-    if name == "asyncio":
-        return asyncio.new_event_loop
-    if name == "uvloop":
-        import uvloop
-
-        return uvloop.new_event_loop
     if name == "virtual":
         from purgatory.testing import virtual_loop_factory
 
         return virtual_loop_factory
-    raise ValueError(f"unknown loop {name!r}; expected asyncio, uvloop or virtual")
+    if name not in LOOPS:
+        raise ValueError(f"unknown loop {name!r}; expected asyncio, uvloop or virtual")
+    return event_loops.loop_factory(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +109,10 @@ class RunResult:
 
 
 async def _generate(
-    cfg: WorkloadConfig, draws: RequestDraws, impl: Implementation, driver: CompletionDriver
+    cfg: PurgatoryPerformanceConfig,
+    draws: RequestDraws,
+    impl: Implementation,
+    driver: CompletionDriver,
 ) -> int:
     """Issue every request; return how many drew a latency >= the timeout."""
     loop = asyncio.get_running_loop()
@@ -158,7 +158,9 @@ async def _generate(
     return drawn_expired
 
 
-async def _measure(cfg: WorkloadConfig, name: str, loop_name: str, memory: bool) -> RunResult:
+async def _measure(
+    cfg: PurgatoryPerformanceConfig, name: str, loop_name: str, memory: bool
+) -> RunResult:
     loop = asyncio.get_running_loop()
     tally = Tally(loop)
     impl = make_implementation(name, tally, cfg)
@@ -220,7 +222,11 @@ async def _measure(cfg: WorkloadConfig, name: str, loop_name: str, memory: bool)
 
 
 def run_workload(
-    cfg: WorkloadConfig, implementation: str, loop: str = "uvloop", *, memory: bool = False
+    cfg: PurgatoryPerformanceConfig,
+    implementation: str,
+    loop: str = "uvloop",
+    *,
+    memory: bool = False,
 ) -> RunResult:
     """Run the workload once on a fresh event loop of kind ``loop``."""
     if implementation not in IMPLEMENTATIONS + EXTRA_IMPLEMENTATIONS:

@@ -21,7 +21,7 @@ Z75: Final = 0.6744897501960817
 
 
 @dataclass(frozen=True, slots=True)
-class WorkloadConfig:
+class PurgatoryPerformanceConfig:
     """The knobs of TestPurgatoryPerformance (defaults are Kafka's)."""
 
     num: int = 200_000
@@ -57,7 +57,7 @@ class WorkloadConfig:
         return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
-def config_problems(cfg: WorkloadConfig) -> list[str]:
+def config_problems(cfg: PurgatoryPerformanceConfig) -> list[str]:
     """Human-readable reasons why ``cfg`` is unusable (empty if it is fine)."""
     problems = []
     if cfg.num < 1:
@@ -98,7 +98,7 @@ class RequestDraws:
 
     __slots__ = ("arrival_gaps_s", "keys", "latencies_ms")
 
-    def __init__(self, cfg: WorkloadConfig) -> None:
+    def __init__(self, cfg: PurgatoryPerformanceConfig) -> None:
         rng = random.Random(cfg.seed)
         names = [f"key-{i}" for i in range(cfg.key_space)]
         gaps = array("d")

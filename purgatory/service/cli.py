@@ -14,9 +14,9 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Callable
 from typing import Any
 
+from purgatory.event_loops import available_loops, default_loop, loop_factory
 from purgatory.kafka.server import ListenerLimits
 from purgatory.service.config import (
     DEFAULT_MAX_CONNECTIONS,
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--port", type=int, default=8080, help="0 picks a free port")
     parser.add_argument(
-        "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="event loop to run on"
+        "--loop", choices=available_loops(), default=default_loop(), help="event loop to run on"
     )
     parser.add_argument("--brokers", type=int, default=3, help="brokers in the simulated cluster")
     parser.add_argument(
@@ -263,13 +263,8 @@ def run(args: argparse.Namespace) -> int:
         max_pending,
         "" if args.kafka_port is None else f", {kafka_limits.max_connections} Kafka connections",
     )
-    factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
-    if args.loop == "uvloop":
-        import uvloop
-
-        factory = uvloop.new_event_loop
     try:
-        with asyncio.Runner(loop_factory=factory) as runner:
+        with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
             return runner.run(
                 serve(
                     args.host,

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from purgatory import event_loops
 from purgatory.cli_types import int_at_least
 from purgatory.percentiles import percentile
 
@@ -406,9 +407,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"purgatory load: {exc}", file=sys.stderr)
         return 2
     try:
-        import uvloop
-
-        summary = uvloop.run(_attack(args) if attack else drive(args))
+        summary = event_loops.run(_attack(args) if attack else drive(args))
     except (OSError, RuntimeError) as exc:
         print(f"purgatory load: {exc}", file=sys.stderr)
         return 2

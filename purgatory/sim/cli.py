@@ -7,16 +7,19 @@ Exit status: 0 when every invariant held and no acked record was lost, 1 otherwi
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import dataclasses
 import gc
 import json
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any
 
+from purgatory import event_loops
 from purgatory.cli_types import int_at_least, non_negative_float, positive_float
+
+if TYPE_CHECKING:
+    from purgatory.sim.summary import RunSummary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,8 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--loop",
-        choices=("uvloop", "asyncio"),
-        default="uvloop",
+        choices=event_loops.available_loops(),
+        default=event_loops.default_loop(),
         help="event loop on real time (ignored with --virtual-time)",
     )
     parser.add_argument("--no-check", action="store_true", help="skip the invariant checker")
@@ -81,7 +84,7 @@ _WORKLOAD_ARGS = (
 def run(args: argparse.Namespace) -> int:
     from purgatory.sim.runner import run_scenario
     from purgatory.sim.scenarios import SCENARIOS
-    from purgatory.sim.stats import format_table
+    from purgatory.sim.summary import format_table
     from purgatory.trace import TraceWriter
 
     if args.list:
@@ -113,16 +116,15 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if trace is not None:
             trace.close()
-    summary["virtual_time"] = bool(args.virtual_time)
-    summary["workload"] = dataclasses.asdict(scenario.workload)
-    if trace is not None:
-        summary["trace"] = {"path": trace.path, "events": trace.events}
     if args.json:
-        print(json.dumps(summary, sort_keys=False))
+        document = summary.to_dict()
+        document["workload"] = dataclasses.asdict(scenario.workload)
+        if trace is not None:
+            document["trace"] = {"path": trace.path, "events": trace.events}
+        print(json.dumps(document, sort_keys=False))
     else:
         print(format_table(summary))
-    failed = summary["lost_records"] > 0 or bool(summary.get("violations"))
-    return 1 if failed else 0
+    return 1 if summary.failed else 0
 
 
 # Young-generation size while a simulation runs (CPython's default is 700).
@@ -147,16 +149,12 @@ def fewer_collections(threshold: int = GC_THRESHOLD) -> Iterator[None]:
         gc.set_threshold(*old)
 
 
-def _run(coro: Any, *, virtual: bool, loop: str) -> dict[str, Any]:
+def _run(coro: Coroutine[Any, Any, RunSummary], *, virtual: bool, loop: str) -> RunSummary:
     if virtual:
         from purgatory.testing import run_virtual
 
         return run_virtual(coro)
-    if loop == "uvloop" and sys.platform != "win32":
-        import uvloop
-
-        return uvloop.run(coro)
-    return asyncio.run(coro)
+    return event_loops.run(coro, loop)
 
 
 def stderr_progress() -> Callable[[str], None]:

@@ -1,10 +1,11 @@
 """A replicated partition: per-replica logs, leader, epoch, ISR and high watermarks.
 
 This is the synchronous core of replication: methods change state and say what changed
-(HW advanced, log start moved, ISR changed); the cluster turns that into purgatory
-triggers. Mirrors Kafka's ``Partition``: the leader learns each follower's log end offset
-from the offset it fetches at, and HW = min LEO over the ISR, never decreasing while the
-same leader keeps the same epoch.
+(HW advanced, log start moved, ISR changed); the leader's replica manager, which called
+them, turns that into checks of its purgatories (the cluster only relays leadership
+changes, made by the controller, to the replica managers). Mirrors Kafka's ``Partition``:
+the leader learns each follower's log end offset from the offset it fetches at, and
+HW = min LEO over the ISR, never decreasing while the same leader keeps the same epoch.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.faults import Latency
 from purgatory.sim.messages import ElectLeadersRequest
-from purgatory.sim.workload import WorkloadConfig
+from purgatory.sim.workload import ClientWorkloadConfig
 
 # an action on the cluster at a point of the run
 FaultAction = Callable[[Cluster], Awaitable[Any]]
@@ -35,7 +35,7 @@ class Scenario:
     # explicit replica lists (first = preferred leader); None: round-robin
     assignment: list[list[int]] | None = None
     cluster_options: dict[str, Any] = field(default_factory=dict)  # Cluster keywords
-    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    workload: ClientWorkloadConfig = field(default_factory=ClientWorkloadConfig)
     faults: tuple[FaultEvent, ...] = ()
     # delete records every this many ms, keeping this many records per partition
     delete_interval_ms: int = 0

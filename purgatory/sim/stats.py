@@ -1,4 +1,4 @@
-"""Per-purgatory outcome counts and latency percentiles, and the human summary table.
+"""Per-purgatory outcome counts and latency percentiles.
 
 Fed by the cluster's operation observer (:meth:`Cluster.add_op_observer`), not by a
 purgatory listener: same operations, same clock, without building a record per op.
@@ -85,46 +85,3 @@ class StatsBook(dict[str, PurgatoryStats]):
 
     def add(self, op: BrokerOperation[Any], now_ms: float) -> None:
         self[op.purgatory_name].add(op, now_ms)
-
-
-def format_table(summary: dict[str, Any]) -> str:
-    """The final human summary of a run."""
-    lines = [
-        f"scenario {summary['scenario']}  seed {summary['seed']}  "
-        f"simulated {summary['duration_s']:g} s  wall {summary['wall_s']:.2f} s  "
-        f"({'virtual' if summary['virtual_time'] else 'real'} time)",
-        f"acked records {summary['acked_records']}  lost {summary['lost_records']}  "
-        f"requests/wall-s {summary['requests_per_wall_s']:,.0f}",
-        f"purgatory ops/wall-s {summary['ops_per_wall_s']:,.0f} "
-        f"({summary['produce_fetch_operations']:,} Produce + Fetch operations"
-        f"{'' if summary['virtual_time'] else '; real time: paced by the offered load'})",
-        "",
-        f"{'purgatory':<14}{'ops':>9}{'completed':>11}{'expired':>9}{'p50 ms':>9}"
-        f"{'p99 ms':>9}{'max ms':>9}{'max watched':>13}  errors",
-    ]
-    idle = [n for n, s in summary["purgatories"].items() if not s["operations"]]
-    for name, s in summary["purgatories"].items():
-        if name in idle:
-            continue  # an all-zero row says nothing; named below the table instead
-        d = s["duration_ms"]
-        errors = ", ".join(f"{k}={v}" for k, v in s["errors"].items()) or "-"
-        lines.append(
-            f"{name:<14}{s['operations']:>9}{s['completed']:>11}{s['expired']:>9}"
-            f"{d['p50']:>9.1f}{d['p99']:>9.1f}{d['max']:>9.1f}{s['max_watched']:>13}  {errors}"
-        )
-    if idle:
-        lines.append(f"(no operations: {', '.join(idle)})")
-    req = summary["requests"]
-    lines.append("")
-    lines.append(
-        "requests: " + "  ".join(f"{k}={v}" for k, v in req.items() if not k.startswith("_"))
-    )
-    if summary.get("client_errors"):
-        lines.append(
-            "client errors: " + "  ".join(f"{k}={v}" for k, v in summary["client_errors"].items())
-        )
-    violations = summary.get("violations")
-    if violations is not None:
-        lines.append(f"invariant violations: {len(violations)}")
-        lines.extend(f"  {v}" for v in violations[:10])
-    return "\n".join(lines)

@@ -39,8 +39,9 @@ _ENTRY_KEY, _ENTRY_VALUE = operator.itemgetter(0), operator.itemgetter(1)  # of 
 
 
 @dataclass(frozen=True, slots=True)
-class WorkloadConfig:
-    """Rates are requests per second of simulated time, over all partitions."""
+class ClientWorkloadConfig:
+    """What the simulated producers and consumers send. Rates are requests per second of
+    simulated time, over all partitions."""
 
     topic: str = "events"
     produce_rate: float = 2_000.0
@@ -80,7 +81,7 @@ AckedBatch = tuple[int, int, list[tuple[bytes | None, bytes]]]
 class Workload:
     """Producers and consumers for one topic, with counters the summary reports."""
 
-    def __init__(self, cluster: Cluster, config: WorkloadConfig, rng: random.Random) -> None:
+    def __init__(self, cluster: Cluster, config: ClientWorkloadConfig, rng: random.Random) -> None:
         self.cluster = cluster
         self.config = config
         self.rng = rng

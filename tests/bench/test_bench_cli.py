@@ -111,9 +111,9 @@ def test_deadlines_json_counts_no_early_expiry(capsys: pytest.CaptureFixture[str
 def test_an_unmeasurable_cpu_target_is_reported_not_dropped() -> None:
     from purgatory.bench.report import format_workload, workload_dict
     from purgatory.bench.runner import LatenessSummary, RunResult
-    from purgatory.bench.workload import WorkloadConfig
+    from purgatory.bench.workload import PurgatoryPerformanceConfig
 
-    cfg = WorkloadConfig(num=10)
+    cfg = PurgatoryPerformanceConfig(num=10)
 
     def run(name: str, cpu_s: float) -> RunResult:
         return RunResult(

@@ -20,14 +20,14 @@ from purgatory.bench.runner import (
     percentile,
     run_workload,
 )
-from purgatory.bench.workload import RequestDraws, WorkloadConfig
+from purgatory.bench.workload import PurgatoryPerformanceConfig, RequestDraws
 
 # deadlines are kept in ms, loop time in s: the conversion may differ in the last bits
 FLOAT_SLACK_MS = 1e-9
-SMALL = WorkloadConfig(num=3000, timeout_ms=50, p50_ms=10, p75_ms=25, seed=7)
+SMALL = PurgatoryPerformanceConfig(num=3000, timeout_ms=50, p50_ms=10, p75_ms=25, seed=7)
 
 
-def _drawn_expired(cfg: WorkloadConfig) -> int:
+def _drawn_expired(cfg: PurgatoryPerformanceConfig) -> int:
     """Independent replay of the request stream: how many latencies reach the timeout."""
     rng = random.Random(cfg.seed)
     keys = [f"key-{i}" for i in range(cfg.key_space)]
@@ -42,7 +42,7 @@ def _drawn_expired(cfg: WorkloadConfig) -> int:
 
 
 def test_draws_give_every_request_distinct_keys_and_a_paced_arrival() -> None:
-    cfg = WorkloadConfig(num=500, rate=1000.0, keys_per_request=4, key_space=6, seed=3)
+    cfg = PurgatoryPerformanceConfig(num=500, rate=1000.0, keys_per_request=4, key_space=6, seed=3)
     draws = RequestDraws(cfg)
     assert draws.arrival_gaps_s is not None
     assert len(draws.arrival_gaps_s) == cfg.num
@@ -60,7 +60,7 @@ def test_draws_give_every_request_distinct_keys_and_a_paced_arrival() -> None:
     assert RequestDraws(dataclasses.replace(cfg, rate=None)).arrival_gaps_s is None
 
 
-def _check_exactly_once(run: RunResult, cfg: WorkloadConfig) -> None:
+def _check_exactly_once(run: RunResult, cfg: PurgatoryPerformanceConfig) -> None:
     assert run.duplicates == 0
     if run.implementation == "floor":
         assert run.expired == 0
@@ -117,7 +117,9 @@ def test_purgatory_statistics_match_the_tally(virtual_runs: dict[str, RunResult]
 
 
 def test_paced_run_on_virtual_time() -> None:
-    cfg = WorkloadConfig(num=2000, rate=20_000, timeout_ms=30, p50_ms=5, p75_ms=12, seed=3)
+    cfg = PurgatoryPerformanceConfig(
+        num=2000, rate=20_000, timeout_ms=30, p50_ms=5, p75_ms=12, seed=3
+    )
     runs = {name: run_workload(cfg, name, "virtual") for name in ("call_later", "purgatory")}
     for run in runs.values():
         _check_exactly_once(run, cfg)
@@ -130,7 +132,7 @@ def test_paced_run_on_virtual_time() -> None:
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 @pytest.mark.parametrize("name", IMPLEMENTATIONS)
 def test_real_loop_smoke(loop: str, name: str) -> None:
-    cfg = WorkloadConfig(num=400, timeout_ms=20, p50_ms=2, p75_ms=6, seed=5)
+    cfg = PurgatoryPerformanceConfig(num=400, timeout_ms=20, p50_ms=2, p75_ms=6, seed=5)
     run = run_workload(cfg, name, loop)
     assert run.duplicates == 0
     if name != "floor":
@@ -142,13 +144,15 @@ def test_real_loop_smoke(loop: str, name: str) -> None:
 
 
 def test_memory_pass_reports_a_peak() -> None:
-    run = run_workload(WorkloadConfig(num=500, timeout_ms=20), "purgatory", "virtual", memory=True)
+    run = run_workload(
+        PurgatoryPerformanceConfig(num=500, timeout_ms=20), "purgatory", "virtual", memory=True
+    )
     assert run.peak_heap_bytes is not None
     assert run.peak_heap_bytes > 0
 
 
 def test_expected_fraction_matches_the_lognormal() -> None:
-    cfg = WorkloadConfig()
+    cfg = PurgatoryPerformanceConfig()
     normal = statistics.NormalDist(cfg.mu, cfg.sigma)
     assert math.isclose(cfg.sigma, math.log(2) / statistics.NormalDist().inv_cdf(0.75))
     expected = 1 - statistics.NormalDist().cdf((math.log(200) - math.log(10)) / cfg.sigma)
@@ -170,7 +174,7 @@ def test_expected_fraction_matches_the_lognormal() -> None:
 )
 def test_bad_configs_are_rejected(kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        WorkloadConfig(**kwargs)  # type: ignore[arg-type]
+        PurgatoryPerformanceConfig(**kwargs)  # type: ignore[arg-type]
 
 
 def test_percentile_is_nearest_rank() -> None:

@@ -27,6 +27,15 @@ def test_simulate_json_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[s
     )  # fmt: skip
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
+    # scripts and diffs of --json outputs rely on these fields, in this order
+    assert list(summary) == [
+        "scenario", "seed", "duration_s", "simulated_s", "acked_records", "lost_records",
+        "lost_to_unclean_elections", "unclean_elections", "purgatories", "requests",
+        "client_errors", "faults", "watched_per_s", "final_metadata", "violations",
+        "virtual_time", "wall_s", "requests_per_wall_s", "operations_per_wall_s",
+        "produce_fetch_operations", "ops_per_wall_s", "workload", "trace",
+    ]  # fmt: skip
+    assert summary["virtual_time"] is True
     assert summary["scenario"] == "leader-failover"
     assert summary["seed"] == 3
     assert summary["lost_records"] == 0

@@ -30,7 +30,7 @@ from purgatory.sim.messages import FetchResult, ProduceResult
 from purgatory.sim.partition import ReplicaFetchKey
 from purgatory.sim.runner import run_scenario
 from purgatory.sim.scenarios import SCENARIOS
-from purgatory.sim.workload import Workload, WorkloadConfig
+from purgatory.sim.workload import ClientWorkloadConfig, Workload
 from purgatory.testing import run_virtual
 from purgatory.trace import TraceWriter
 
@@ -251,15 +251,15 @@ def test_fewer_collections_restores_the_thresholds() -> None:
 def test_summary_reports_produce_and_fetch_operations_per_wall_second() -> None:
     scenario = SCENARIOS["steady"].with_workload(produce_rate=300.0, fetch_rate=300.0)
     summary = run_virtual(run_scenario(scenario, 3.0, 2))
-    purgatories = summary["purgatories"]
+    purgatories = summary.purgatories
     ops = purgatories["Produce"]["operations"] + purgatories["Fetch"]["operations"]
-    assert summary["produce_fetch_operations"] == ops > 0
-    assert summary["ops_per_wall_s"] == pytest.approx(ops / summary["wall_s"], rel=0.01)
+    assert summary.produce_fetch_operations == ops > 0
+    assert summary.ops_per_wall_s == pytest.approx(ops / summary.wall_s, rel=0.01)
 
 
 def test_lost_records_counts_acked_records_missing_or_changed_on_the_leader() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> int:
-        workload = Workload(c, WorkloadConfig(topic="t"), random.Random(1))
+        workload = Workload(c, ClientWorkloadConfig(topic="t"), random.Random(1))
         for i in range(3):
             entries: list[tuple[bytes | None, bytes]] = [(None, b"a%d" % i), (b"k", b"b%d" % i)]
             result = await c.produce(ProduceRequest("t", 0, entries, acks=-1))

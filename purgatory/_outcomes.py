@@ -1,4 +1,5 @@
-"""What purgatories report: a record per finished operation, and statistics snapshots."""
+"""What purgatories report about their operations: a record of each finished operation (its
+outcome) for listeners, and statistics snapshots of outcome counts and sizes."""
 
 from __future__ import annotations
 
