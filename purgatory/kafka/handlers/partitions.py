@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final, NamedTuple, final
 
@@ -65,6 +65,9 @@ class PartitionHandlers:
     broker_id: int
     addresses: dict[int, tuple[str, int]]
     stats: ProtocolStats
+    #: creates the unknown topics a Metadata request names (auto.create.topics.enable),
+    #: saying why any could not be; None: never
+    auto_create: Callable[[list[str]], Awaitable[Mapping[str, ErrorCode]]] | None = None
 
     def apis(self) -> ApiTable:
         return {
@@ -85,12 +88,27 @@ class PartitionHandlers:
 
     # -- Metadata ------------------------------------------------------------------------
 
-    def metadata(self, header: RequestHeader, body: Reader) -> bytearray:
+    def metadata(self, header: RequestHeader, body: Reader) -> bytearray | Awaitable[bytearray]:
         version = header.api_version
         count = body.nullable_array_length()
         wanted = None if count is None else [body.string() for _ in range(count)]
-        if version >= 4:
-            body.int8()  # allow_auto_topic_creation: topics are created through the admin API
+        # before v4 there is no flag: Kafka creates whenever its broker setting allows
+        allowed = body.int8() != 0 if version >= 4 else True
+        if allowed and wanted and self.auto_create is not None:
+            missing = [name for name in wanted if name not in self.cluster.topics]
+            if missing:
+                return self._metadata_after(version, wanted, self.auto_create(missing))
+        return self._encode_metadata(version, wanted, {})
+
+    async def _metadata_after(
+        self, version: int, wanted: list[str], created: Awaitable[Mapping[str, ErrorCode]]
+    ) -> bytearray:
+        return self._encode_metadata(version, wanted, await created)
+
+    def _encode_metadata(
+        self, version: int, wanted: list[str] | None, errors: Mapping[str, ErrorCode]
+    ) -> bytearray:
+        """The answer; ``errors`` says why an unknown topic could not be created."""
         meta = self.cluster.metadata()
         out = Writer()
         if version >= 3:
@@ -109,7 +127,8 @@ class PartitionHandlers:
         for name in names:
             topic = topics.get(name)
             if topic is None:
-                out.int16(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.wire).string(name).int8(0).int32(0)
+                error = errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                out.int16(error.wire).string(name).int8(0).int32(0)
                 continue
             out.int16(ErrorCode.NONE.wire).string(name).int8(0).int32(len(topic.partitions))
             for part in topic.partitions:
