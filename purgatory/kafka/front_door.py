@@ -15,6 +15,7 @@ from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
+from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
@@ -72,7 +73,8 @@ class KafkaFrontDoor:
             partitions = PartitionHandlers(
                 self.cluster, broker_id, self.addresses, self.stats, self._topics.auto_create
             )
-            for apis in [partitions.apis(), *self._shared]:
+            deletes = DeleteRecordsHandlers(self.cluster, broker_id)
+            for apis in [partitions.apis(), deletes.apis(), *self._shared]:
                 server.register_all(apis)
             port = self.base_port + broker_id if self.base_port else 0
             bound = await server.start(self.host, port)
