@@ -14,9 +14,11 @@ from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.handlers.elections import ElectionHandlers
+from purgatory.kafka.handlers.groups import GroupHandlers
 from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
@@ -74,7 +76,17 @@ class KafkaFrontDoor:
                 self.cluster, broker_id, self.addresses, self.stats, self._topics.auto_create
             )
             deletes = DeleteRecordsHandlers(self.cluster, broker_id)
-            for apis in [partitions.apis(), deletes.apis(), *self._shared]:
+            groups = GroupHandlers(
+                self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
+            )
+            configs = ConfigHandlers(self.cluster, broker_id, self._topics.defaults.settings())
+            for apis in [
+                partitions.apis(),
+                deletes.apis(),
+                groups.apis(),
+                configs.apis(),
+                *self._shared,
+            ]:
                 server.register_all(apis)
             port = self.base_port + broker_id if self.base_port else 0
             bound = await server.start(self.host, port)

@@ -55,6 +55,14 @@ class TopicDefaults:
         check_int("num_partitions", self.num_partitions, 1, self.max_partitions)
         check_int("replication_factor", self.replication_factor, 1)
 
+    def settings(self) -> dict[str, int]:
+        """These settings by Kafka's broker config names (a bool is an int)."""
+        return {
+            "auto.create.topics.enable": self.auto_create,
+            "num.partitions": self.num_partitions,
+            "default.replication.factor": self.replication_factor,
+        }
+
 
 class NewTopic(NamedTuple):
     """One CreateTopics entry as sent: -1 partitions or replication factor for the
