@@ -40,7 +40,6 @@ class ErrorCode(enum.StrEnum):
     REQUEST_TIMED_OUT = enum.auto(), 7
     BROKER_NOT_AVAILABLE = enum.auto(), 8
     COORDINATOR_NOT_AVAILABLE = enum.auto(), 15
-    NOT_COORDINATOR = enum.auto(), 16
     INVALID_TOPIC_EXCEPTION = enum.auto(), 17
     NOT_ENOUGH_REPLICAS = enum.auto(), 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = enum.auto(), 20
@@ -58,7 +57,6 @@ class ErrorCode(enum.StrEnum):
     INVALID_REPLICA_ASSIGNMENT = enum.auto(), 39
     INVALID_CONFIG = enum.auto(), 40
     INVALID_REQUEST = enum.auto(), 42
-    POLICY_VIOLATION = enum.auto(), 44
     KAFKA_STORAGE_ERROR = enum.auto(), 56
     FETCH_SESSION_ID_NOT_FOUND = enum.auto(), 70
     FENCED_LEADER_EPOCH = enum.auto(), 74
