@@ -14,11 +14,15 @@ from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
+from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.handlers.elections import ElectionHandlers
+from purgatory.kafka.handlers.groups import GroupHandlers
 from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
+from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
 from purgatory.sim import Cluster
 
@@ -27,7 +31,9 @@ from purgatory.sim import Cluster
 class KafkaFrontDoor:
     """Serves the Kafka protocol for every broker of ``cluster``; ``base_port`` 0 lets each
     listener pick a free port (tests), and Metadata advertises the ports actually bound.
-    ``limits`` bound the connections of all the listeners together."""
+    ``limits`` bound the connections of all the listeners together; ``topics`` are the
+    defaults of topic creation, and whether a Metadata request creates unknown topics
+    (Kafka's ``auto.create.topics.enable``; off by default here)."""
 
     def __init__(
         self,
@@ -35,6 +41,8 @@ class KafkaFrontDoor:
         host: str,
         base_port: int,
         limits: ListenerLimits | None = None,
+        *,
+        topics: TopicDefaults | None = None,
     ) -> None:
         self.cluster = cluster
         self.host = host
@@ -46,7 +54,9 @@ class KafkaFrontDoor:
         # brokers' do, so that they share the metric families.
         self.coordinator = GroupCoordinator(labels={"broker": "all"})
         self.offsets = OffsetStore()
+        self._topics = TopicHandlers(cluster, topics)
         self._shared: list[ApiTable] = [
+            self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
             OffsetHandlers(self.offsets, self.coordinator).apis(),
             CoordinatorHandlers(self._coordinator_for, ProducerIds()).apis(),
@@ -62,8 +72,21 @@ class KafkaFrontDoor:
     async def start(self) -> None:
         for broker_id in sorted(self.cluster.brokers):
             server = KafkaProtocolServer(self.stats, self.limits)
-            partitions = PartitionHandlers(self.cluster, broker_id, self.addresses, self.stats)
-            for apis in [partitions.apis(), *self._shared]:
+            partitions = PartitionHandlers(
+                self.cluster, broker_id, self.addresses, self.stats, self._topics.auto_create
+            )
+            deletes = DeleteRecordsHandlers(self.cluster, broker_id)
+            groups = GroupHandlers(
+                self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
+            )
+            configs = ConfigHandlers(self.cluster, broker_id, self._topics.defaults.settings())
+            for apis in [
+                partitions.apis(),
+                deletes.apis(),
+                groups.apis(),
+                configs.apis(),
+                *self._shared,
+            ]:
                 server.register_all(apis)
             port = self.base_port + broker_id if self.base_port else 0
             bound = await server.start(self.host, port)

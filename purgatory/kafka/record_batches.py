@@ -29,6 +29,8 @@ _CRC_FROM: Final = 21  # the CRC covers attributes through the end of the batch
 _ATTRIBUTES_AT: Final = 22  # the low byte of the attributes (big-endian int16 at 21)
 _BASE_OFFSET: Final = struct.Struct(">q")
 _EPOCH: Final = struct.Struct(">i")
+_TIMESTAMP: Final = struct.Struct(">q")
+_MAX_TIMESTAMP_AT: Final = 35
 COMPRESSION_MASK: Final = 0x07
 
 
@@ -195,6 +197,11 @@ def _varbytes(reader: Reader) -> bytes | None:
 def compression_of(batch: bytes | bytearray) -> int:
     """The compression codec of a v2 batch's bytes (the low bits of its attributes)."""
     return batch[_ATTRIBUTES_AT] & COMPRESSION_MASK
+
+
+def max_timestamp_of(batch: bytes | bytearray) -> int:
+    """The maxTimestamp of a v2 batch's bytes, read from its header."""
+    return int(_TIMESTAMP.unpack_from(batch, _MAX_TIMESTAMP_AT)[0])
 
 
 def split_batches(records: bytes | bytearray | memoryview) -> list[WireBatch]:

@@ -143,6 +143,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Kafka's connections.max.idle.ms (default: %(default)s)",
     )
     parser.add_argument(
+        "--kafka-auto-create-topics",
+        action="store_true",
+        help="a Kafka Metadata request naming an unknown topic creates it, with 1 "
+        "partition and replication factor 1 (Kafka's auto.create.topics.enable, on by "
+        "default in Kafka; default here: off)",
+    )
+    parser.add_argument(
         "--trace",
         metavar="PATH",
         help="write every finished operation, HTTP and Kafka alike, as a trace line "
@@ -276,6 +283,7 @@ def run(args: argparse.Namespace) -> int:
                     access,
                     kafka_port=args.kafka_port,
                     kafka_limits=kafka_limits,
+                    kafka_auto_create_topics=args.kafka_auto_create_topics,
                     trace=trace,
                     replica_rtt_ms=args.replica_rtt_ms,
                     connections=connections,
@@ -298,6 +306,7 @@ async def serve(
     *,
     kafka_port: int | None = None,
     kafka_limits: ListenerLimits | None = None,
+    kafka_auto_create_topics: bool = False,
     trace: TraceWriter | None = None,
     replica_rtt_ms: float | None = None,
     connections: ConnectionLimits | None = None,
@@ -305,7 +314,8 @@ async def serve(
 ) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
     broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster,
-    within ``kafka_limits``.
+    within ``kafka_limits``, creating the unknown topics a Metadata request names if
+    ``kafka_auto_create_topics``.
     ``trace`` hears of every finished operation and of each fault injected over HTTP;
     ``replica_rtt_ms`` sets the replication network's round trip (None: the default);
     ``storage`` bounds what the logs hold (default: :class:`StorageLimits`)."""
@@ -314,6 +324,7 @@ async def serve(
 
     from purgatory import DelayedOperationPurgatory
     from purgatory.kafka.front_door import KafkaFrontDoor
+    from purgatory.kafka.handlers.topics import TopicDefaults
     from purgatory.kafka.metrics import ProtocolCollector
     from purgatory.service.app import STATE, create_app
     from purgatory.service.broker import new_cluster
@@ -326,7 +337,10 @@ async def serve(
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_open_fds
     StorageMetrics(registry, cluster.log_space)
-    kafka = None if kafka_port is None else KafkaFrontDoor(cluster, host, kafka_port, kafka_limits)
+    kafka = None
+    if kafka_port is not None:
+        auto_create = TopicDefaults(auto_create=kafka_auto_create_topics)
+        kafka = KafkaFrontDoor(cluster, host, kafka_port, kafka_limits, topics=auto_create)
     if kafka is not None:
         registry.register(ProtocolCollector(kafka.stats))
     app = create_app(

@@ -219,6 +219,25 @@ class Cluster:
         )
         self.controller.create_topic(name, partitions, replication_factor, assignment, config)
 
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic and its records; requests parked on its partitions answer
+        NOT_LEADER_OR_FOLLOWER, later ones UNKNOWN_TOPIC_OR_PARTITION. The name may be
+        created again. Raises :class:`SimulationError` (UNKNOWN_TOPIC_OR_PARTITION) for
+        no such topic."""
+        if self._closed:
+            raise RuntimeError("cluster is closed")
+        self._leadership_changed(self.controller.delete_topic(name))
+
+    def topic_config(self, name: str) -> LogConfig | None:
+        """The retention a topic was created with; None if there is no such topic."""
+        parts = self._metadata.topics.get(name)
+        return None if parts is None else next(iter(parts[0].logs.values())).config
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """The brokers' min.insync.replicas: acks=all needs an ISR at least this big."""
+        return self._replica_managers[0].config.min_insync_replicas
+
     @property
     def topics(self) -> dict[str, list[Partition]]:
         """Topic name -> its partitions (read them; the controller changes them)."""

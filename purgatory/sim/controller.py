@@ -117,6 +117,22 @@ class Controller:
         metadata.bump()
         return parts
 
+    def delete_topic(self, name: str) -> list[Partition]:
+        """Remove a topic: its partitions go offline under a new epoch (so the requests
+        parked on them answer NOT_LEADER_OR_FOLLOWER and their clients find the topic
+        gone) and their logs let go of their records. Returns the partitions removed.
+        Raises :class:`SimulationError` (UNKNOWN_TOPIC_OR_PARTITION) for no such topic."""
+        parts = self.metadata.topics.pop(name, None)
+        if parts is None:
+            raise SimulationError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        now = loop_clock_ms()
+        for p in parts:
+            p.elect(None, now)
+            for log in p.logs.values():
+                log.reset_to(0)
+        self.metadata.bump()
+        return parts
+
     def _assign(
         self,
         partitions: int,

@@ -55,6 +55,7 @@ class ErrorCode(enum.StrEnum):
     INVALID_PARTITIONS = enum.auto(), 37
     INVALID_REPLICATION_FACTOR = enum.auto(), 38
     INVALID_REPLICA_ASSIGNMENT = enum.auto(), 39
+    INVALID_CONFIG = enum.auto(), 40
     INVALID_REQUEST = enum.auto(), 42
     KAFKA_STORAGE_ERROR = enum.auto(), 56
     FETCH_SESSION_ID_NOT_FOUND = enum.auto(), 70

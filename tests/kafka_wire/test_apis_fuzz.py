@@ -12,10 +12,14 @@ from purgatory.kafka.codec import DecodeError, Reader
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
+from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
+from purgatory.kafka.handlers.groups import GroupHandlers
 from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
+from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import split_batches
 from purgatory.kafka.server import ProtocolStats
@@ -27,15 +31,21 @@ from purgatory.sim import FetchRequest as FetchRequest_
 async def test_garbage_bodies_raise_only_decode_error() -> None:
     async with Cluster(brokers=3, seed=1) as cluster:
         await cluster.create_topic("t", partitions=2, replication_factor=3)
+        topics = TopicHandlers(cluster, TopicDefaults(auto_create=True))
         broker = PartitionHandlers(
-            cluster, 0, {0: ("h", 1), 1: ("h", 2), 2: ("h", 3)}, ProtocolStats()
+            cluster, 0, {0: ("h", 1), 1: ("h", 2), 2: ("h", 3)}, ProtocolStats(), topics.auto_create
         )
         members = GroupCoordinator()
+        offsets = OffsetStore()
         tables = [
             broker.apis(),
-            OffsetHandlers(OffsetStore(), members).apis(),
+            OffsetHandlers(offsets, members).apis(),
             MembershipHandlers(members).apis(),
             CoordinatorHandlers(lambda key: (0, "h", 1), ProducerIds()).apis(),
+            topics.apis(),
+            DeleteRecordsHandlers(cluster, 0).apis(),
+            GroupHandlers(members, offsets, 0, lambda key: 0).apis(),
+            ConfigHandlers(cluster, 0, topics.defaults.settings()).apis(),
         ]
         handlers = {key: api for table in tables for key, api in table.items()}
 
@@ -48,6 +58,7 @@ async def test_garbage_bodies_raise_only_decode_error() -> None:
         def check(key: ApiKey, data: st.DataObject, body: bytes) -> None:
             low, high, handler = handlers[key]
             version = data.draw(st.integers(low, high))
+            tried.add(key)
             try:
                 answer = handler(RequestHeader(key, version, 1, "c"), Reader(body))
             except DecodeError:
@@ -55,10 +66,12 @@ async def test_garbage_bodies_raise_only_decode_error() -> None:
             if inspect.iscoroutine(answer):
                 answer.close()  # decoding is done; what it would park on is not the point
 
+        tried: set[ApiKey] = set()
         try:
             check()
         finally:
             await members.close()
+        assert tried == set(handlers)
 
 
 @pytest.mark.asyncio
@@ -308,3 +321,54 @@ async def test_fetch_v7_to_v10_sessionless_leader_epochs_and_zstd() -> None:
     assert fenced.responses[0].partitions[0].error_code == 74  # FENCED_LEADER_EPOCH
     assert ahead.responses[0].partitions[0].error_code == 75  # UNKNOWN_LEADER_EPOCH
     assert (lost.error_code, lost.responses) == (70, [])  # FETCH_SESSION_ID_NOT_FOUND
+
+
+_NAMES = st.sampled_from(["t", "u", "", ".", "a" * 250, "bad name", "x.y_z-1"])
+_SIZES = st.integers(-3, 5)
+
+
+@pytest.mark.asyncio
+async def test_create_topics_answers_any_request_with_a_kafka_code() -> None:
+    """Well-formed CreateTopics requests of arbitrary content (names, sizes, assignments,
+    configs) are answered, entry by entry, with one of Kafka's codes: nothing raises."""
+    from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+
+    from purgatory.sim.errors import ErrorCode
+
+    topic = st.tuples(
+        _NAMES,
+        _SIZES,
+        _SIZES,
+        st.lists(st.tuples(st.integers(-1, 3), st.lists(st.integers(-1, 4), max_size=4))),
+        st.lists(
+            st.tuples(
+                st.sampled_from(["retention.ms", "retention.bytes", "cleanup.policy", "x"]),
+                st.one_of(st.none(), st.sampled_from(["-1", "0", "1000", "delete", "1e3", ""])),
+            ),
+            max_size=3,
+        ),
+    )
+    codes = {code.number for code in ErrorCode}
+
+    async with Cluster(brokers=3, seed=1) as cluster:
+        handlers = TopicHandlers(cluster)
+        requests = st.lists(topic, max_size=4).map(
+            lambda topics: CreateTopicsRequest[4](
+                topics=topics, timeout_ms=1000, validate_only=False
+            )
+        )
+
+        @settings(max_examples=200, deadline=None)
+        @given(requests)
+        def draw(request: object) -> None:
+            drawn.append(request)
+
+        drawn: list[object] = []
+        draw()
+        for request in drawn:
+            header = RequestHeader(ApiKey.CREATE_TOPICS, 4, 1, "c")
+            answer = await handlers.create_topics(header, Reader(request.encode()))  # type: ignore[attr-defined]
+            response = CreateTopicsResponse[4].decode(bytes(answer))
+            assert {t.error_code for t in response.topics} <= codes
+            for name in list(cluster.topics):
+                await cluster.delete_topic(name)

@@ -284,3 +284,54 @@ def test_a_bad_replica_round_trip_is_refused(rtt: str) -> None:
     )
     assert result.returncode == 2
     assert "--replica-rtt-ms" in result.stderr
+
+
+def _kafka_python_delete_records(bootstrap: str, offset: int) -> int:
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20_000)
+    try:
+        [answer] = admin.delete_records({KTopicPartition("t", 0): offset}).values()
+    finally:
+        admin.close()
+    return int(answer["low_watermark"])
+
+
+@pytest.mark.asyncio
+async def test_a_kafka_delete_records_parks_in_the_metered_and_traced_purgatory(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "serve.jsonl"
+    proc, url, bootstrap = _start(
+        "--topic", "t:1:3", "--kafka-port", "0", "--trace", str(path), "--loop", "asyncio"
+    )
+    pending = re.compile(
+        r'^purgatory_pending_operations\{broker="\d",kind="delete-records",'
+        r'purgatory="DeleteRecords"\} 1\.0$',
+        re.M,
+    )
+    try:
+        async with asyncio.timeout(30), aiohttp.ClientSession() as session:
+            for i in range(10):
+                produce = {"topic": "t", "partition": 0, "records": [{"value": f"v{i}"}]}
+                async with session.post(url + "/v1/produce", json=produce) as response:
+                    assert response.status == 200
+            slow = {"fault": "slow_follower", "topic": "t", "partition": 0, "latency_ms": 1500}
+            async with session.post(url + "/v1/admin/faults", json=slow) as response:
+                assert response.status == 200
+            deleting = asyncio.ensure_future(
+                asyncio.to_thread(_kafka_python_delete_records, bootstrap, 7)
+            )
+            while not pending.search(await _metrics(session, url)):
+                assert not deleting.done()
+                await asyncio.sleep(0.05)
+            assert await deleting == 7
+            after = await _metrics(session, url)
+    finally:
+        assert _stop(proc) == 0
+    assert _counter(after, "purgatory_operations_completed_total", "DeleteRecords") == 1
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    [deleted] = [e for e in events if e.get("kind") == "delete-records"]
+    assert (deleted["keys"], deleted["outcome"]) == (["t-0"], "completed")
+    assert deleted["duration_ms"] >= 100  # parked for the slow follower, not answered at once

@@ -332,3 +332,31 @@ def test_a_crashed_broker_answers_its_own_parked_requests_and_nobody_elses() -> 
         assert (await led_by_1).error is ErrorCode.NONE
 
     _run(body, replica_lag_time_max_ms=300)
+
+
+def test_delete_topic_answers_parked_requests_frees_memory_and_allows_the_name_again() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        c.set_replication_latency(1, Latency(50.0))
+        c.set_replication_latency(2, Latency(50.0))
+        parked = asyncio.ensure_future(c.produce(ProduceRequest("t", 0, [(None, b"x" * 100)])))
+        fetch = asyncio.ensure_future(c.fetch(FetchRequest("t", 1, 0, max_wait_ms=10_000)))
+        await asyncio.sleep(0.001)
+        assert not parked.done()
+        assert c.log_space.used > 0
+        await c.delete_topic("t")
+        assert (await parked).error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (await fetch).error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert "t" not in c.topics
+        assert c.log_space.used == 0
+        later = await c.produce(ProduceRequest("t", 0, [(None, b"y")]))
+        assert later.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with pytest.raises(SimulationError) as gone:
+            await c.delete_topic("t")
+        assert gone.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        await c.create_topic("t", 1, 3)  # the name is free again, and the log empty
+        again = await c.produce(ProduceRequest("t", 0, [(None, b"z")]))
+        assert (again.error, again.base_offset) == (ErrorCode.NONE, 0)
+        await asyncio.sleep(1)  # replication of the new topic is not disturbed
+        assert c.partition("t", 0).hw == 1
+
+    _run(body)

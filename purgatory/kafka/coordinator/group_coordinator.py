@@ -149,7 +149,7 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         self.groups[group_id] = group
         if not member_id and require_known_id:
-            member = Member(f"{client_id or 'member'}-{uuid.uuid4()}")
+            member = Member(f"{client_id or 'member'}-{uuid.uuid4()}", client_id)
             member.session_timeout_ms = session_timeout_ms
             group.pending[member.member_id] = member
             self._beat(group, member)  # the pending id expires with the session
@@ -157,7 +157,7 @@ class GroupCoordinator:
         known = group.members.get(member_id)
         if known is None:
             pending = group.pending.pop(member_id, None)
-            member = pending or Member(f"{client_id or 'member'}-{uuid.uuid4()}")
+            member = pending or Member(f"{client_id or 'member'}-{uuid.uuid4()}", client_id)
             group.members[member.member_id] = member
             group.protocol_type = protocol_type
             if not group.leader:

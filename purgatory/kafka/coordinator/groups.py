@@ -45,6 +45,7 @@ SyncResult = tuple[ErrorCode, bytes]
 @dataclass(eq=False, slots=True)
 class Member:
     member_id: str
+    client_id: str = ""  # as its JoinGroup's header gave it (DescribeGroups shows it)
     session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS
     rebalance_timeout_ms: int = MIN_SESSION_TIMEOUT_MS
     protocols: list[tuple[str, bytes]] = field(default_factory=list)

@@ -42,3 +42,7 @@ class OffsetStore:
             if g == group:
                 out.setdefault(topic, []).append(partition)
         return out
+
+    def groups(self) -> list[str]:
+        """Every group that committed, in the order they first did."""
+        return list(dict.fromkeys(group for group, _, _ in self.committed))

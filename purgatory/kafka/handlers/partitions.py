@@ -3,15 +3,15 @@ broker: requests decoded from the wire, answered through the :class:`Cluster` fa
 
 Versions served are the non-flexible ones: Metadata 1-7, Produce 3-7, Fetch 4-10 (from v7
 without fetch sessions: each answer says session 0, so clients send full fetches) and
-ListOffsets 1-5. A partition this broker does not lead is answered NOT_LEADER_OR_FOLLOWER,
-which sends clients back to Metadata after a failover.
+ListOffsets 1-5 (by timestamp too). A partition this broker does not lead is answered
+NOT_LEADER_OR_FOLLOWER, which sends clients back to Metadata after a failover.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final, NamedTuple, final
 
@@ -20,14 +20,16 @@ from purgatory.kafka.compression import ZSTD, UnsupportedCompression
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import (
     TruncatedBatch,
+    WireBatch,
     compression_of,
     encode_batch,
+    max_timestamp_of,
     split_batches,
 )
 from purgatory.kafka.server import Api, ApiTable, ProtocolStats
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim.errors import ErrorCode
-from purgatory.sim.log import Record, record_size
+from purgatory.sim.log import Record, RecordBatch, record_size
 from purgatory.sim.messages import FetchRequest, FetchResult, PartitionMetadata, ProduceRequest
 
 EARLIEST: Final = -2
@@ -65,6 +67,9 @@ class PartitionHandlers:
     broker_id: int
     addresses: dict[int, tuple[str, int]]
     stats: ProtocolStats
+    #: creates the unknown topics a Metadata request names (auto.create.topics.enable),
+    #: saying why any could not be; None: never
+    auto_create: Callable[[list[str]], Awaitable[Mapping[str, ErrorCode]]] | None = None
 
     def apis(self) -> ApiTable:
         return {
@@ -85,12 +90,27 @@ class PartitionHandlers:
 
     # -- Metadata ------------------------------------------------------------------------
 
-    def metadata(self, header: RequestHeader, body: Reader) -> bytearray:
+    def metadata(self, header: RequestHeader, body: Reader) -> bytearray | Awaitable[bytearray]:
         version = header.api_version
         count = body.nullable_array_length()
         wanted = None if count is None else [body.string() for _ in range(count)]
-        if version >= 4:
-            body.int8()  # allow_auto_topic_creation: topics are created through the admin API
+        # before v4 there is no flag: Kafka creates whenever its broker setting allows
+        allowed = body.int8() != 0 if version >= 4 else True
+        if allowed and wanted and self.auto_create is not None:
+            missing = [name for name in wanted if name not in self.cluster.topics]
+            if missing:
+                return self._metadata_after(version, wanted, self.auto_create(missing))
+        return self._encode_metadata(version, wanted, {})
+
+    async def _metadata_after(
+        self, version: int, wanted: list[str], created: Awaitable[Mapping[str, ErrorCode]]
+    ) -> bytearray:
+        return self._encode_metadata(version, wanted, await created)
+
+    def _encode_metadata(
+        self, version: int, wanted: list[str] | None, errors: Mapping[str, ErrorCode]
+    ) -> bytearray:
+        """The answer; ``errors`` says why an unknown topic could not be created."""
         meta = self.cluster.metadata()
         out = Writer()
         if version >= 3:
@@ -109,7 +129,8 @@ class PartitionHandlers:
         for name in names:
             topic = topics.get(name)
             if topic is None:
-                out.int16(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.wire).string(name).int8(0).int32(0)
+                error = errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                out.int16(error.wire).string(name).int8(0).int32(0)
                 continue
             out.int16(ErrorCode.NONE.wire).string(name).int8(0).int32(len(topic.partitions))
             for part in topic.partitions:
@@ -387,22 +408,45 @@ class PartitionHandlers:
                 index = body.int32()
                 if version >= 4:
                     body.int32()  # current_leader_epoch
-                timestamp = body.int64()
-                error, offset, epoch = self._offset_for(topic, index, timestamp)
-                out.int32(index).int16(error.wire).int64(-1).int64(offset)
+                error, found_at, offset, epoch = self._offset_for(topic, index, body.int64())
+                out.int32(index).int16(error.wire).int64(found_at).int64(offset)
                 if version >= 4:
                     out.int32(epoch)
         return out.buf
 
-    def _offset_for(self, topic: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+    def _offset_for(
+        self, topic: str, index: int, timestamp: int
+    ) -> tuple[ErrorCode, int, int, int]:
+        """(error, timestamp found, offset, leader epoch) for one partition."""
         error, p = self._leads(topic, index)
         if error is not ErrorCode.NONE:
-            return error, -1, -1
+            return error, -1, -1, -1
         if p is None or p.leader is None:
-            return ErrorCode.LEADER_NOT_AVAILABLE, -1, -1
+            return ErrorCode.LEADER_NOT_AVAILABLE, -1, -1, -1
         if timestamp == EARLIEST:
-            return ErrorCode.NONE, p.log_start_offset, p.leader_epoch
+            return ErrorCode.NONE, -1, p.log_start_offset, p.leader_epoch
         if timestamp == LATEST:
-            return ErrorCode.NONE, p.high_watermark, p.leader_epoch
-        # No record timestamps are kept: a lookup by time is not served.
-        return ErrorCode.INVALID_REQUEST, -1, -1
+            return ErrorCode.NONE, -1, p.high_watermark, p.leader_epoch
+        if timestamp < 0:  # -3 (max timestamp) and later ones need flexible versions
+            return ErrorCode.INVALID_REQUEST, -1, -1, -1
+        batches = self.cluster.stored_batches(topic, index, p.log_start_offset, p.high_watermark)
+        found = _first_at_or_after(batches, timestamp, p.log_start_offset, p.high_watermark)
+        if found is None:  # nothing that late: Kafka answers no offset, not an error
+            return ErrorCode.NONE, -1, -1, p.leader_epoch
+        return ErrorCode.NONE, *found
+
+
+def _first_at_or_after(
+    batches: list[RecordBatch], timestamp: int, start: int, end: int
+) -> tuple[int, int, int] | None:
+    """(timestamp, offset, epoch) of the first record in ``[start, end)`` stamped at or
+    after ``timestamp``, as Kafka finds it: the first batch whose max timestamp (read
+    from its header, no record decoded) reaches it, then that batch's records. Batches
+    written over HTTP carry no producer timestamp and are never found."""
+    for batch in batches:
+        if batch.wire is None or max_timestamp_of(batch.wire) < timestamp:
+            continue
+        for record in WireBatch(batch.wire).records():
+            if start <= record.offset < end and record.timestamp >= timestamp:
+                return record.timestamp, record.offset, batch.epoch
+    return None
