@@ -10,7 +10,7 @@ counts instructions under valgrind's cachegrind instead, which no load disturbs.
     python tools/core_ab.py main . --rounds 30
     python tools/core_ab.py main . --instructions
 
-Used to decide whether a hand-inlined copy in the core earns its keep (issue 16: at least 3%
+Used to decide whether a hand-inlined copy in the core earns its keep (a copy must earn at least 3%
 on its hot path). Needs a C compiler and mypyc (the dev extra); about a minute per build.
 """
 
