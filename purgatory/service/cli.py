@@ -27,6 +27,7 @@ from purgatory.service.config import (
     budget,
     descriptor_limit,
     kafka_budget,
+    write_reserve,
 )
 from purgatory.service.guard import AccessPolicy
 from purgatory.trace import TraceWriter
@@ -82,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-pending",
         type=int,
         default=None,
-        help="parked requests at once before 503 (default: --max-connections less 5%%, "
+        help="parked requests at once before 503; long polls may not take the last tenth, "
+        "kept for the produces that wake them (default: --max-connections less 5%%, "
         f"at most {DEFAULT_MAX_PENDING:,})",
     )
     parser.add_argument(
@@ -258,9 +260,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"purgatory serve: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("purgatory.service").info(
-        "serving at most %d connections, %d parked requests%s",
+        "serving at most %d connections, %d parked requests (%d of them fetches)%s",
         max_connections,
         max_pending,
+        max_pending - write_reserve(max_pending),
         "" if args.kafka_port is None else f", {kafka_limits.max_connections} Kafka connections",
     )
     factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
