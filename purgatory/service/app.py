@@ -39,7 +39,7 @@ from purgatory.service.bodies import (
     RecordOut,
     RequestTypes,
 )
-from purgatory.service.broker import Broker, BrokerError, refused
+from purgatory.service.broker import BrokerError, ServiceCluster, refused
 from purgatory.service.config import ServiceConfig
 from purgatory.service.guard import AccessPolicy
 from purgatory.service.http_metrics import ServiceMetrics
@@ -71,7 +71,7 @@ class ServiceState:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: ServiceCluster,
         config: ServiceConfig,
         registry: CollectorRegistry,
         access: AccessPolicy,
@@ -125,7 +125,7 @@ STATE: Final = web.AppKey("purgatory_state", ServiceState)
 
 
 def create_app(
-    broker: Broker,
+    broker: ServiceCluster,
     config: ServiceConfig | None = None,
     *,
     registry: CollectorRegistry | None = None,
