@@ -20,7 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("purgatory.bench.cli", "benchmark the purgatory against asyncio baselines"),
     "simulate": ("purgatory.sim.cli", "run a broker simulation scenario"),
     "serve": ("purgatory.service.cli", "serve the HTTP long-poll API over a simulated broker"),
-    "load": ("purgatory.service.load", "drive a running server with long polls and producers"),
+    "load": ("purgatory.loadgen.cli", "drive a running server with long polls and producers"),
     "analyze": ("purgatory.analyze.cli", "analyse operation traces with Spark"),
 }
 

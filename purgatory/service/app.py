@@ -1,7 +1,9 @@
 """The aiohttp application: JSON handlers over a broker, limits, metrics, shutdown.
 
 Requests that cannot be answered yet (acks=-1 produces, fetches waiting for ``min_bytes``)
-park in the broker's purgatories while the handler awaits them. Run the app with
+park in the broker's purgatories while the handler awaits them, within the parked-request
+budget (:mod:`purgatory.service.pending`: fetches never take the slots kept for the produces
+that wake them). Run the app with
 ``handler_cancellation=True`` (``purgatory serve`` does): a client that disconnects then
 cancels its handler, and the broker abandons the parked operation.
 
@@ -37,10 +39,11 @@ from purgatory.service.bodies import (
     RecordOut,
     RequestTypes,
 )
-from purgatory.service.broker import Broker, BrokerError, refused
+from purgatory.service.broker import BrokerError, ServiceCluster, refused
 from purgatory.service.config import ServiceConfig
 from purgatory.service.guard import AccessPolicy
 from purgatory.service.http_metrics import ServiceMetrics
+from purgatory.service.pending import Parks, PendingBudget
 from purgatory.service.throttled import Throttled
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import ElectLeadersRequest, FetchRequest, ProduceRequest
@@ -68,7 +71,7 @@ class ServiceState:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: ServiceCluster,
         config: ServiceConfig,
         registry: CollectorRegistry,
         access: AccessPolicy,
@@ -86,7 +89,7 @@ class ServiceState:
         for purg in broker.all_purgatories():
             self.purgatory_metrics.track(purg)
         self.openapi = openapi_document(self.bodies, purgatory.__version__)
-        self.pending = 0
+        self.pending = PendingBudget(config.max_pending)
         #: bytes of request bodies being read now (max_body_bytes_in_flight)
         self.body_bytes = 0
         self.overloads = Throttled(logger)
@@ -95,34 +98,28 @@ class ServiceState:
         self.idle.set()
 
     @asynccontextmanager
-    async def parking(self, parks: bool) -> AsyncIterator[None]:
-        """Admit a request that may park, within ``max_pending``."""
+    async def parking(self, parks: Parks) -> AsyncIterator[None]:
+        """Admit a request that may park, within its share of ``max_pending``."""
         if self.closing:
             raise Rejected(
                 503, "shutting_down", ErrorCode.BROKER_NOT_AVAILABLE, "server shutting down"
             )
-        if not parks:
+        refusal = self.pending.refusal(parks)
+        if refusal is not None:
+            self.overloads.warning("request refused with 503: %s", refusal)
+            raise Rejected(503, "overloaded", ErrorCode.TOO_MANY_PENDING_REQUESTS, refusal)
+        if parks is Parks.NEVER:
             yield
             return
-        if self.pending >= self.config.max_pending:
-            self.overloads.warning(
-                "request refused with 503: %d requests parked (max_pending)", self.pending
-            )
-            raise Rejected(
-                503,
-                "overloaded",
-                ErrorCode.TOO_MANY_PENDING_REQUESTS,
-                f"{self.pending} requests are already parked (max_pending)",
-            )
-        self.pending += 1
+        self.pending.take(parks)
         self.metrics.parked.inc()
         self.idle.clear()
         try:
             yield
         finally:
-            self.pending -= 1
+            self.pending.give_back(parks)
             self.metrics.parked.dec()
-            if self.pending == 0:
+            if self.pending.parked == 0:
                 self.idle.set()
 
 
@@ -130,7 +127,7 @@ STATE: Final = web.AppKey("purgatory_state", ServiceState)
 
 
 def create_app(
-    broker: Broker,
+    broker: ServiceCluster,
     config: ServiceConfig | None = None,
     *,
     registry: CollectorRegistry | None = None,
@@ -321,7 +318,7 @@ def json_response(
 async def create_topic(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await _body(request, state.bodies.create_topic)
-    async with state.parking(False):
+    async with state.parking(Parks.NEVER):
         topics = broker_api.topic_count(state.broker)
         if topics >= state.config.max_topics:
             raise Rejected(
@@ -344,7 +341,7 @@ async def produce(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await _body(request, state.bodies.produce)
     records = [(None if r.key is None else r.key.encode(), r.value.encode()) for r in body.records]
-    async with state.parking(body.acks == -1):
+    async with state.parking(Parks.WRITE if body.acks == -1 else Parks.NEVER):
         try:
             result = await state.broker.produce(
                 ProduceRequest(body.topic, body.partition, records, body.acks, body.timeout_ms)
@@ -357,7 +354,7 @@ async def produce(request: web.Request) -> web.Response:
 async def fetch(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await _body(request, state.bodies.fetch)
-    async with state.parking(body.max_wait_ms > 0):
+    async with state.parking(Parks.FETCH if body.max_wait_ms > 0 else Parks.NEVER):
         try:
             result = await state.broker.fetch(
                 FetchRequest(
@@ -393,7 +390,7 @@ async def elect_leaders(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await _body(request, state.bodies.elect_leaders)
     partitions = [(tp.topic, tp.partition) for tp in body.partitions]
-    async with state.parking(True):
+    async with state.parking(Parks.WRITE):
         try:
             result = await state.broker.elect_leaders(
                 ElectLeadersRequest(partitions, body.election_type, body.timeout_ms)
@@ -410,7 +407,7 @@ async def elect_leaders(request: web.Request) -> web.Response:
 async def inject_fault(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await _body(request, state.bodies.fault)
-    async with state.parking(False):
+    async with state.parking(Parks.NEVER):
         try:
             outcome = await broker_api.apply_fault(state.broker, msgspec.structs.asdict(body))
         except BrokerError as exc:
@@ -425,7 +422,7 @@ async def healthz(request: web.Request) -> web.Response:
     state = request.app[STATE]
     # 503 while shutting down, so that load balancers stop sending work here.
     return json_response(
-        {"status": "closing" if state.closing else "ok", "parked": state.pending},
+        {"status": "closing" if state.closing else "ok", "parked": state.pending.parked},
         status=503 if state.closing else 200,
     )
 
@@ -455,4 +452,4 @@ async def _shutdown(app: web.Application) -> None:
         async with asyncio.timeout(state.config.shutdown_timeout_s):
             await state.idle.wait()
     except TimeoutError:
-        logger.error("%d parked requests were not answered at shutdown", state.pending)
+        logger.error("%d parked requests were not answered at shutdown", state.pending.parked)

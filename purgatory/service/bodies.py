@@ -103,121 +103,145 @@ class RequestTypes:
     @classmethod
     def build(cls, config: ServiceConfig, brokers: int = INT32_MAX) -> RequestTypes:
         """Types for ``config``; ``brokers`` bounds the replication factor."""
-        ceiling = config.max_timeout_ms
-
-        def struct(name: str, fields: list[tuple[Any, ...]]) -> type[Struct]:
-            return msgspec.defstruct(name, fields, forbid_unknown_fields=True, frozen=True)
-
         return cls(
-            create_topic=struct(
-                "CreateTopicRequest",
-                [
-                    ("name", Topic),
-                    ("partitions", Annotated[int, Meta(ge=1, le=config.max_partitions)]),
-                    ("replication_factor", Annotated[int, Meta(ge=1, le=brokers)]),
-                    ("retention_bytes", _retention("bytes a partition keeps"), None),
-                    ("retention_ms", _retention("ms a record is kept"), None),
-                ],
-            ),
-            produce=struct(
-                "ProduceBody",
-                [
-                    ("topic", Topic),
-                    ("partition", PartitionIndex),
-                    (
-                        "records",
-                        Annotated[list[Record], Meta(min_length=1, max_length=config.max_records)],
-                    ),
-                    (
-                        "acks",
-                        Annotated[
-                            Literal[-1, 0, 1],
-                            Meta(description="-1 waits for the whole ISR (acks=all)"),
-                        ],
-                        -1,
-                    ),
-                    (
-                        "timeout_ms",
-                        Annotated[
-                            int,
-                            Meta(
-                                ge=0,
-                                le=ceiling,
-                                description="how long an acks=-1 produce may wait for replication",
-                            ),
-                        ],
-                        min(30_000, ceiling),
-                    ),
-                ],
-            ),
-            fetch=struct(
-                "FetchBody",
-                [
-                    ("topic", Topic),
-                    ("partition", PartitionIndex),
-                    ("offset", Annotated[int, Meta(ge=0, le=INT64_MAX)]),
-                    ("min_bytes", Annotated[int, Meta(ge=0, le=INT32_MAX)], 1),
-                    (
-                        "max_bytes",
-                        Annotated[int, Meta(ge=1, le=config.max_fetch_bytes)],
-                        min(1 << 20, config.max_fetch_bytes),
-                    ),
-                    ("max_wait_ms", Annotated[int, Meta(ge=0, le=ceiling)], min(500, ceiling)),
-                ],
-            ),
-            fault=struct(
-                "FaultRequest",
-                [
-                    ("fault", Fault),
-                    ("topic", Topic),
-                    ("partition", PartitionIndex),
-                    (
-                        "broker",
-                        Annotated[
-                            Annotated[int, Meta(ge=0, le=INT32_MAX)] | None,
-                            Meta(
-                                description="slow/crash/restart: the broker (default: the "
-                                "partition's first follower); failover: the new leader "
-                                "(default: next in ISR)"
-                            ),
-                        ],
-                        None,
-                    ),
-                    (
-                        "latency_ms",
-                        Annotated[
-                            int,
-                            Meta(ge=0, le=ceiling, description="slow_follower: added latency"),
-                        ],
-                        100,
-                    ),
-                ],
-            ),
-            elect_leaders=struct(
-                "ElectLeadersBody",
-                [
-                    (
-                        "partitions",
-                        Annotated[
-                            list[TopicPartition],
-                            Meta(
-                                min_length=1, max_length=config.max_partitions * config.max_topics
-                            ),
-                        ],
-                    ),
-                    (
-                        "election_type",
-                        Annotated[
-                            Literal["preferred", "unclean"],
-                            Meta(
-                                description="preferred: the first assigned replica, if in "
-                                "the ISR; unclean: an offline partition may take a leader "
-                                "from outside the ISR, losing what only the ISR had"
-                            ),
-                        ],
-                        "preferred",
-                    ),
-                    ("timeout_ms", Annotated[int, Meta(ge=0, le=ceiling)], min(30_000, ceiling)),
-                ],
-            ),
+            create_topic=_create_topic_body(config, brokers),
+            produce=_produce_body(config),
+            fetch=_fetch_body(config),
+            fault=_fault_body(config),
+            elect_leaders=_elect_leaders_body(config),
         )
+
+
+def _struct(name: str, fields: list[tuple[Any, ...]]) -> type[Struct]:
+    return msgspec.defstruct(name, fields, forbid_unknown_fields=True, frozen=True)
+
+
+def _create_topic_body(config: ServiceConfig, brokers: int) -> type[Struct]:
+    return _struct(
+        "CreateTopicRequest",
+        [
+            ("name", Topic),
+            ("partitions", Annotated[int, Meta(ge=1, le=config.max_partitions)]),
+            ("replication_factor", Annotated[int, Meta(ge=1, le=brokers)]),
+            ("retention_bytes", _retention("bytes a partition keeps"), None),
+            ("retention_ms", _retention("ms a record is kept"), None),
+        ],
+    )
+
+
+def _produce_body(config: ServiceConfig) -> type[Struct]:
+    ceiling = config.max_timeout_ms
+    return _struct(
+        "ProduceBody",
+        [
+            ("topic", Topic),
+            ("partition", PartitionIndex),
+            (
+                "records",
+                Annotated[list[Record], Meta(min_length=1, max_length=config.max_records)],
+            ),
+            (
+                "acks",
+                Annotated[
+                    Literal[-1, 0, 1],
+                    Meta(description="-1 waits for the whole ISR (acks=all)"),
+                ],
+                -1,
+            ),
+            (
+                "timeout_ms",
+                Annotated[
+                    int,
+                    Meta(
+                        ge=0,
+                        le=ceiling,
+                        description="how long an acks=-1 produce may wait for replication",
+                    ),
+                ],
+                min(30_000, ceiling),
+            ),
+        ],
+    )
+
+
+def _fetch_body(config: ServiceConfig) -> type[Struct]:
+    ceiling = config.max_timeout_ms
+    return _struct(
+        "FetchBody",
+        [
+            ("topic", Topic),
+            ("partition", PartitionIndex),
+            ("offset", Annotated[int, Meta(ge=0, le=INT64_MAX)]),
+            ("min_bytes", Annotated[int, Meta(ge=0, le=INT32_MAX)], 1),
+            (
+                "max_bytes",
+                Annotated[int, Meta(ge=1, le=config.max_fetch_bytes)],
+                min(1 << 20, config.max_fetch_bytes),
+            ),
+            ("max_wait_ms", Annotated[int, Meta(ge=0, le=ceiling)], min(500, ceiling)),
+        ],
+    )
+
+
+def _fault_body(config: ServiceConfig) -> type[Struct]:
+    return _struct(
+        "FaultRequest",
+        [
+            ("fault", Fault),
+            ("topic", Topic),
+            ("partition", PartitionIndex),
+            (
+                "broker",
+                Annotated[
+                    Annotated[int, Meta(ge=0, le=INT32_MAX)] | None,
+                    Meta(
+                        description="slow/crash/restart: the broker (default: the "
+                        "partition's first follower); failover: the new leader "
+                        "(default: next in ISR)"
+                    ),
+                ],
+                None,
+            ),
+            (
+                "latency_ms",
+                Annotated[
+                    int,
+                    Meta(
+                        ge=0,
+                        le=config.max_timeout_ms,
+                        description="slow_follower: added latency",
+                    ),
+                ],
+                100,
+            ),
+        ],
+    )
+
+
+def _elect_leaders_body(config: ServiceConfig) -> type[Struct]:
+    ceiling = config.max_timeout_ms
+    return _struct(
+        "ElectLeadersBody",
+        [
+            (
+                "partitions",
+                Annotated[
+                    list[TopicPartition],
+                    Meta(min_length=1, max_length=config.max_partitions * config.max_topics),
+                ],
+            ),
+            (
+                "election_type",
+                Annotated[
+                    Literal["preferred", "unclean"],
+                    Meta(
+                        description="preferred: the first assigned replica, if in "
+                        "the ISR; unclean: an offline partition may take a leader "
+                        "from outside the ISR, losing what only the ISR had"
+                    ),
+                ],
+                "preferred",
+            ),
+            ("timeout_ms", Annotated[int, Meta(ge=0, le=ceiling)], min(30_000, ceiling)),
+        ],
+    )

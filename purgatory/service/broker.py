@@ -1,6 +1,6 @@
 """What the service needs from a broker, and the glue to the simulated cluster.
 
-:class:`Broker` is the structural interface the HTTP layer is written against;
+:class:`ServiceCluster` is the structural interface the HTTP layer is written against;
 :class:`purgatory.sim.cluster.Cluster` satisfies it. The helpers here turn what the
 cluster refuses (a :class:`~purgatory.sim.errors.SimulationError` carrying an ``ErrorCode``)
 into HTTP answers through one table, and map the admin fault requests onto the cluster.
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from purgatory.sim.cluster import Cluster
 
 
-class Broker(Protocol):
-    """The cluster as the service sees it (see :class:`purgatory.sim.cluster.Cluster`)."""
+class ServiceCluster(Protocol):
+    """The whole cluster as the service sees it (see :class:`purgatory.sim.cluster.Cluster`)."""
 
     def all_purgatories(self) -> list[DelayedOperationPurgatory[Any]]: ...
 
@@ -78,13 +78,13 @@ def error_name(error: ErrorCode | None) -> str | None:
     return None if error is None or error is ErrorCode.NONE else error.value
 
 
-def broker_count(broker: Broker) -> int:
+def broker_count(broker: ServiceCluster) -> int:
     """How many brokers (bounds the replication factor); unbounded if unknown."""
     brokers = getattr(broker, "brokers", None)
     return len(brokers) if brokers else 2**31 - 1
 
 
-def topic_count(broker: Broker) -> int:
+def topic_count(broker: ServiceCluster) -> int:
     topics = getattr(broker, "topics", None)
     return len(topics) if topics is not None else 0
 
@@ -113,7 +113,7 @@ async def new_cluster(
     return cluster
 
 
-async def apply_fault(broker: Broker, request: Mapping[str, Any]) -> dict[str, Any]:
+async def apply_fault(broker: ServiceCluster, request: Mapping[str, Any]) -> dict[str, Any]:
     """Carry out a validated fault request on a simulated cluster; returns what was done.
 
     ``slow_follower`` / ``crash_follower`` / ``restart_follower`` act on ``broker``, by

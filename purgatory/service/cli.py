@@ -14,7 +14,8 @@ import math
 import os
 import signal
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from purgatory.event_loops import available_loops, default_loop, loop_factory
 from purgatory.kafka.server import ListenerLimits
@@ -27,14 +28,42 @@ from purgatory.service.config import (
     budget,
     descriptor_limit,
     kafka_budget,
+    write_reserve,
 )
 from purgatory.service.guard import AccessPolicy
 from purgatory.trace import TraceWriter
 
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from purgatory import DelayedOperationPurgatory
+    from purgatory.kafka.front_door import KafkaFrontDoor
+    from purgatory.sim.cluster import Cluster
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = ServiceConfig()
-    limits = ConnectionLimits()
+    # in --help order
+    _add_cluster_arguments(parser)
+    _add_request_limit_arguments(parser)
+    _add_connection_arguments(parser)
+    _add_kafka_arguments(parser)
+    parser.add_argument(
+        "--trace",
+        metavar="PATH",
+        help="write every finished operation, HTTP and Kafka alike, as a trace line "
+        "(JSON Lines, .gz ok), as `purgatory simulate --trace` does",
+    )
+    _add_storage_arguments(parser)
+    _add_access_arguments(parser)
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="logging threshold",
+    )
+
+
+def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
     )
@@ -58,6 +87,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME:PARTITIONS:RF",
         help="create a topic at startup (repeatable), e.g. events:3:3",
     )
+
+
+def _add_request_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = ServiceConfig()
     parser.add_argument(
         "--max-timeout-ms",
         type=int,
@@ -82,9 +115,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-pending",
         type=int,
         default=None,
-        help="parked requests at once before 503 (default: --max-connections less 5%%, "
+        help="parked requests at once before 503; long polls may not take the last tenth, "
+        "kept for the produces that wake them (default: --max-connections less 5%%, "
         f"at most {DEFAULT_MAX_PENDING:,})",
     )
+
+
+def _add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    limits = ConnectionLimits()
     parser.add_argument(
         "--max-connections",
         type=int,
@@ -115,10 +153,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shutdown-timeout",
         type=float,
-        default=defaults.shutdown_timeout_s,
+        default=ServiceConfig().shutdown_timeout_s,
         help="seconds SIGTERM waits for in-flight requests before closing",
     )
     parser.add_argument("--backlog", type=int, default=4096, help="listen() backlog")
+
+
+def _add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kafka-port",
         type=int,
@@ -149,12 +190,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "partition and replication factor 1 (Kafka's auto.create.topics.enable, on by "
         "default in Kafka; default here: off)",
     )
-    parser.add_argument(
-        "--trace",
-        metavar="PATH",
-        help="write every finished operation, HTTP and Kafka alike, as a trace line "
-        "(JSON Lines, .gz ok), as `purgatory simulate --trace` does",
-    )
+
+
+def _add_storage_arguments(parser: argparse.ArgumentParser) -> None:
     storage = parser.add_argument_group("storage (records live in memory)")
     stored = StorageLimits()
     storage.add_argument(
@@ -181,6 +219,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long records are kept, for topics that set none (-1: forever; "
         "default: %(default)s, one hour)",
     )
+
+
+def _add_access_arguments(parser: argparse.ArgumentParser) -> None:
     access = parser.add_argument_group("access control")
     access.add_argument(
         "--token",
@@ -201,12 +242,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a host name clients may use in the Host header (repeatable; default: the "
         "loopback names when bound to loopback, else any)",
     )
-    parser.add_argument(
-        "--log-level",
-        default="INFO",
-        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="logging threshold",
-    )
 
 
 def _topic_spec(spec: str) -> tuple[str, int, int]:
@@ -216,59 +251,87 @@ def _topic_spec(spec: str) -> tuple[str, int, int]:
     return parts[0], int(parts[1]), int(parts[2])
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """What ``run`` serves with, checked: every flag that can be wrong has been."""
+
+    topics: list[tuple[str, int, int]]
+    config: ServiceConfig
+    connections: ConnectionLimits
+    kafka_limits: ListenerLimits
+    storage: StorageLimits
+    access: AccessPolicy
+    trace: TraceWriter | None
+
+
+def _settings(args: argparse.Namespace) -> _Settings:
+    """The checked settings; raises ValueError (or OSError for the trace file) with the
+    flag and the figures."""
+    # every connection holds a descriptor: read (and raise) the limit, fit the budget in
+    descriptors = descriptor_limit()
+    max_connections, max_pending = budget(descriptors, args.max_connections, args.max_pending)
+    kafka_limits = ListenerLimits(
+        kafka_budget(descriptors, args.kafka_max_connections), args.kafka_idle_timeout
+    )
+    connections = ConnectionLimits(
+        max_connections=max_connections,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        idle_timeout_s=args.idle_timeout,
+    )
+    config = ServiceConfig(
+        max_timeout_ms=args.max_timeout_ms,
+        max_body_bytes=args.max_body_bytes,
+        max_body_bytes_in_flight=args.max_body_bytes_in_flight,
+        max_pending=max_pending,
+        shutdown_timeout_s=args.shutdown_timeout,
+    )
+    storage = StorageLimits(args.max_stored_bytes, args.retention_bytes, args.retention_ms)
+    topics = [_topic_spec(spec) for spec in args.topic]
+    access = AccessPolicy.for_bind(
+        args.host,
+        token=args.token,
+        public_metrics=args.public_metrics,
+        allowed_hosts=args.allowed_host,
+    )
+    _check_cluster_flags(args)
+    trace = None if args.trace is None else TraceWriter(args.trace)  # last: nothing to undo
+    return _Settings(topics, config, connections, kafka_limits, storage, access, trace)
+
+
+def _check_cluster_flags(args: argparse.Namespace) -> None:
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be in 0..65535, got {args.port}")
+    if args.brokers < 1:
+        raise ValueError(f"--brokers must be >= 1, got {args.brokers}")
+    rtt = args.replica_rtt_ms
+    if rtt is not None and not (math.isfinite(rtt) and rtt >= 0):
+        raise ValueError(f"--replica-rtt-ms must be a finite number >= 0, got {rtt}")
+    if args.kafka_port is not None and not (
+        args.kafka_port == 0 or 1 <= args.kafka_port <= 65536 - args.brokers
+    ):
+        raise ValueError(
+            f"--kafka-port must leave room for {args.brokers} ports below 65536, "
+            f"got {args.kafka_port}"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
     try:
-        # every connection holds a descriptor: read (and raise) the limit, fit the budget in
-        descriptors = descriptor_limit()
-        max_connections, max_pending = budget(descriptors, args.max_connections, args.max_pending)
-        kafka_limits = ListenerLimits(
-            kafka_budget(descriptors, args.kafka_max_connections), args.kafka_idle_timeout
-        )
-        connections = ConnectionLimits(
-            max_connections=max_connections,
-            header_timeout_s=args.header_timeout,
-            body_timeout_s=args.body_timeout,
-            idle_timeout_s=args.idle_timeout,
-        )
-        config = ServiceConfig(
-            max_timeout_ms=args.max_timeout_ms,
-            max_body_bytes=args.max_body_bytes,
-            max_body_bytes_in_flight=args.max_body_bytes_in_flight,
-            max_pending=max_pending,
-            shutdown_timeout_s=args.shutdown_timeout,
-        )
-        storage = StorageLimits(args.max_stored_bytes, args.retention_bytes, args.retention_ms)
-        topics = [_topic_spec(spec) for spec in args.topic]
-        access = AccessPolicy.for_bind(
-            args.host,
-            token=args.token,
-            public_metrics=args.public_metrics,
-            allowed_hosts=args.allowed_host,
-        )
-        if not 0 <= args.port <= 65535:
-            raise ValueError(f"--port must be in 0..65535, got {args.port}")
-        if args.brokers < 1:
-            raise ValueError(f"--brokers must be >= 1, got {args.brokers}")
-        rtt = args.replica_rtt_ms
-        if rtt is not None and not (math.isfinite(rtt) and rtt >= 0):
-            raise ValueError(f"--replica-rtt-ms must be a finite number >= 0, got {rtt}")
-        if args.kafka_port is not None and not (
-            args.kafka_port == 0 or 1 <= args.kafka_port <= 65536 - args.brokers
-        ):
-            raise ValueError(
-                f"--kafka-port must leave room for {args.brokers} ports below 65536, "
-                f"got {args.kafka_port}"
-            )
-        trace = None if args.trace is None else TraceWriter(args.trace)
+        settings = _settings(args)
     except (TypeError, ValueError, OSError) as exc:
         print(f"purgatory serve: {exc}", file=sys.stderr)
         return 2
+    max_pending = settings.config.max_pending
     logging.getLogger("purgatory.service").info(
-        "serving at most %d connections, %d parked requests%s",
-        max_connections,
+        "serving at most %d connections, %d parked requests (%d of them fetches)%s",
+        settings.connections.max_connections,
         max_pending,
-        "" if args.kafka_port is None else f", {kafka_limits.max_connections} Kafka connections",
+        max_pending - write_reserve(max_pending),
+        ""
+        if args.kafka_port is None
+        else f", {settings.kafka_limits.max_connections} Kafka connections",
     )
     try:
         with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
@@ -277,22 +340,22 @@ def run(args: argparse.Namespace) -> int:
                     args.host,
                     args.port,
                     args.brokers,
-                    topics,
-                    config,
+                    settings.topics,
+                    settings.config,
                     args.backlog,
-                    access,
+                    settings.access,
                     kafka_port=args.kafka_port,
-                    kafka_limits=kafka_limits,
+                    kafka_limits=settings.kafka_limits,
                     kafka_auto_create_topics=args.kafka_auto_create_topics,
-                    trace=trace,
+                    trace=settings.trace,
                     replica_rtt_ms=args.replica_rtt_ms,
-                    connections=connections,
-                    storage=storage,
+                    connections=settings.connections,
+                    storage=settings.storage,
                 )
             )
     finally:
-        if trace is not None:
-            trace.close()
+        if settings.trace is not None:
+            settings.trace.close()
 
 
 async def serve(
@@ -319,28 +382,47 @@ async def serve(
     ``trace`` hears of every finished operation and of each fault injected over HTTP;
     ``replica_rtt_ms`` sets the replication network's round trip (None: the default);
     ``storage`` bounds what the logs hold (default: :class:`StorageLimits`)."""
-    from aiohttp import web
-    from prometheus_client import CollectorRegistry, ProcessCollector
-
-    from purgatory import DelayedOperationPurgatory
     from purgatory.kafka.front_door import KafkaFrontDoor
     from purgatory.kafka.handlers.topics import TopicDefaults
-    from purgatory.kafka.metrics import ProtocolCollector
-    from purgatory.service.app import STATE, create_app
     from purgatory.service.broker import new_cluster
     from purgatory.service.connections import ServiceRunner
-    from purgatory.service.http_metrics import StorageMetrics
 
     cluster = await new_cluster(brokers, replica_rtt_ms, storage)
     for name, partitions, replication_factor in topics:
         await cluster.create_topic(name, partitions, replication_factor)
-    registry = CollectorRegistry()
-    ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_open_fds
-    StorageMetrics(registry, cluster.log_space)
     kafka = None
     if kafka_port is not None:
         auto_create = TopicDefaults(auto_create=kafka_auto_create_topics)
         kafka = KafkaFrontDoor(cluster, host, kafka_port, kafka_limits, topics=auto_create)
+    app = _observed_app(cluster, config, access, kafka, trace)
+    runner = ServiceRunner(
+        app,
+        ConnectionLimits() if connections is None else connections,
+        shutdown_timeout=config.shutdown_timeout_s,
+    )
+    await runner.setup()
+    return await _serve_until_signalled(runner, host, port, backlog, kafka)
+
+
+def _observed_app(
+    cluster: Cluster,
+    config: ServiceConfig,
+    access: AccessPolicy | None,
+    kafka: KafkaFrontDoor | None,
+    trace: TraceWriter | None,
+) -> web.Application:
+    """The app over ``cluster``, with process, storage and Kafka metrics in its registry
+    and every purgatory (the cluster's and the Kafka group coordinator's) metered and,
+    with ``trace``, traced."""
+    from prometheus_client import CollectorRegistry, ProcessCollector
+
+    from purgatory.kafka.metrics import ProtocolCollector
+    from purgatory.service.app import STATE, create_app
+    from purgatory.service.http_metrics import StorageMetrics
+
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_open_fds
+    StorageMetrics(registry, cluster.log_space)
     if kafka is not None:
         registry.register(ProtocolCollector(kafka.stats))
     app = create_app(
@@ -360,12 +442,15 @@ async def serve(
     if trace is not None:
         for purgatory in purgatories:
             purgatory.add_listener(trace)
-    runner = ServiceRunner(
-        app,
-        ConnectionLimits() if connections is None else connections,
-        shutdown_timeout=config.shutdown_timeout_s,
-    )
-    await runner.setup()
+    return app
+
+
+async def _serve_until_signalled(
+    runner: web.AppRunner, host: str, port: int, backlog: int, kafka: KafkaFrontDoor | None
+) -> int:
+    """Listen (HTTP, then Kafka) until SIGTERM or SIGINT, then close everything."""
+    from aiohttp import web
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

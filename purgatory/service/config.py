@@ -34,7 +34,8 @@ class ServiceConfig:
     #: request bodies being read at once, all connections together (each counts its
     #: Content-Length, or ``max_body_bytes`` when it has none); more get 503
     max_body_bytes_in_flight: int = 64 << 20
-    #: requests that may park (acks=-1 produces, fetches with max_wait_ms > 0) at once; more get 503
+    #: requests that may park (acks=-1 produces, elections, fetches with max_wait_ms > 0) at
+    #: once; more get 503. Fetches may not take the last :func:`write_reserve` of them.
     max_pending: int = 20_000
     #: seconds a client is told to wait (Retry-After) when the server is overloaded
     retry_after_s: int = 1
@@ -50,6 +51,10 @@ class ServiceConfig:
 
     def __post_init__(self) -> None:
         _all_positive(self)
+        if self.max_pending < 2:
+            raise ValueError(
+                f"max_pending must be at least 2 (one is kept for produces), got {self.max_pending}"
+            )
         if self.max_body_bytes_in_flight < self.max_body_bytes:
             raise ValueError(
                 f"max_body_bytes_in_flight ({self.max_body_bytes_in_flight}) must be at least "
@@ -135,6 +140,12 @@ def kafka_budget(descriptor_limit: int, requested: int | None) -> int:
     return requested
 
 
+def write_reserve(max_pending: int) -> int:
+    """Parked-request slots long-poll fetches may not take, kept for the acks=-1 produces
+    and elections that answer them (:mod:`purgatory.service.pending`): a tenth, at least 1."""
+    return max(1, max_pending // 10)
+
+
 def reserve(max_connections: int) -> int:
     """Connections kept free of parked requests, for ``/healthz``, metrics and produces."""
     return max(8, max_connections // 20)
@@ -160,9 +171,9 @@ def budget(
     most_pending = max_connections - reserve(max_connections)
     if max_pending is None:
         max_pending = min(most_pending, DEFAULT_MAX_PENDING)
-    elif not 1 <= max_pending <= most_pending:
+    elif not 2 <= max_pending <= most_pending:
         raise ValueError(
-            f"--max-pending must be in 1..{most_pending} (--max-connections {max_connections} "
+            f"--max-pending must be in 2..{most_pending} (--max-connections {max_connections} "
             f"less {reserve(max_connections)} kept for health checks and produces), "
             f"got {max_pending}"
         )

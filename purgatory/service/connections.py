@@ -19,7 +19,8 @@ sending one byte a second holds its socket for as long as it likes. The server h
   not aiohttp's ERROR with a traceback.
 
 Refusals and timeouts are counted (``purgatory_http_connections_*``) and logged at most
-once per ten seconds with a count of what happened since.
+once per ten seconds with a count of what happened since. What aiohttp does not tell
+through public API comes from :mod:`purgatory.service.aiohttp_adapter`, and only from there.
 """
 
 from __future__ import annotations
@@ -30,9 +31,8 @@ from typing import Any, Final, final
 
 import msgspec
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
 
+from purgatory.service.aiohttp_adapter import AdaptedAppRunner, AdaptedConnection, AdaptedServer
 from purgatory.service.app import STATE, json_response
 from purgatory.service.bodies import ErrorBody
 from purgatory.service.config import ConnectionLimits, reserve
@@ -73,7 +73,7 @@ def _budget_full(max_connections: int) -> bytes:
 
 
 @final
-class GuardedServer(web.Server):
+class GuardedServer(AdaptedServer):
     """aiohttp's protocol factory, making :class:`GuardedConnection`\\ s and keeping the
     budget. Built from the plain server :class:`ServiceRunner` would have used."""
 
@@ -84,13 +84,7 @@ class GuardedServer(web.Server):
         metrics: ConnectionMetrics,
         requests: ServiceMetrics,
     ) -> None:
-        super().__init__(
-            plain.request_handler,
-            request_factory=plain.request_factory,
-            handler_cancellation=plain.handler_cancellation,
-            loop=plain._loop,
-            **plain._kwargs,
-        )
+        super().__init__(plain)
         self.limits = limits
         self.metrics = metrics
         self.requests = requests
@@ -101,7 +95,7 @@ class GuardedServer(web.Server):
         metrics.max_connections.set(limits.max_connections)
 
     def __call__(self) -> GuardedConnection:
-        return GuardedConnection(self, loop=self._loop, **self._kwargs)
+        return GuardedConnection(self, loop=asyncio.get_running_loop(), **self.connection_kwargs)
 
     def admit(self, connection: GuardedConnection) -> bool:
         """Count a new connection in, making room at the budget; False: refuse it."""
@@ -125,8 +119,8 @@ class GuardedServer(web.Server):
         """The longest-open idle keep-alive connection, else the longest-open one whose
         request head is overdue by ``STALE_HEAD_S`` (a slow client, not a fresh one)."""
         stale = None
-        now = self._loop.time()
-        for connection in self._connections:
+        now = asyncio.get_running_loop().time()
+        for connection in self.connections:
             if not isinstance(connection, GuardedConnection):
                 continue
             if connection.is_idle():
@@ -143,7 +137,7 @@ class GuardedServer(web.Server):
             self.refusing -= 1
 
 
-class GuardedConnection(RequestHandler):
+class GuardedConnection(AdaptedConnection):
     """One HTTP connection: aiohttp's, plus the budget, the deadlines and quiet 400s.
 
     At most one deadline runs at a time: for the request head while one is being read (or
@@ -155,6 +149,7 @@ class GuardedConnection(RequestHandler):
     def __init__(self, manager: GuardedServer, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._guard = manager
+        self._event_loop = asyncio.get_running_loop()
         self._admitted: bool | None = None  # None until connection_made
         self._reading: str | None = None  # "header" or "body" while a deadline runs
         self._reading_since = 0.0
@@ -173,13 +168,11 @@ class GuardedConnection(RequestHandler):
             if self._guard.refusing > max(32, reserve(self._guard.limits.max_connections)):
                 transport.abort()  # type: ignore[attr-defined]
                 return
-            self._deadline_handle = self._loop.call_later(REFUSAL_GRACE_S, self._refuse)
+            self._deadline_handle = self._event_loop.call_later(REFUSAL_GRACE_S, self._refuse)
             return
         super().connection_made(transport)
         # a new connection has the header timeout for its first request, not the idle one
-        if self._keepalive_handle is not None:
-            self._keepalive_handle.cancel()
-            self._keepalive_handle = None
+        self.stop_keepalive_timer()
         self._start_deadline("header", self._guard.limits.header_timeout_s)
 
     def connection_lost(self, exc: BaseException | None) -> None:
@@ -207,13 +200,11 @@ class GuardedConnection(RequestHandler):
 
     def is_idle(self) -> bool:
         """Waiting for a next request on keep-alive, no byte of it received yet."""
-        waiter = self._waiter
         return (
-            self._request_count > 0
+            self.heads_received > 0
             and self._reading is None
-            and waiter is not None
-            and not waiter.done()
-            and not self._force_close
+            and self.waiting_for_request
+            and not self.force_closing
         )
 
     def head_waited(self, now: float) -> float:
@@ -240,28 +231,27 @@ class GuardedConnection(RequestHandler):
             return
         if self._reading == "body" and self._body is not None and self._body.is_eof():
             self._stop_deadline()
-        heads = self._request_count
+        heads = self.heads_received
         super().data_received(data)
-        if self._request_count != heads:  # a request head is complete
+        if self.heads_received != heads:  # a request head is complete
             self._stop_deadline()
-            if self._messages:
-                body = self._messages[-1][1]
-                if not body.is_eof():
-                    self._body = body
-                    self._start_deadline("body", self._guard.limits.body_timeout_s)
-        elif data and self._reading is None and not self._request_in_progress:
+            body = self.latest_body()
+            if body is not None and not body.is_eof():
+                self._body = body
+                self._start_deadline("body", self._guard.limits.body_timeout_s)
+        elif data and self._reading is None and not self.handling_request:
             self._start_deadline("header", self._guard.limits.header_timeout_s)
 
     def _start_deadline(self, reading: str, timeout_s: float) -> None:
         self._reading = reading
-        self._reading_since = self._loop.time()
-        self._deadline = self._loop.time() + timeout_s
+        self._reading_since = self._event_loop.time()
+        self._deadline = self._reading_since + timeout_s
         handle = self._deadline_handle
         if handle is not None and handle.when() > self._deadline:
             handle.cancel()
             handle = None
         if handle is None:
-            self._deadline_handle = self._loop.call_at(self._deadline, self._check_deadline)
+            self._deadline_handle = self._event_loop.call_at(self._deadline, self._check_deadline)
 
     def _stop_deadline(self) -> None:
         # the timer stays armed, and finds nothing to do (cheaper than cancelling each time)
@@ -275,8 +265,8 @@ class GuardedConnection(RequestHandler):
         if self._reading == "body" and self._body is not None and self._body.is_eof():
             self._stop_deadline()
             return
-        if self._loop.time() < self._deadline:  # a later deadline replaced the first
-            self._deadline_handle = self._loop.call_at(self._deadline, self._check_deadline)
+        if self._event_loop.time() < self._deadline:  # a later deadline replaced the first
+            self._deadline_handle = self._event_loop.call_at(self._deadline, self._check_deadline)
             return
         reading = self._reading
         limit = self._guard.limits
@@ -286,7 +276,7 @@ class GuardedConnection(RequestHandler):
             reading,
             timeout_s,
         )
-        request = self._current_request
+        request = self.current_request
         if reading == "header" or (request is not None and request.writer.output_size == 0):
             # (not once a response was written: lingering over an unread body)
             self.transport.write(
@@ -299,20 +289,17 @@ class GuardedConnection(RequestHandler):
             )
         self.close_for(f"{reading}_timeout")
 
-    def _process_keepalive(self) -> None:
-        if self._reading is not None:  # the next request is arriving: its deadline rules
-            self._keepalive_handle = None
-            return
-        was_open = self.transport is not None
-        super()._process_keepalive()
-        if was_open and self.transport is None:
-            self._guard.metrics.closed.labels("idle_timeout").inc()
+    def may_close_idle(self) -> bool:
+        return self._reading is None  # the next request is arriving: its deadline rules
+
+    def closed_idle(self) -> None:
+        self._guard.metrics.closed.labels("idle_timeout").inc()
 
     # -- refusals by the parser ---------------------------------------------------------
 
     def handle_error(
         self,
-        request: BaseRequest,
+        request: web.BaseRequest,
         status: int = 500,
         exc: BaseException | None = None,
         message: str | None = None,
@@ -332,7 +319,7 @@ class GuardedConnection(RequestHandler):
 
 
 @final
-class ServiceRunner(web.AppRunner):
+class ServiceRunner(AdaptedAppRunner):
     """``web.AppRunner`` for a :func:`~purgatory.service.app.create_app` app, serving
     through :class:`GuardedServer`; the connection metrics go into the app's registry."""
 
@@ -346,8 +333,7 @@ class ServiceRunner(web.AppRunner):
         )
         self._limits = limits
 
-    async def _make_server(self) -> web.Server:
-        plain = await super()._make_server()
+    def adapt_server(self, plain: web.Server) -> web.Server:
         state = self.app[STATE]
         metrics = ConnectionMetrics(state.registry)
         return GuardedServer(plain, self._limits, metrics, state.metrics)

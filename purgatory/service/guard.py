@@ -14,10 +14,10 @@ Each refusal is one JSON error and one line in the log, never a traceback.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from purgatory.loopback import is_loopback
 from purgatory.sim.errors import ErrorCode
 
 #: routes that answer without a token
@@ -35,15 +35,6 @@ class Refusal:
     reason: str  # the rejected-requests metric label
     code: ErrorCode
     message: str
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def host_name(header: str) -> str:

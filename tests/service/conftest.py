@@ -27,8 +27,9 @@ async def served() -> AsyncIterator[Served]:
 
 @pytest_asyncio.fixture
 async def tight() -> AsyncIterator[Served]:
-    """A server with small limits: 1 parked request, 1 KiB bodies, 1 s timeout ceiling."""
-    config = ServiceConfig(max_pending=1, max_body_bytes=1024, max_timeout_ms=1000)
+    """A server with small limits: 1 parked fetch (and 1 slot kept for produces), 1 KiB
+    bodies, 1 s timeout ceiling."""
+    config = ServiceConfig(max_pending=2, max_body_bytes=1024, max_timeout_ms=1000)
     runner, server = await start_server(config)
     try:
         yield server

@@ -1,6 +1,7 @@
 """The connection budget: derived from the descriptor limit, idle connections evicted at
 the budget, the excess refused with 503, and health checks and produces served throughout
-a flood of long polls."""
+a flood of long polls; the parked-request budget never refuses the produce that wakes the
+polls parked in it."""
 
 from __future__ import annotations
 
@@ -14,9 +15,18 @@ import time
 
 import pytest
 from serve_process import Server
+from served import start_server
 from test_service_connections import read_response, request
 
-from purgatory.service.config import budget, headroom, kafka_budget, reserve
+from purgatory.service.config import (
+    ServiceConfig,
+    budget,
+    headroom,
+    kafka_budget,
+    reserve,
+    write_reserve,
+)
+from purgatory.service.pending import Parks, PendingBudget
 from purgatory.service.throttled import Throttled
 
 
@@ -34,8 +44,8 @@ def test_the_budget_is_derived_from_the_descriptor_limit() -> None:
     [
         (4000, None, "--max-connections must be in 16..3687 (the open-files limit 4096 less 409"),
         (8, None, "--max-connections must be in 16..3687"),
-        (1000, 990, "--max-pending must be in 1..950 (--max-connections 1000 less 50 kept"),
-        (None, 20_000, "--max-pending must be in 1..3503"),
+        (1000, 990, "--max-pending must be in 2..950 (--max-connections 1000 less 50 kept"),
+        (None, 20_000, "--max-pending must be in 2..3503"),
     ],
 )
 def test_a_budget_that_does_not_fit_is_refused_with_the_figures(
@@ -96,18 +106,18 @@ def test_idle_connections_are_evicted_at_the_budget_then_the_excess_gets_503() -
             idle.append(writer)
         # a new client still gets through: the longest-idle connection makes room
         evicting, _ = await call(server.address, request("/healthz", close=True))
-        # now fill the budget with connections that are not idle: 8 parked polls and 8
-        # heads still arriving
+        # now fill the budget with connections that are not idle: 7 parked polls (all that
+        # --max-pending 8 lets fetches take) and 9 heads still arriving
         parked = [
             asyncio.create_task(call(server.address, request("/v1/fetch", fetch.encode())))
-            for _ in range(8)
+            for _ in range(7)
         ]
         for _ in range(200):
-            if await metric(server.address, "purgatory_http_parked_requests") == 8:
+            if await metric(server.address, "purgatory_http_parked_requests") == 7:
                 break
             await asyncio.sleep(0.02)
         slow = []
-        for _ in range(8):
+        for _ in range(9):
             reader, writer = await asyncio.open_connection(*server.address)
             writer.write(b"GET /healthz HTTP/1.1\r\n")
             slow.append((reader, writer))
@@ -211,7 +221,7 @@ def test_a_flood_of_long_polls_at_4096_descriptors_gets_answers_and_503s_only() 
     assert refusals.count("TOO_MANY_PENDING_REQUESTS") > 0  # over max_pending
     assert evicted > 0  # refused polls' idle connections made room for later ones
     answered = [body for status, body in results if status == 200]
-    assert len(answered) >= 3000  # max_pending is 3,503 at this limit
+    assert len(answered) >= 3000  # fetches may park 3,153 of max_pending's 3,503 here
     assert all(body["records"] for body in answered)  # woken by the produce
     assert produced == 200
     assert wake_s < 20
@@ -219,6 +229,70 @@ def test_a_flood_of_long_polls_at_4096_descriptors_gets_answers_and_503s_only() 
     assert all(status == 200 for status, _ in health), health
     assert "Traceback" not in log
     assert log.count("refused with 503") <= 4  # throttled: one line per 10 s per kind
+
+
+def test_fetches_never_take_the_slots_kept_for_writes() -> None:
+    assert [write_reserve(n) for n in (2, 10, 19, 20, 3503)] == [1, 1, 1, 2, 350]
+    pending = PendingBudget(20)
+    for _ in range(18):
+        assert pending.refusal(Parks.FETCH) is None
+        pending.take(Parks.FETCH)
+    assert pending.refusal(Parks.FETCH) == (
+        "18 fetches are already parked (max_pending less 2 kept for produces)"
+    )
+    assert pending.refusal(Parks.NEVER) is None
+    for _ in range(2):
+        assert pending.refusal(Parks.WRITE) is None
+        pending.take(Parks.WRITE)
+    assert pending.refusal(Parks.WRITE) == "20 requests are already parked (max_pending)"
+    pending.give_back(Parks.FETCH)
+    assert pending.refusal(Parks.FETCH) is None
+    assert (pending.parked, pending.fetches) == (19, 17)
+
+
+def test_writes_may_take_every_slot_but_then_fetches_wait() -> None:
+    pending = PendingBudget(10)
+    for _ in range(10):
+        assert pending.refusal(Parks.WRITE) is None
+        pending.take(Parks.WRITE)
+    assert pending.refusal(Parks.FETCH) == "10 requests are already parked (max_pending)"
+    with pytest.raises(ValueError, match=r"max_pending must be at least 2 .*got 1"):
+        ServiceConfig(max_pending=1)
+
+
+@pytest.mark.asyncio
+async def test_long_polls_filling_the_budget_never_refuse_the_produce_that_wakes_them() -> None:
+    runner, server = await start_server(ServiceConfig(max_pending=10))
+    poll = {"topic": "t", "partition": 0, "offset": 0, "max_wait_ms": 30_000}
+    # more long polls than the whole budget: every slot a fetch may take is taken
+    polls = [asyncio.create_task(server.post("/v1/fetch", poll)) for _ in range(11)]
+    try:
+
+        async def settled() -> bool:
+            return await server.parked() + sum(p.done() for p in polls) == len(polls)
+
+        await server.until(settled, "every poll parked or refused")
+        refused = [p for p in polls if p.done()]
+        assert refused
+        for status, body in (p.result() for p in refused):
+            assert (status, body["error"]) == (503, "TOO_MANY_PENDING_REQUESTS")
+        started = time.monotonic()
+        produce = {"topic": "t", "partition": 0, "records": [{"value": "wake"}], "acks": -1}
+        assert await server.post("/v1/produce", produce) == (
+            200,
+            {"error": None, "base_offset": 0},
+        )
+        for p in polls:
+            if p not in refused:
+                status, body = await p
+                assert status == 200
+                assert [r["value"] for r in body["records"]] == ["wake"]
+        assert time.monotonic() - started < 10  # woken by the produce, not max_wait_ms
+    finally:
+        for p in polls:
+            p.cancel()
+        await server.session.close()
+        await runner.cleanup()
 
 
 def test_serve_refuses_a_max_pending_above_its_budget_at_startup() -> None:
@@ -234,7 +308,7 @@ def test_serve_refuses_a_max_pending_above_its_budget_at_startup() -> None:
         preexec_fn=limit_files,
     )
     assert result.returncode == 2
-    assert "--max-pending must be in 1..3503 (--max-connections 3687 less 184" in result.stderr
+    assert "--max-pending must be in 2..3503 (--max-connections 3687 less 184" in result.stderr
 
 
 def test_kafka_connections_come_out_of_the_headroom() -> None:

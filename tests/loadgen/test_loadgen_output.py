@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from purgatory.service.load import format_summary
+from purgatory.loadgen.cli import format_summary
 
 
 def test_summary_is_a_labelled_table_with_separators() -> None:

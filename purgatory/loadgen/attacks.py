@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from purgatory.loopback import is_loopback
 from purgatory.percentiles import percentile
-from purgatory.service.guard import is_loopback
 
 #: the most sockets an attack opens (a loopback address has about 28,000 ephemeral ports)
 MAX_SOCKETS: Final = 60_000

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from purgatory.service.load import SETTLE_S, Stats, _fetcher, _wait_parked
+from purgatory.loadgen.long_polls import SETTLE_S, Stats, _fetcher, _wait_parked
 
 
 async def _run_fetcher(answers: list[web.Response], seconds: float) -> list[dict[str, Any]]:
