@@ -19,7 +19,6 @@ subscription on any of them (the base class then reconnects and re-checks):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 from collections.abc import Sequence
 from typing import Any, Final, Unpack
@@ -39,6 +38,27 @@ _UNKNOWN_TOPIC_OR_PARTITION: Final = 3
 
 class _Gap(ConnectionError):
     """Something happened that may have lost records: the subscription must end."""
+
+
+class _Consumer(AIOKafkaConsumer):  # type: ignore[misc]
+    """aiokafka's consumer, with a stop that closes everything even after a lost broker.
+
+    aiokafka 0.14's fetcher, closing, awaits each fetch it cancels; one sleeping its retry
+    backoff after a connection error re-raises the cancellation, and the close stops there,
+    leaving the other fetches and every connection open. Finish it."""
+
+    async def stop(self) -> None:
+        try:
+            await super().stop()
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # a cancellation of our own
+            fetches = list(self._fetcher._pending_tasks)
+            for fetch in fetches:
+                fetch.cancel()
+            await asyncio.gather(*fetches, return_exceptions=True)
+            await self._client.close()
 
 
 class KafkaBus(Bus):
@@ -79,12 +99,13 @@ class KafkaBus(Bus):
                 f"got {watchdog_interval_s!r}"
             )
         self.watchdog_interval_s = float(watchdog_interval_s)
-        self._consumer: AIOKafkaConsumer | None = None
+        self._consumer: _Consumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._watched: dict[int, AIOKafkaConnection] = {}
         self._brokers: set[tuple[int, str, int]] = set()
         self._positions: dict[Any, int] = {}  # TopicPartition -> next offset expected
         self._lost: asyncio.Future[None] | None = None
+        self._stopping: list[asyncio.Future[None]] = []
 
     # -- the backend ------------------------------------------------------------------------
 
@@ -98,9 +119,7 @@ class KafkaBus(Bus):
             "client_id": f"purgatory-bus-{self.name}",
             "request_timeout_ms": self._request_timeout_ms(),
         }
-        self._consumer = AIOKafkaConsumer(
-            enable_auto_commit=False, auto_offset_reset="none", **client
-        )
+        self._consumer = _Consumer(enable_auto_commit=False, auto_offset_reset="none", **client)
         await self._consumer.start()
         assigned = [TopicPartition(self.topic, p) for p in sorted(partitions)]
         self._consumer.assign(assigned)
@@ -140,12 +159,18 @@ class KafkaBus(Bus):
         watched, self._watched = self._watched, {}
         for conn in watched.values():
             conn.close()
-        consumer, self._consumer = self._consumer, None
-        producer, self._producer = self._producer, None
-        for client in (consumer, producer):
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.stop()
+        clients = [c for c in (self._consumer, self._producer) if c is not None]
+        self._consumer = self._producer = None
+        self._stopping += [asyncio.ensure_future(client.stop()) for client in clients]
+        # Shielded: when a close cancels a disconnect in progress, the close's own
+        # disconnect waits for the clients still stopping (a producer flushing a batch
+        # for at most its request timeout).
+        stopping, self._stopping = self._stopping, []
+        try:
+            await asyncio.shield(asyncio.gather(*stopping, return_exceptions=True))
+        except asyncio.CancelledError:
+            self._stopping = [task for task in stopping if not task.done()]
+            raise
 
     def _describe(self) -> str:
         return f"kafka {','.join(self.bootstrap_servers)} topic {self.topic!r}"
