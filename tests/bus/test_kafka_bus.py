@@ -1,0 +1,304 @@
+"""KafkaBus against a real broker (``purgatory serve --kafka-port``): triggers cross
+processes, every gap aiokafka would hide (a broker killed, restarted, hung) ends the
+subscription and is followed by a full re-check, bad input is refused clearly."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kafka_server import TOPIC, KafkaServer, require_kafka_client
+from outage import collect, set_versions, waiter_processes
+
+from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.bus import BusUnavailable
+
+require_kafka_client()
+
+from aiokafka import AIOKafkaProducer  # noqa: E402
+
+from purgatory.bus import KafkaBus  # noqa: E402
+
+Purgatory = DelayedOperationPurgatory[DelayedOperation]
+
+# Short timeouts and backoffs: the whole file must stay quick.
+FAST = {
+    "connect_timeout_s": 3.0,
+    "publish_timeout_s": 2.0,
+    "backoff_initial_s": 0.05,
+    "backoff_max_s": 0.5,
+    "watchdog_interval_s": 0.5,
+}
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[KafkaServer]:
+    server = KafkaServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own() -> Iterator[KafkaServer]:
+    """A server of the test's own, which it may kill."""
+    server = KafkaServer()
+    server.start()
+    yield server
+    server.kill()
+
+
+def waiter(
+    purgatory: Purgatory, state: dict[str, int], key: str, version: int = 1
+) -> asyncio.Task[bool]:
+    return asyncio.create_task(
+        purgatory.wait_until(lambda: state.get(key, 0) >= version, [key], 600_000)
+    )
+
+
+async def eventually(condition: Callable[[], bool], within_s: float) -> float:
+    """Wait until ``condition()``; the seconds it took; fail after ``within_s``."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > within_s:
+            raise AssertionError(f"not true within {within_s} s")
+        await asyncio.sleep(0.02)
+    return time.monotonic() - started
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.asyncio
+async def test_a_key_published_in_one_process_wakes_waiters_in_another(
+    shared: KafkaServer,
+) -> None:
+    state: dict[str, int] = {}
+    async with Purgatory("a") as pa, Purgatory("b") as pb:
+        async with (
+            KafkaBus(shared.bootstrap, name="a", **FAST) as bus_a,
+            KafkaBus(shared.bootstrap, name="b", **FAST) as bus_b,
+        ):
+            bus_a.attach(pa)
+            bus_b.attach(pb)
+            there, other = waiter(pb, state, "job-1"), waiter(pb, state, "job-2")
+            await asyncio.sleep(0.05)
+            state["job-1"] = state["job-2"] = 1
+            await bus_a.publish("job-1")
+            async with asyncio.timeout(5):
+                assert await there is True
+            assert not other.done()  # job-2 was not published
+            other.cancel()
+            sa, sb = bus_a.statistics(), bus_b.statistics()
+            assert (sa.published, sa.messages_sent, sa.publish_errors) == (1, 1, 0)
+            assert (sb.messages_received, sb.received) == (1, 1)
+            assert sa.messages_received == 0  # its own message is skipped
+            assert sb.connected
+            assert sb.reconnects == 0
+
+
+@pytest.mark.asyncio
+async def test_keys_over_one_message_are_split_and_all_arrive(shared: KafkaServer) -> None:
+    # three keys of 400 kB do not fit in one 1 MiB record: two records, no key lost
+    keys = [c * 400_000 for c in "xyz"]
+    async with (
+        KafkaBus(shared.bootstrap, name="a", **FAST) as bus_a,
+        KafkaBus(shared.bootstrap, name="b", **FAST) as bus_b,
+    ):
+        await bus_a.publish(*keys)
+        assert bus_a.statistics().messages_sent == 2
+        await eventually(lambda: bus_b.statistics().received == 3, 10)
+        assert bus_b.statistics().messages_received == 2
+
+
+@pytest.mark.asyncio
+async def test_the_largest_key_goes_through_and_a_larger_one_is_refused(
+    shared: KafkaServer,
+) -> None:
+    async with (
+        KafkaBus(shared.bootstrap, name="a", **FAST) as bus_a,
+        KafkaBus(shared.bootstrap, name="b", **FAST) as bus_b,
+    ):
+        room = KafkaBus.max_message_bytes - len(f'["{bus_a.sender_id}",""]')
+        await bus_a.publish("k" * room)  # Kafka and aiokafka take the largest message
+        await eventually(lambda: bus_b.statistics().received == 1, 10)
+        with pytest.raises(ValueError, match="does not fit in one message"):
+            await bus_a.publish("k" * (room + 1))
+        assert bus_a.statistics().messages_sent == 1
+
+
+@pytest.mark.asyncio
+async def test_non_str_keys_are_refused(shared: KafkaServer) -> None:
+    async with KafkaBus(shared.bootstrap, **FAST) as bus:
+        with pytest.raises(TypeError, match="keys on a bus are str"):
+            await bus.publish(42)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="bytes"):
+            await bus.publish(b"job")  # type: ignore[arg-type]
+        assert bus.statistics().published == 0
+
+
+@pytest.mark.asyncio
+async def test_a_record_the_bus_did_not_write_is_answered_by_a_full_recheck(
+    shared: KafkaServer,
+) -> None:
+    async with Purgatory("p") as p, KafkaBus(shared.bootstrap, **FAST) as bus:
+        bus.attach(p)
+        rechecks = bus.statistics().rechecks
+        producer = AIOKafkaProducer(bootstrap_servers=shared.bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(TOPIC, b"not json")
+            await producer.send_and_wait(TOPIC, None, key=b"k")  # a tombstone
+        finally:
+            await producer.stop()
+        await eventually(lambda: bus.statistics().malformed == 2, 10)
+        await eventually(lambda: bus.statistics().rechecks > rechecks, 5)
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="host:port"):
+        KafkaBus("localhost")
+    with pytest.raises(ValueError, match="host:port"):
+        KafkaBus("")
+    with pytest.raises(ValueError, match="host:port"):
+        KafkaBus(["127.0.0.1:9092", "127.0.0.1:x"])
+    with pytest.raises(TypeError, match="topic"):
+        KafkaBus("127.0.0.1:9092", topic="")
+    with pytest.raises(ValueError, match="watchdog_interval_s"):
+        KafkaBus("127.0.0.1:9092", watchdog_interval_s=0)
+    bus = KafkaBus(" 127.0.0.1:9092 ,127.0.0.1:9093")
+    assert bus.bootstrap_servers == ["127.0.0.1:9092", "127.0.0.1:9093"]
+
+
+@pytest.mark.asyncio
+async def test_an_unreachable_broker_at_start_fails_within_connect_timeout() -> None:
+    bus = KafkaBus(f"127.0.0.1:{free_port()}", **{**FAST, "connect_timeout_s": 1.0})
+    started = time.monotonic()
+    with pytest.raises(BusUnavailable, match="could not connect"):
+        await bus.start()
+    assert time.monotonic() - started < 2.0
+
+
+@pytest.mark.asyncio
+async def test_a_missing_topic_fails_at_start_and_says_so(shared: KafkaServer) -> None:
+    bus = KafkaBus(shared.bootstrap, topic="absent", **{**FAST, "connect_timeout_s": 1.0})
+    started = time.monotonic()
+    with pytest.raises(BusUnavailable, match="topic 'absent' does not exist"):
+        await bus.start()
+    assert time.monotonic() - started < 2.0
+
+
+@pytest.mark.asyncio
+async def test_publish_while_the_broker_is_down_raises_within_publish_timeout(
+    own: KafkaServer,
+) -> None:
+    async with KafkaBus(own.bootstrap, **{**FAST, "publish_timeout_s": 1.0}) as bus:
+        own.kill()
+        started = time.monotonic()
+        with pytest.raises(BusUnavailable):
+            await bus.publish("job-1")
+        assert time.monotonic() - started < 1.5
+        assert bus.statistics().publish_errors == 1
+
+
+@pytest.mark.asyncio
+async def test_a_restart_hidden_by_new_records_is_noticed_and_followed_by_a_recheck(
+    own: KafkaServer,
+) -> None:
+    """The broker comes back with an empty log that others refill past the bus's old
+    positions at once, so offsets show no gap; the closed connection does. The probe
+    interval is long, so the notice comes from the connection, not the probe."""
+    state: dict[str, int] = {}
+    options = {**FAST, "watchdog_interval_s": 60.0, "recheck_interval_s": 60.0}
+    async with Purgatory("p") as p, KafkaBus(own.bootstrap, name="sub", **options) as bus:
+        bus.attach(p)
+        async with KafkaBus(own.bootstrap, name="pub", **FAST) as publisher:
+            await publisher.publish(*(f"warm-{i}" for i in range(5)))
+        await eventually(lambda: bus.statistics().received == 5, 10)
+        parked = waiter(p, state, "job")
+        await asyncio.sleep(0.05)
+        rechecks = bus.statistics().rechecks
+        own.kill()
+        state["job"] = 1  # the trigger is lost with the broker
+        own.start()
+        producer = AIOKafkaProducer(bootstrap_servers=own.bootstrap)
+        await producer.start()
+        try:
+            for _ in range(20):  # the new log passes every old position
+                await producer.send_and_wait(TOPIC, b'["someone","other"]')
+        finally:
+            await producer.stop()
+        async with asyncio.timeout(10):
+            assert await parked is True
+        stats = bus.statistics()
+        assert stats.reconnects == 1
+        assert stats.rechecks > rechecks
+
+
+@pytest.mark.asyncio
+async def test_a_hung_broker_is_noticed_by_the_probe(own: KafkaServer) -> None:
+    """SIGSTOP keeps every connection open but nothing answers: the probe times out."""
+    assert own.process is not None
+    options = {**FAST, "connect_timeout_s": 0.5, "watchdog_interval_s": 0.2}
+    async with KafkaBus(own.bootstrap, **options) as bus:
+        own.process.send_signal(signal.SIGSTOP)
+        try:
+            lost_after = await eventually(lambda: not bus.connected, 5)
+        finally:
+            own.process.send_signal(signal.SIGCONT)
+        assert lost_after < 2.0  # one interval (0.2 s) and one probe timeout (0.5 s), with slack
+        await eventually(lambda: bus.connected, 10)
+        assert bus.statistics().reconnects == 1
+
+
+LOOPS = ["asyncio", "uvloop"]
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_outage_every_waiter_in_three_processes_is_answered_after_a_restart(
+    tmp_path: Path, loop: str
+) -> None:
+    """Waiters parked in three processes; kill -9 the broker; change every key's state and
+    publish (which fails); restart the broker (empty, topic created again): every waiter is
+    answered by the re-check that follows the reconnect. The outage re-check interval is
+    longer than the test, so nothing else can answer them."""
+    server = KafkaServer()
+    server.start()
+    try:
+        bus = {"kind": "KafkaBus", "bootstrap_servers": server.bootstrap, "name": "waiter"}
+        bus |= {**FAST, "recheck_interval_s": 600.0}
+        keys = [[f"p{i}-job-{j}" for j in range(20)] for i in range(3)]
+        every_key = [key for process_keys in keys for key in process_keys]
+        with waiter_processes(bus, tmp_path, keys, timeout_ms=120_000, loop=loop) as procs:
+
+            async def publish_while_down() -> None:
+                options = {**FAST, "publish_timeout_s": 1.0}
+                async with KafkaBus(server.bootstrap, name="publisher", **options) as pub:
+                    server.kill()
+                    set_versions(tmp_path, every_key)
+                    with pytest.raises(BusUnavailable):
+                        await pub.publish(*every_key)
+
+            asyncio.run(publish_while_down())
+            restarted = time.monotonic()
+            server.start(topic=False)
+            server.create_topic()
+            collect(procs, within_s=30)
+            recovery = time.monotonic() - restarted
+        print(
+            f"\nKafkaBus outage ({loop}): restart -> last of 60 waiters answered {recovery:.2f} s"
+        )
+        for process in procs:
+            assert process.statistics is not None
+            assert process.statistics["reconnects"] >= 1
+            assert process.statistics["rechecks"] >= 2
+    finally:
+        server.kill()
