@@ -265,6 +265,7 @@ class EmbeddedKafka:
         try:
             if self._kafka is not None:
                 self._run(self._kafka.close())
+            self._run(_finish_tasks())
         finally:
             self._kafka = None
             self._stop_loop()
@@ -378,3 +379,13 @@ class EmbeddedKafka:
     def __repr__(self) -> str:
         state = "running" if self._kafka is not None else "stopped"
         return f"<EmbeddedKafka {state} {self._kafka.bootstrap_servers if self._kafka else ''}>"
+
+
+async def _finish_tasks() -> None:
+    """Cancel what is still running on the loop (as :func:`asyncio.run` does before it
+    closes one), so that no task is destroyed pending with the loop."""
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

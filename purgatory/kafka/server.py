@@ -225,6 +225,9 @@ class KafkaProtocolServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+            # A connection accepted just before has its task scheduled, not started: let
+            # it start, so that it is cancelled below rather than left with its socket.
+            await asyncio.sleep(0)
         for task in list(self._connections):
             task.cancel()
         for task in list(self._connections):
