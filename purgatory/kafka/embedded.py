@@ -389,3 +389,6 @@ async def _finish_tasks() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    # A transport closed by a cancelled task closes its socket in a callback: run it.
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
