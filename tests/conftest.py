@@ -11,6 +11,10 @@ import pytest
 
 from purgatory.testing import virtual_loop_factory
 
+# The kafka_cluster fixture; an install registers it through the pytest11 entry point
+# too, under this same name, so it is loaded once either way.
+pytest_plugins = ["purgatory.kafka.pytest_plugin"]
+
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
 

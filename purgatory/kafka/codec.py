@@ -38,6 +38,10 @@ class Reader:
     def remaining(self) -> int:
         return len(self._buf) - self.pos
 
+    def copy(self) -> Reader:
+        """A reader over the same bytes from the same position, which reads on its own."""
+        return Reader(self._buf, self.pos)
+
     def _take(self, n: int) -> memoryview:
         if n < 0 or self.pos + n > len(self._buf):
             raise DecodeError(f"need {n} bytes at {self.pos}, have {self.remaining}")

@@ -14,6 +14,7 @@ from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
@@ -33,7 +34,8 @@ class KafkaFrontDoor:
     listener pick a free port (tests), and Metadata advertises the ports actually bound.
     ``limits`` bound the connections of all the listeners together; ``topics`` are the
     defaults of topic creation, and whether a Metadata request creates unknown topics
-    (Kafka's ``auto.create.topics.enable``; off by default here)."""
+    (Kafka's ``auto.create.topics.enable``; off by default here); :attr:`faults` holds the
+    per-request fault rules of every listener."""
 
     def __init__(
         self,
@@ -62,7 +64,9 @@ class KafkaFrontDoor:
             CoordinatorHandlers(self._coordinator_for, ProducerIds()).apis(),
             ElectionHandlers(cluster).apis(),
         ]
-        self._servers: list[KafkaProtocolServer] = []
+        self._servers: dict[int, KafkaProtocolServer] = {}
+        #: per-request fault rules, for every listener (none by default)
+        self.faults = Faults(self._faults_active)
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
@@ -71,27 +75,52 @@ class KafkaFrontDoor:
 
     async def start(self) -> None:
         for broker_id in sorted(self.cluster.brokers):
-            server = KafkaProtocolServer(self.stats, self.limits)
-            partitions = PartitionHandlers(
-                self.cluster, broker_id, self.addresses, self.stats, self._topics.auto_create
-            )
-            deletes = DeleteRecordsHandlers(self.cluster, broker_id)
-            groups = GroupHandlers(
-                self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
-            )
-            configs = ConfigHandlers(self.cluster, broker_id, self._topics.defaults.settings())
-            for apis in [
-                partitions.apis(),
-                deletes.apis(),
-                groups.apis(),
-                configs.apis(),
-                *self._shared,
-            ]:
-                server.register_all(apis)
             port = self.base_port + broker_id if self.base_port else 0
-            bound = await server.start(self.host, port)
-            self.addresses[broker_id] = (self.host, bound)
-            self._servers.append(server)
+            await self.start_listener(broker_id, port)
+
+    async def start_listener(self, broker_id: int, port: int | None = None) -> None:
+        """Listen for broker ``broker_id`` again (after :meth:`stop_listener`), on
+        ``port`` (default: the port it had, so clients find it where Metadata said)."""
+        if broker_id in self._servers:
+            raise RuntimeError(f"broker {broker_id} is listening already")
+        if port is None:
+            port = self.addresses[broker_id][1]
+        server = KafkaProtocolServer(self.stats, self.limits, broker_id)
+        partitions = PartitionHandlers(
+            self.cluster, broker_id, self.addresses, self.stats, self._topics.auto_create
+        )
+        deletes = DeleteRecordsHandlers(self.cluster, broker_id)
+        groups = GroupHandlers(
+            self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
+        )
+        configs = ConfigHandlers(self.cluster, broker_id, self._topics.defaults.settings())
+        for apis in [
+            partitions.apis(),
+            deletes.apis(),
+            groups.apis(),
+            configs.apis(),
+            *self._shared,
+        ]:
+            server.register_all(apis)
+        server.interceptor = self.faults if self.faults.rules else None
+        bound = await server.start(self.host, port)
+        self.addresses[broker_id] = (self.host, bound)
+        self._servers[broker_id] = server
+
+    async def stop_listener(self, broker_id: int) -> None:
+        """Close broker ``broker_id``'s listener and every connection to it: a client's
+        next connect is refused at once, as from a crashed broker. Metadata still names
+        it (with its port), as Kafka's does until the broker's session expires."""
+        server = self._servers.pop(broker_id, None)
+        if server is not None:
+            await server.close()
+
+    def listening(self, broker_id: int) -> bool:
+        return broker_id in self._servers
+
+    def _faults_active(self, active: bool) -> None:
+        for server in list(self._servers.values()):  # maybe called from another thread
+            server.interceptor = self.faults if active else None
 
     def _coordinator_for(self, key: str) -> tuple[int, str, int]:
         """A group's coordinator: a live broker picked by a hash of the group id, as Kafka
@@ -105,7 +134,7 @@ class KafkaFrontDoor:
 
     async def close(self) -> None:
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
-        for server in self._servers:
+        for server in self._servers.values():
             await server.close()
         self._servers.clear()
 

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, NamedTuple, final
+from typing import Final, NamedTuple, Protocol, final
 
 from purgatory.kafka.codec import DecodeError, Reader
 from purgatory.kafka.protocol import (
@@ -39,6 +39,26 @@ log = logging.getLogger(__name__)
 #: awaitable of either (a request parked in a purgatory).
 Response = bytes | bytearray | None
 Handler = Callable[[RequestHeader, Reader], Response | Awaitable[Response]]
+
+
+class CloseConnection(Exception):
+    """Raised by an :class:`Interceptor`, or by the response it returns: the connection
+    closes now, this request unanswered (the responses owed before it are written)."""
+
+
+class DropResponse(Exception):
+    """Raised by a response an :class:`Interceptor` returns: neither this response nor any
+    later one on the connection is written (the requests still run), as when a response is
+    lost: the client sees nothing until its request times out and it reconnects."""
+
+
+class Interceptor(Protocol):
+    """Stands between a listener and its handlers while fault rules are set: answers a
+    request of broker ``broker`` itself, or through ``handler``."""
+
+    def intercept(
+        self, broker: int, header: RequestHeader, body: Reader, handler: Handler
+    ) -> Response | Awaitable[Response]: ...
 
 
 class Api(NamedTuple):
@@ -166,13 +186,20 @@ class ListenerLimits:
 
 @final
 class KafkaProtocolServer:
-    """Serves a table of API handlers on one listening socket, within ``limits``."""
+    """Serves a table of API handlers on one listening socket, within ``limits``, as
+    broker ``broker_id``. While :attr:`interceptor` is set, every request but ApiVersions
+    goes through it (fault injection); None, the default, costs one attribute test."""
 
     def __init__(
-        self, stats: ProtocolStats | None = None, limits: ListenerLimits | None = None
+        self,
+        stats: ProtocolStats | None = None,
+        limits: ListenerLimits | None = None,
+        broker_id: int = 0,
     ) -> None:
         self.stats = stats or ProtocolStats()
         self.limits = ListenerLimits() if limits is None else limits
+        self.broker_id = broker_id
+        self.interceptor: Interceptor | None = None
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -198,6 +225,9 @@ class KafkaProtocolServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+            # A connection accepted just before has its task scheduled, not started: let
+            # it start, so that it is cancelled below rather than left with its socket.
+            await asyncio.sleep(0)
         for task in list(self._connections):
             task.cancel()
         for task in list(self._connections):
@@ -312,8 +342,14 @@ class KafkaProtocolServer:
             )
             return None
         self.stats.requests[ApiKey(header.api_key).name] += 1
+        interceptor = self.interceptor
         try:
-            result = handler(header, body)
+            if interceptor is None:
+                result = handler(header, body)
+            else:
+                result = interceptor.intercept(self.broker_id, header, body, handler)
+        except CloseConnection:
+            return None
         except DecodeError as exc:
             self.stats.bad("malformed request", f"{ApiKey(header.api_key).name}: {exc}")
             return None
@@ -337,6 +373,11 @@ class KafkaProtocolServer:
                     await writer.drain()
                 responses.owed -= 1
                 continue
+            except DropResponse:
+                await self._swallow(responses)
+                return
+            except CloseConnection:
+                pass
             except DecodeError as exc:
                 self.stats.bad("malformed request", str(exc))
             except ConnectionError:
@@ -351,3 +392,11 @@ class KafkaProtocolServer:
         writer.close()
         while (item := await pending.get()) is not None:
             item[1].cancel()
+
+    async def _swallow(self, responses: _Responses) -> None:
+        """A response was lost: let every later request run, answering none of them."""
+        responses.owed -= 1
+        while (item := await responses.queue.get()) is not None:
+            with contextlib.suppress(Exception):
+                await item[1]
+            responses.owed -= 1

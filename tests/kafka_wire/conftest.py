@@ -1,5 +1,6 @@
-"""The Kafka front door over a fresh three-broker cluster with topic ``t`` (2 partitions,
-replication factor 3), listening on free loopback ports."""
+"""The Kafka front door over a fresh three-broker embedded cluster with topic ``t`` (2
+partitions, replication factor 3), listening on free loopback ports, on the test's loop.
+Tests of synchronous clients use the ``kafka_cluster`` fixture (its own loop thread)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,11 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
+from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
-from purgatory.sim import Cluster
 
 
 @pytest_asyncio.fixture
 async def door() -> AsyncIterator[KafkaFrontDoor]:
-    async with Cluster(brokers=3, seed=1) as cluster:
-        await cluster.create_topic("t", partitions=2, replication_factor=3)
-        front = KafkaFrontDoor(cluster, "127.0.0.1", 0)
-        await front.start()
-        try:
-            yield front
-        finally:
-            await front.close()
+    async with AsyncEmbeddedKafka(brokers=3, seed=1, topics={"t": (2, 3)}) as kafka:
+        yield kafka.front_door

@@ -156,10 +156,9 @@ def _kafka_python_round_trip(bootstrap: str) -> list[bytes]:
     return got
 
 
-@pytest.mark.asyncio
-async def test_kafka_python_produces_acks_all_and_consumes_back_with_assign(door) -> None:
-    async with asyncio.timeout(TIMEOUT):
-        got = await asyncio.to_thread(_kafka_python_round_trip, door.bootstrap)
+@pytest.mark.kafka_cluster(brokers=3, topics={"t": (2, 3)})
+def test_kafka_python_produces_acks_all_and_consumes_back_with_assign(kafka_cluster) -> None:
+    got = _kafka_python_round_trip(kafka_cluster.bootstrap_servers)
     assert got == [f"kp{i}".encode() for i in range(10)]
 
 
@@ -189,10 +188,9 @@ def _confluent_round_trip(bootstrap: str) -> list[bytes]:
     return got
 
 
-@pytest.mark.asyncio
-async def test_confluent_kafka_produces_acks_all_and_consumes_back_with_assign(door) -> None:
-    async with asyncio.timeout(TIMEOUT):
-        got = await asyncio.to_thread(_confluent_round_trip, door.bootstrap)
+@pytest.mark.kafka_cluster(brokers=3, topics={"t": (2, 3)})
+def test_confluent_kafka_produces_acks_all_and_consumes_back_with_assign(kafka_cluster) -> None:
+    got = _confluent_round_trip(kafka_cluster.bootstrap_servers)
     assert got == [f"ck{i}".encode() for i in range(10)]
 
 

@@ -1,0 +1,394 @@
+"""An embedded Kafka cluster for tests: N simulated brokers speaking the Kafka protocol on
+free loopback ports, in this process, with the simulation's faults as methods.
+
+    with EmbeddedKafka(brokers=3, topics={"orders": 2}) as kafka:
+        producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all")
+        ...
+        kafka.crash_broker(kafka.leader("orders", 0))   # the leader dies now
+
+:class:`EmbeddedKafka` runs the cluster on an event loop of its own, in a background
+thread, so the broker keeps serving while the test thread blocks in a synchronous client
+(kafka-python, confluent-kafka); every method is marshalled onto that loop and waits for
+the result. :class:`AsyncEmbeddedKafka` runs on the caller's event loop (aiokafka; a
+synchronous client there must run in a thread, e.g. ``asyncio.to_thread``).
+
+Faults, as Kafka sees them: :meth:`~AsyncEmbeddedKafka.crash_broker` fails its partitions
+over to in-sync followers and closes the broker's listener and connections (a client's
+next connect is refused at once); :meth:`~AsyncEmbeddedKafka.restart_broker` brings it
+back on the same port, truncated to the leaders' logs; a slow follower, leader moves and
+elections (preferred or unclean) are methods too. Per-request faults (an error code, a
+lost response, a dropped connection, a delay) are rules on :attr:`~AsyncEmbeddedKafka.faults`
+(see :mod:`purgatory.kafka.faults`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Final, Self, TypeVar, final
+
+from purgatory.kafka.faults import Faults
+from purgatory.kafka.front_door import KafkaFrontDoor
+from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult, Latency, Record
+from purgatory.sim.messages import PartitionMetadata
+
+T = TypeVar("T")
+
+#: How long a call of the synchronous cluster waits for its loop before giving up.
+CALL_TIMEOUT_S: Final = 60.0
+
+#: A topic to create at start: its partition count, or (partitions, replication factor).
+TopicSpec = int | tuple[int, int]
+
+
+@final
+class AsyncEmbeddedKafka:
+    """``brokers`` simulated brokers serving the Kafka protocol on free ports of ``host``,
+    on the running event loop; an async context manager.
+
+    ``topics`` are created at start (name -> partitions, or (partitions, replication
+    factor)); the replication factor defaults to ``min(3, brokers)``, as in Kafka's
+    tests. ``min_insync_replicas`` is Kafka's ``min.insync.replicas``; other
+    :class:`~purgatory.sim.Cluster` options (retention, replica lag, round trips) go in
+    ``cluster_options``.
+    """
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        *,
+        topics: Mapping[str, TopicSpec] | None = None,
+        min_insync_replicas: int = 1,
+        host: str = "127.0.0.1",
+        seed: int = 0,
+        cluster_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.cluster = Cluster(
+            brokers, seed=seed, min_insync_replicas=min_insync_replicas, **(cluster_options or {})
+        )
+        self.front_door = KafkaFrontDoor(self.cluster, host, 0)
+        self._topics = dict(topics or {})
+        self._started = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("the embedded cluster is started already")
+        self._started = True
+        await self.cluster.start()
+        try:
+            for name, spec in self._topics.items():
+                partitions, replication = spec if isinstance(spec, tuple) else (spec, None)
+                await self.create_topic(name, partitions, replication)
+            await self.front_door.start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Close every listener and connection, then the cluster. Idempotent."""
+        await self.front_door.close()
+        await self.cluster.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- where clients connect ---------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port,...`` of every broker, for a client's ``bootstrap_servers``."""
+        return self.front_door.bootstrap
+
+    @property
+    def addresses(self) -> dict[int, tuple[str, int]]:
+        """Broker id -> (host, port) it listens on (kept across a crash and restart)."""
+        return dict(self.front_door.addresses)
+
+    @property
+    def faults(self) -> Faults:
+        """The per-request fault rules (see :mod:`purgatory.kafka.faults`)."""
+        return self.front_door.faults
+
+    # -- topics ------------------------------------------------------------------------------
+
+    async def create_topic(
+        self, name: str, partitions: int = 1, replication_factor: int | None = None
+    ) -> None:
+        """Create a topic (replication factor default: ``min(3, brokers)``). Raises
+        :class:`~purgatory.sim.SimulationError` (its ``code`` is Kafka's) if it exists or
+        the sizes are impossible."""
+        if replication_factor is None:
+            replication_factor = min(3, len(self.cluster.brokers))
+        await self.cluster.create_topic(name, partitions, replication_factor)
+
+    def topics(self) -> dict[str, int]:
+        """Topic name -> partition count."""
+        return {name: len(parts) for name, parts in self.cluster.topics.items()}
+
+    def describe(self, topic: str, partition: int) -> PartitionMetadata:
+        """A partition's leader, epoch, replicas, ISR, high watermark and log offsets.
+        Raises KeyError for an unknown partition."""
+        described = self.cluster.describe_partition(topic, partition)
+        if described is None:
+            raise KeyError(f"no partition {topic}-{partition}")
+        return described
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        """The broker leading the partition (None while it is offline)."""
+        return self.describe(topic, partition).leader
+
+    def records(self, topic: str, partition: int) -> list[Record]:
+        """The records a consumer can read from the partition (from the log start up to
+        the high watermark), as the leader holds them: ``(offset, key, value)``."""
+        p = self.cluster.partition(topic, partition)
+        if p is None:
+            raise KeyError(f"no partition {topic}-{partition}")
+        if p.leader is None:
+            return []
+        log = p.logs[p.leader]
+        return log.read_records(log.log_start_offset, p.hw, 1 << 62)
+
+    # -- faults ------------------------------------------------------------------------------
+
+    async def crash_broker(self, broker: int) -> None:
+        """Kill ``broker``: the partitions it led fail over to an in-sync follower (or go
+        offline), its parked requests are answered NOT_LEADER_OR_FOLLOWER, and its
+        listener and connections close, so a client's next connect is refused at once."""
+        await self.cluster.crash_broker(broker)
+        await self.front_door.stop_listener(broker)
+
+    async def restart_broker(self, broker: int) -> None:
+        """Bring ``broker`` back on its port: it truncates to the leaders' logs, catches up,
+        and leads the partitions that were offline waiting for it."""
+        await self.cluster.restart_broker(broker)
+        if not self.front_door.listening(broker):
+            await self.front_door.start_listener(broker)
+
+    def slow_follower(self, broker: int, latency: Latency | float | None) -> None:
+        """Add ``latency`` (a :class:`~purgatory.sim.Latency`, or a fixed number of ms) to
+        every replication round trip of ``broker``; None: back to normal. acks=all
+        produces then wait for it, until it drops out of the ISR."""
+        if latency is not None and not isinstance(latency, Latency):
+            latency = Latency(float(latency))
+        self.cluster.set_replication_latency(broker, latency)
+
+    async def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
+        """Move the partition's leadership to broker ``to`` (default: the next live
+        in-sync replica), as a controlled shutdown does; returns the new leader."""
+        return await self.cluster.fail_over(topic, partition, to)
+
+    async def elect_leaders(
+        self,
+        partitions: Sequence[tuple[str, int]] | None = None,
+        *,
+        unclean: bool = False,
+    ) -> ElectLeadersResult:
+        """Kafka's ElectLeaders for ``partitions`` (default: all): the preferred replica,
+        or with ``unclean`` any live replica of an offline partition (losing what only
+        the ISR had). Waits until every elected leader is in place."""
+        if partitions is None:
+            partitions = [(p.topic, p.index) for p in self.cluster.partitions()]
+        request = ElectLeadersRequest(list(partitions), "unclean" if unclean else "preferred")
+        return await self.cluster.elect_leaders(request)
+
+    def __repr__(self) -> str:
+        return f"<AsyncEmbeddedKafka {self.bootstrap_servers or 'not started'} {self.cluster!r}>"
+
+
+@final
+class EmbeddedKafka:
+    """:class:`AsyncEmbeddedKafka` on an event loop of its own, in a background thread: a
+    context manager for synchronous tests and clients. Takes the same arguments, plus
+    ``loop_factory`` (default: a new asyncio loop). Every method runs on the cluster's loop
+    and returns its result (waiting at most ``CALL_TIMEOUT_S``); :attr:`faults` may be used
+    from any thread."""
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        *,
+        topics: Mapping[str, TopicSpec] | None = None,
+        min_insync_replicas: int = 1,
+        host: str = "127.0.0.1",
+        seed: int = 0,
+        cluster_options: Mapping[str, Any] | None = None,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+    ) -> None:
+        def build() -> AsyncEmbeddedKafka:
+            return AsyncEmbeddedKafka(
+                brokers,
+                topics=topics,
+                min_insync_replicas=min_insync_replicas,
+                host=host,
+                seed=seed,
+                cluster_options=cluster_options,
+            )
+
+        self._build = build
+        self._loop_factory = loop_factory
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._kafka: AsyncEmbeddedKafka | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("the embedded cluster is started already")
+        loop = self._loop_factory()
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name="embedded-kafka", daemon=True)
+        self._thread.start()
+
+        async def start() -> AsyncEmbeddedKafka:
+            kafka = self._build()  # built on its loop: the cluster's parts bind to it
+            await kafka.start()
+            return kafka
+
+        try:
+            self._kafka = self._run(start())
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    def close(self) -> None:
+        """Close the cluster, stop its loop and thread. Idempotent."""
+        if self._thread is None:
+            return
+        try:
+            if self._kafka is not None:
+                self._run(self._kafka.close())
+            self._run(_finish_tasks())
+        finally:
+            self._kafka = None
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        loop, thread = self._loop, self._thread
+        assert loop is not None
+        assert thread is not None
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(CALL_TIMEOUT_S)
+        if not thread.is_alive():
+            loop.close()
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        loop = self._loop
+        if loop is None or self._thread is None:
+            coroutine.close()
+            raise RuntimeError("the embedded cluster is not running")
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(CALL_TIMEOUT_S)
+
+    def _await(self, method: Callable[[AsyncEmbeddedKafka], Awaitable[T]]) -> T:
+        """``await method(cluster)`` on the cluster's loop."""
+
+        async def call() -> T:
+            return await method(self._async)
+
+        return self._run(call())
+
+    def _get(self, method: Callable[[AsyncEmbeddedKafka], T]) -> T:
+        """``method(cluster)`` on the cluster's loop."""
+
+        async def call() -> T:
+            return method(self._async)
+
+        return self._run(call())
+
+    @property
+    def _async(self) -> AsyncEmbeddedKafka:
+        if self._kafka is None:
+            raise RuntimeError("the embedded cluster is not running")
+        return self._kafka
+
+    # -- the same surface, marshalled --------------------------------------------------------
+
+    @property
+    def cluster(self) -> Cluster:
+        """The simulated cluster: read it, or call it, only on its loop (:attr:`loop`)."""
+        return self._async.cluster
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The cluster's event loop (running in the background thread)."""
+        if self._loop is None:
+            raise RuntimeError("the embedded cluster is not running")
+        return self._loop
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._async.bootstrap_servers
+
+    @property
+    def addresses(self) -> dict[int, tuple[str, int]]:
+        return self._get(lambda k: k.addresses)
+
+    @property
+    def faults(self) -> Faults:
+        return self._async.faults
+
+    def create_topic(
+        self, name: str, partitions: int = 1, replication_factor: int | None = None
+    ) -> None:
+        self._await(lambda k: k.create_topic(name, partitions, replication_factor))
+
+    def topics(self) -> dict[str, int]:
+        return self._get(lambda k: k.topics())
+
+    def describe(self, topic: str, partition: int) -> PartitionMetadata:
+        return self._get(lambda k: k.describe(topic, partition))
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        return self._get(lambda k: k.leader(topic, partition))
+
+    def records(self, topic: str, partition: int) -> list[Record]:
+        return self._get(lambda k: k.records(topic, partition))
+
+    def crash_broker(self, broker: int) -> None:
+        self._await(lambda k: k.crash_broker(broker))
+
+    def restart_broker(self, broker: int) -> None:
+        self._await(lambda k: k.restart_broker(broker))
+
+    def slow_follower(self, broker: int, latency: Latency | float | None) -> None:
+        self._get(lambda k: k.slow_follower(broker, latency))
+
+    def move_leader(self, topic: str, partition: int, to: int | None = None) -> int:
+        return self._await(lambda k: k.move_leader(topic, partition, to))
+
+    def elect_leaders(
+        self, partitions: Sequence[tuple[str, int]] | None = None, *, unclean: bool = False
+    ) -> ElectLeadersResult:
+        return self._await(lambda k: k.elect_leaders(partitions, unclean=unclean))
+
+    def __repr__(self) -> str:
+        state = "running" if self._kafka is not None else "stopped"
+        return f"<EmbeddedKafka {state} {self._kafka.bootstrap_servers if self._kafka else ''}>"
+
+
+async def _finish_tasks() -> None:
+    """Cancel what is still running on the loop (as :func:`asyncio.run` does before it
+    closes one), so that no task is destroyed pending with the loop."""
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    # A transport closed by a cancelled task closes its socket in a callback: run it.
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)

@@ -1,0 +1,54 @@
+"""The ``kafka_cluster`` pytest fixture: an :class:`~purgatory.kafka.embedded.EmbeddedKafka`
+for the test that asks for it, closed when the test ends.
+
+Installed with the package (``pip install 'purgatory-aio[service]'``) and registered
+through the ``pytest11`` entry point; it does nothing, and imports nothing of the broker,
+unless a test names the fixture. Three brokers by default; a marker passes
+:class:`~purgatory.kafka.embedded.EmbeddedKafka`'s arguments::
+
+    @pytest.mark.kafka_cluster(brokers=1, topics={"orders": 2})
+    def test_orders(kafka_cluster):
+        producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers)
+
+The cluster runs on its own loop thread, so the fixture serves synchronous tests
+(kafka-python, confluent-kafka) and asyncio tests (aiokafka) alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from purgatory.kafka.embedded import EmbeddedKafka
+
+#: The marker that configures the fixture, and the fixture's name.
+NAME = "kafka_cluster"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{NAME}(brokers=3, topics=None, min_insync_replicas=1, cluster_options=None): "
+        "the embedded Kafka cluster of the kafka_cluster fixture (EmbeddedKafka's arguments)",
+    )
+
+
+@pytest.fixture
+def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[EmbeddedKafka]:
+    """A running embedded Kafka cluster (three brokers unless the ``kafka_cluster`` marker
+    says otherwise); connect with ``kafka_cluster.bootstrap_servers``."""
+    from purgatory.kafka.embedded import EmbeddedKafka
+
+    options: dict[str, Any] = {}
+    marker = request.node.get_closest_marker(NAME)
+    if marker is not None:
+        if len(marker.args) > 1:
+            raise pytest.UsageError(f"{NAME} marker: only brokers may be positional")
+        options.update(marker.kwargs)
+        if marker.args:
+            options["brokers"] = marker.args[0]
+    with EmbeddedKafka(**options) as kafka:
+        yield kafka
