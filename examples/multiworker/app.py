@@ -1,7 +1,7 @@
 """A long-poll job API as a real deployment runs it: several worker processes on one port,
 job state in PostgreSQL, a trigger bus between the workers.
 
-    pip install 'purgatory-aio[service,postgres]' asyncpg
+    pip install 'purgatory-aio[service,postgres]'
     python examples/multiworker/app.py --dsn postgresql://... --port 8080 --workers 4
 
 - ``GET /jobs/{id}?after=V&timeout_ms=T`` parks until the job's version passes ``V`` (or
