@@ -113,7 +113,7 @@ class RedisBus(Bus):
             pool = ConnectionPool(
                 connection_class=self._connection_class, **self._connection_options
             )
-            self._publisher = Redis(connection_pool=pool, auto_close_connection_pool=True)
+            self._publisher = Redis(connection_pool=pool)
 
     async def _receive(self) -> None:
         subscription = self._subscription
@@ -157,6 +157,7 @@ class RedisBus(Bus):
         if publisher is not None:
             try:
                 await publisher.aclose()
+                await publisher.connection_pool.disconnect()
             except Exception:
                 pass
 
