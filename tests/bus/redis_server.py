@@ -39,9 +39,10 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server process; ``start`` again after ``stop``/``kill`` reuses the port."""
 
-    def __init__(self, binary: str, directory: Path) -> None:
+    def __init__(self, binary: str, directory: Path, *extra_args: str) -> None:
         self.binary = binary
         self.directory = directory
+        self.extra_args = extra_args
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -61,6 +62,7 @@ class RedisServer:
                 "--dir", str(self.directory),
                 "--daemonize", "no",
                 "--loglevel", "warning",
+                *self.extra_args,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -70,7 +72,7 @@ class RedisServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {self.process.returncode}")
             try:
-                if self.command("PING") == "+PONG":
+                if self.command("PING") in ("+PONG", "-NOAUTH Authentication required."):
                     return
             except OSError:
                 pass

@@ -207,6 +207,34 @@ async def test_a_password_in_the_url_is_not_in_the_error_either() -> None:
 
 
 @pytest.mark.asyncio
+async def test_the_password_in_the_url_is_used_and_a_wrong_one_is_a_clear_error(
+    tmp_path: Path, channel: str
+) -> None:
+    server = RedisServer(redis_server_binary(), tmp_path, "--requirepass", "s3cret")
+    server.start()
+    try:
+        state: dict[str, int] = {}
+        url = f"redis://:s3cret@127.0.0.1:{server.port}/3"
+        async with (
+            Purgatory("w") as p,
+            RedisBus(url, channel=channel) as receiver,
+            RedisBus(url, channel=channel) as publisher,
+        ):
+            receiver.attach(p)
+            wait = waiter(p, state, "k")
+            await parked(p, 1)
+            state["k"] = 1
+            await publisher.publish("k")
+            assert await asyncio.wait_for(wait, 5) is True
+        wrong = RedisBus(f"redis://:wrong@127.0.0.1:{server.port}", connect_timeout_s=0.3)
+        with pytest.raises(BusUnavailable, match="invalid username-password") as raised:
+            await wrong.start()
+        assert "wrong" not in str(raised.value)  # the password is not shown
+    finally:
+        server.kill()
+
+
+@pytest.mark.asyncio
 async def test_publish_while_the_server_is_down_raises_within_publish_timeout(
     own_redis: RedisServer, channel: str
 ) -> None:
