@@ -38,8 +38,9 @@ MAX_MESSAGE_BYTES: Final = 1 << 20
 #: how long the subscription may stay silent before a PING checks that it is alive
 DEFAULT_HEALTH_CHECK_INTERVAL_S: Final = 5.0
 
-# Connection settings the bus owns, whatever the URL says: no retries inside redis-py (the
-# bus reconnects itself, and must see every gap), RESP2 (pub/sub replies as plain arrays).
+# Connection settings the bus owns, whatever the URL's query says: no retries inside
+# redis-py (the bus reconnects itself, and must see every gap), its own timeouts (a pool
+# that never waits for a connection), RESP2 and bytes (pub/sub replies as arrays of bytes).
 _OWNED_OPTIONS: Final = (
     "retry",
     "retry_on_timeout",
@@ -48,7 +49,13 @@ _OWNED_OPTIONS: Final = (
     "socket_connect_timeout",
     "health_check_interval",
     "protocol",
+    "decode_responses",
+    "encoding",
+    "encoding_errors",
+    "timeout",
 )
+# What the URL's query may say about the publishers' pool rather than a connection.
+_POOL_OPTIONS: Final = ("max_connections",)
 
 
 class RedisBus(Bus):
@@ -78,17 +85,19 @@ class RedisBus(Bus):
         if not isinstance(channel, str) or not channel:
             raise ValueError(f"channel must be a non-empty str, got {channel!r}")
         self.health_check_interval_s = _positive("health_check_interval_s", health_check_interval_s)
+        scheme = url.partition(":")[0]
         try:
             parsed: dict[str, Any] = dict(parse_url(url))
-        except ValueError as exc:
-            raise ValueError(f"not a Redis URL: {url!r} ({exc})") from None
+        except ValueError as exc:  # the URL is not shown: it may hold a password
+            raise ValueError(f"not a Redis URL (scheme {scheme!r}): {exc}") from None
         self.channel = channel
+        self._where = _where(scheme, parsed)
         self._connection_class: type[AbstractConnection] = parsed.pop(
             "connection_class", Connection
         )
         for option in _OWNED_OPTIONS:
             parsed.pop(option, None)
-        self._where = _where(url.partition(":")[0], parsed)
+        self._pool_options = {k: parsed.pop(k) for k in _POOL_OPTIONS if k in parsed}
         self._connection_options: Mapping[str, Any] = {
             **parsed,
             "retry": Retry(NoBackoff(), 0),
@@ -96,6 +105,12 @@ class RedisBus(Bus):
             "socket_timeout": self.publish_timeout_s,
             "protocol": 2,
         }
+        try:  # an unknown option in the URL's query: say so now, not at every connect
+            self._connection_class(**self._connection_options)
+        except TypeError as exc:
+            raise ValueError(
+                f"unsupported option in the Redis URL for {self._where}: {exc}"
+            ) from None
         self._subscription: AbstractConnection | None = None
         self._publisher: Redis | None = None
 
@@ -137,8 +152,6 @@ class RedisBus(Bus):
             if isinstance(reply, list) and len(reply) == 3 and reply[0] == b"message":
                 if reply[1] == channel:
                     self._deliver(reply[2])
-            elif isinstance(reply, list) and reply and reply[0] == b"unsubscribe":
-                raise ConnectionError("the server unsubscribed the bus from its channel")
 
     async def _send(self, message: str) -> None:
         publisher = self._publisher

@@ -154,6 +154,29 @@ async def test_a_message_another_app_published_on_the_channel_triggers_a_full_re
 
 
 @pytest.mark.asyncio
+async def test_options_in_the_url_query_cannot_change_what_the_bus_relies_on(
+    redis_server: RedisServer, channel: str
+) -> None:
+    """Replies decoded to str, RESP3 or redis-py retries would break the subscription's
+    reading or hide its gaps: the bus overrides them."""
+    state: dict[str, int] = {}
+    query = "decode_responses=True&protocol=3&retry_on_timeout=yes&max_connections=2"
+    url = f"{redis_server.url}?{query}"
+    async with (
+        Purgatory("w") as p,
+        RedisBus(url, channel=channel) as receiver,
+        RedisBus(url, channel=channel) as publisher,
+    ):
+        receiver.attach(p)
+        wait = waiter(p, state, "k")
+        await parked(p, 1)
+        state["k"] = 1
+        await publisher.publish("k")
+        assert await asyncio.wait_for(wait, 5) is True
+        assert receiver.statistics().received == 1
+
+
+@pytest.mark.asyncio
 async def test_an_unreachable_server_at_start_is_a_clear_error_within_connect_timeout() -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
@@ -179,8 +202,11 @@ async def test_a_server_that_accepts_but_never_answers_is_a_clear_error_in_bound
 
 
 def test_the_url_and_options_are_checked_and_the_password_is_never_shown() -> None:
-    with pytest.raises(ValueError, match=r"not a Redis URL: 'http://x'.*redis://"):
-        RedisBus("http://x")
+    with pytest.raises(ValueError, match=r"not a Redis URL \(scheme 'http'\).*redis://") as bad:
+        RedisBus("http://user:s3cret@x")
+    assert "s3cret" not in str(bad.value)
+    with pytest.raises(ValueError, match=r"unsupported option in the Redis URL .*'nonsense'"):
+        RedisBus("redis://x/0?nonsense=1")
     with pytest.raises(TypeError, match="url must be a str"):
         RedisBus(b"redis://x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="channel must be a non-empty str"):
