@@ -176,6 +176,69 @@ async def test_options_in_the_url_query_cannot_change_what_the_bus_relies_on(
         assert receiver.statistics().received == 1
 
 
+async def read_command(reader: asyncio.StreamReader) -> list[bytes]:
+    """One RESP command (an array of bulk strings), as a client sends it."""
+    line = await reader.readline()
+    if not line:
+        raise asyncio.IncompleteReadError(b"", None)  # the client went away
+    count = int(line[1:])
+    parts = []
+    for _ in range(count):
+        size = int((await reader.readline())[1:])
+        parts.append((await reader.readexactly(size + 2))[:-2])
+    return parts
+
+
+@pytest.mark.asyncio
+async def test_a_message_slower_than_the_health_check_interval_arrives_intact() -> None:
+    """The subscription reads with the health-check interval as its timeout: a message cut
+    by that timeout must be taken up where it was, not lost or misparsed (a fake server
+    sends one in two halves, 1.5 intervals apart, and answers the PING after it)."""
+    interval = 0.4
+    state: dict[str, int] = {}
+    message = encode("another-process", ["k"], 1 << 20)[0].encode()
+    pushed = b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$%d\r\n%s\r\n" % (len(message), message)
+    pings = 0
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal pings
+        while True:
+            try:
+                command = await read_command(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            if command[0].upper() == b"SUBSCRIBE":
+                writer.write(b"*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n")
+                writer.write(pushed[:20])
+                await writer.drain()
+                await asyncio.sleep(interval * 1.5)
+                writer.write(pushed[20:])
+            elif command[0].upper() == b"PING":
+                pings += 1
+                writer.write(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n")
+            else:  # the handshake's CLIENT SETINFO
+                writer.write(b"+OK\r\n")
+            await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        bus = RedisBus(f"redis://127.0.0.1:{port}", channel="c", health_check_interval_s=interval)
+        async with Purgatory("w") as p, bus:
+            bus.attach(p)
+            await until(lambda: bus.statistics().rechecks == 1, 2)  # the connect's own
+            wait = waiter(p, state, "k")
+            await parked(p, 1)
+            state["k"] = 1
+            assert await asyncio.wait_for(wait, 5) is True
+            stats = bus.statistics()
+            assert (stats.received, stats.malformed, stats.reconnects) == (1, 0, 0)
+            assert pings >= 1  # sent after one silent interval, answered in time
+            assert stats.rechecks == 1  # woken by the message, not by a re-check
+    finally:
+        server.close()
+
+
 @pytest.mark.asyncio
 async def test_an_unreachable_server_at_start_is_a_clear_error_within_connect_timeout() -> None:
     with socket.socket() as sock:  # a port nobody listens on
