@@ -206,6 +206,7 @@ async def test_a_message_slower_than_the_health_check_interval_arrives_intact() 
             try:
                 command = await read_command(reader)
             except (asyncio.IncompleteReadError, ConnectionError):
+                writer.close()
                 return
             if command[0].upper() == b"SUBSCRIBE":
                 writer.write(b"*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n")
@@ -237,6 +238,7 @@ async def test_a_message_slower_than_the_health_check_interval_arrives_intact() 
             assert stats.rechecks == 1  # woken by the message, not by a re-check
     finally:
         server.close()
+        await server.wait_closed()
 
 
 @pytest.mark.asyncio
