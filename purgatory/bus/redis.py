@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Unpack
 from purgatory.bus._bus import Bus, BusOptions, _positive
 
 try:
-    from redis.asyncio import Connection, ConnectionPool, Redis
+    from redis.asyncio import BlockingConnectionPool, Connection, Redis
     from redis.asyncio.connection import AbstractConnection, parse_url
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
@@ -38,9 +38,13 @@ MAX_MESSAGE_BYTES: Final = 1 << 20
 #: how long the subscription may stay silent before a PING checks that it is alive
 DEFAULT_HEALTH_CHECK_INTERVAL_S: Final = 5.0
 
+#: publish calls that run at once, each on its own connection (more wait their turn; the
+#: URL's ``max_connections`` sets it)
+DEFAULT_MAX_PUBLISH_CONNECTIONS: Final = 16
+
 # Connection settings the bus owns, whatever the URL's query says: no retries inside
-# redis-py (the bus reconnects itself, and must see every gap), its own timeouts (a pool
-# that never waits for a connection), RESP2 and bytes (pub/sub replies as arrays of bytes).
+# redis-py (the bus reconnects itself, and must see every gap), its own timeouts, RESP2 and
+# bytes (pub/sub replies as arrays of bytes).
 _OWNED_OPTIONS: Final = (
     "retry",
     "retry_on_timeout",
@@ -54,8 +58,6 @@ _OWNED_OPTIONS: Final = (
     "encoding_errors",
     "timeout",
 )
-# What the URL's query may say about the publishers' pool rather than a connection.
-_POOL_OPTIONS: Final = ("max_connections",)
 
 
 class RedisBus(Bus):
@@ -97,7 +99,9 @@ class RedisBus(Bus):
         )
         for option in _OWNED_OPTIONS:
             parsed.pop(option, None)
-        self._pool_options = {k: parsed.pop(k) for k in _POOL_OPTIONS if k in parsed}
+        self._max_publish_connections: int = parsed.pop(
+            "max_connections", DEFAULT_MAX_PUBLISH_CONNECTIONS
+        )
         self._connection_options: Mapping[str, Any] = {
             **parsed,
             "retry": Retry(NoBackoff(), 0),
@@ -125,8 +129,11 @@ class RedisBus(Bus):
         if not (isinstance(reply, list) and reply[:2] == [b"subscribe", self.channel.encode()]):
             raise ConnectionError(f"unexpected answer to SUBSCRIBE: {reply!r}")
         if self._publisher is None:
-            pool = ConnectionPool(
-                connection_class=self._connection_class, **self._connection_options
+            pool = BlockingConnectionPool(
+                connection_class=self._connection_class,
+                max_connections=self._max_publish_connections,
+                timeout=self.publish_timeout_s,
+                **self._connection_options,
             )
             self._publisher = Redis(connection_pool=pool)
 
