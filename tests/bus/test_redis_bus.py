@@ -12,10 +12,11 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.bus import BusUnavailable, RedisBus
@@ -52,22 +53,17 @@ def channel() -> str:
     return f"test-{uuid.uuid4().hex}"
 
 
-def waiter(
-    purgatory: Purgatory, state: dict[str, int], key: str, timeout_ms: int = 60_000
-) -> asyncio.Task[bool]:
-    return asyncio.create_task(
-        purgatory.wait_until(lambda: state.get(key, 0) >= 1, [key], timeout_ms)
-    )
+def waiter(purgatory: Purgatory, state: dict[str, int], key: str) -> asyncio.Task[bool]:
+    """A parked wait for ``state[key] >= 1`` (the shared store stands in a dict)."""
+    return asyncio.create_task(purgatory.wait_until(lambda: state.get(key, 0) >= 1, [key], 60_000))
 
 
 async def parked(purgatory: Purgatory, count: int) -> None:
-    while purgatory.watched < count:  # noqa: ASYNC110 (no "parked" callback to await)
-        await asyncio.sleep(0.001)
+    await until(lambda: purgatory.watched >= count, 5)  # no "parked" callback to await
 
 
-async def until(condition: object, within_s: float) -> float:
+async def until(condition: Callable[[], bool], within_s: float) -> float:
     """Wait for ``condition()`` to hold; return how long it took; fail past ``within_s``."""
-    assert callable(condition)
     started = time.monotonic()
     while not condition():
         if time.monotonic() - started > within_s:
@@ -247,8 +243,6 @@ async def test_concurrent_publish_calls_share_a_bounded_pool_of_connections(
 ) -> None:
     """Publish calls beyond the pool's size (the URL's max_connections) wait their turn
     instead of opening a connection each."""
-    import redis
-
     with redis.Redis(port=redis_server.port) as admin:
         url = f"{redis_server.url}?max_connections=2"
         async with RedisBus(url, channel=channel) as bus:
@@ -303,17 +297,6 @@ def test_the_url_and_options_are_checked_and_the_password_is_never_shown() -> No
         "<RedisBus 'redis' redis://example.org:6380/2 channel 'jobs' disconnected>"
     )
     assert "rediss://h:6379/0" in repr(RedisBus("rediss://h"))
-
-
-@pytest.mark.asyncio
-async def test_a_password_in_the_url_is_not_in_the_error_either() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    bus = RedisBus(f"redis://:s3cret@127.0.0.1:{port}", connect_timeout_s=0.2)
-    with pytest.raises(BusUnavailable) as raised:
-        await bus.start()
-    assert "s3cret" not in str(raised.value)
 
 
 @pytest.mark.asyncio
@@ -394,11 +377,9 @@ async def test_a_subscriber_cut_off_by_the_output_buffer_limit_reconnects_and_re
     pubsub); what was published after that is lost to it. Here the loop is blocked while
     32 MB are published, with a limit of 1 MB: the key published last is lost, and the
     re-check after the reconnect answers its waiter."""
-    import redis
-
     own_redis.command("CONFIG", "SET", "client-output-buffer-limit", "pubsub 1mb 0 0")
     state: dict[str, int] = {}
-    filler = encode("another-process", ["filler-" + "x" * (512 << 10)], RedisBus.max_message_bytes)
+    filler = encode("another-process", ["filler-" + "x" * (512 << 10)], 1 << 20)[0]
     async with Purgatory("w") as p, RedisBus(own_redis.url, channel=channel, **FAST) as bus:
         bus.attach(p)
         wait = waiter(p, state, "k")
@@ -408,7 +389,7 @@ async def test_a_subscriber_cut_off_by_the_output_buffer_limit_reconnects_and_re
         with redis.Redis(port=own_redis.port) as flooder:
             flooding = flooder.pipeline(transaction=False)
             for _ in range(64):
-                flooding.publish(channel, filler[0])
+                flooding.publish(channel, filler)
             flooding.publish(channel, encode("another-process", ["k"], 1 << 20)[0])
             flooding.execute()
         assert await asyncio.wait_for(wait, 5) is True
