@@ -32,10 +32,8 @@ from purgatory.percentiles import percentile
 KEY = "latency"
 
 
-def shared_version(path: str, create: bool = False) -> mmap.mmap:
+def shared_version(path: str) -> mmap.mmap:
     """The version both processes see: 8 bytes of a file mapped in memory."""
-    if create:
-        Path(path).write_bytes(bytes(8))
     with open(path, "r+b") as file:
         return mmap.mmap(file.fileno(), 8)
 
@@ -68,6 +66,8 @@ async def waiter(url: str, channel: str, version_file: str, triggers: int) -> No
 async def latency(url: str, channel: str, triggers: int) -> list[float]:
     with tempfile.TemporaryDirectory() as directory:
         version_file = str(Path(directory, "version"))
+        # created before the waiter process opens it
+        Path(version_file).write_bytes(bytes(8))  # noqa: ASYNC240
         child = await asyncio.create_subprocess_exec(
             sys.executable,
             __file__,
@@ -85,7 +85,7 @@ async def latency(url: str, channel: str, triggers: int) -> list[float]:
         )
         assert child.stdout is not None
         samples: list[float] = []
-        with shared_version(version_file, create=True) as shared:
+        with shared_version(version_file) as shared:
             async with RedisBus(url, channel=channel, name="publisher") as bus:
                 for i in range(1, triggers + 1):
                     assert (await child.stdout.readline()).startswith(b"parked")
