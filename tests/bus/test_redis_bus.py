@@ -1,0 +1,470 @@
+"""RedisBus against a real redis-server: triggers cross connections, bad input is refused,
+an unreachable server is a clear error in bounded time, and no gap loses a wake-up: a
+killed subscription, a subscriber cut off by the server's pub/sub output-buffer limit, a
+server that stops answering, a server killed with -9 and restarted under waiters parked in
+three processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.bus import BusUnavailable, RedisBus
+from purgatory.bus._envelope import encode
+from tests.bus.outage import collect, set_versions, waiter_processes
+from tests.bus.redis_server import RedisServer, redis_server_binary
+
+Purgatory = DelayedOperationPurgatory[DelayedOperation]
+
+# Short backoffs so reconnects take milliseconds in the tests.
+FAST = {"backoff_initial_s": 0.01, "backoff_max_s": 0.2, "connect_timeout_s": 5.0}
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One server for the tests that do not break it (each test has its own channel)."""
+    server = RedisServer(redis_server_binary(), tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A server of the test's own, to kill, stop or reconfigure."""
+    server = RedisServer(redis_server_binary(), tmp_path)
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def channel() -> str:
+    return f"test-{uuid.uuid4().hex}"
+
+
+def waiter(purgatory: Purgatory, state: dict[str, int], key: str) -> asyncio.Task[bool]:
+    """A parked wait for ``state[key] >= 1`` (the shared store stands in a dict)."""
+    return asyncio.create_task(purgatory.wait_until(lambda: state.get(key, 0) >= 1, [key], 60_000))
+
+
+async def parked(purgatory: Purgatory, count: int) -> None:
+    await until(lambda: purgatory.watched >= count, 5)  # no "parked" callback to await
+
+
+async def until(condition: Callable[[], bool], within_s: float) -> float:
+    """Wait for ``condition()`` to hold; return how long it took; fail past ``within_s``."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > within_s:
+            raise AssertionError(f"not within {within_s} s")
+        await asyncio.sleep(0.005)
+    return time.monotonic() - started
+
+
+@pytest.mark.asyncio
+async def test_a_key_published_on_one_connection_wakes_waiters_on_another(
+    redis_server: RedisServer, channel: str
+) -> None:
+    state: dict[str, int] = {}
+    async with Purgatory("a") as pa, Purgatory("b") as pb:
+        async with (
+            RedisBus(redis_server.url, channel=channel, name="a") as bus_a,
+            RedisBus(redis_server.url, channel=channel, name="b") as bus_b,
+        ):
+            bus_a.attach(pa)
+            bus_b.attach(pb)
+            here, there = waiter(pa, state, "job-1"), waiter(pb, state, "job-1")
+            other = waiter(pb, state, "job-2")
+            await parked(pa, 1)
+            await parked(pb, 2)
+            state["job-1"] = state["job-2"] = 1
+            await bus_a.publish("job-1")
+            assert await asyncio.wait_for(here, 5) is True
+            assert await asyncio.wait_for(there, 5) is True
+            assert not other.done()  # job-2 was not published
+            other.cancel()
+            sa, sb = bus_a.statistics(), bus_b.statistics()
+            assert (sa.published, sa.messages_sent, sa.messages_received) == (1, 1, 0)
+            assert (sb.received, sb.messages_received, sb.connected) == (1, 1, True)
+
+
+@pytest.mark.asyncio
+async def test_bad_keys_are_refused_with_a_clear_error_and_nothing_is_sent(
+    redis_server: RedisServer, channel: str
+) -> None:
+    async with RedisBus(redis_server.url, channel=channel) as bus:
+        with pytest.raises(TypeError, match=r"keys on a bus are str.*got int 42"):
+            await bus.publish("ok", 42)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"does not fit in one message .*1048576 bytes"):
+            await bus.publish("k" * (1 << 20))
+        assert bus.statistics().messages_sent == 0
+
+
+@pytest.mark.asyncio
+async def test_keys_beyond_one_message_are_split_not_truncated(
+    redis_server: RedisServer, channel: str
+) -> None:
+    state: dict[str, int] = {}
+    async with (
+        Purgatory("w") as p,
+        RedisBus(redis_server.url, channel=channel, name="w") as receiver,
+        RedisBus(redis_server.url, channel=channel, name="pub") as publisher,
+    ):
+        receiver.attach(p)
+        keys = [f"{i}-" + "\u00e9" * 150_000 for i in range(8)]  # 300 kB each in UTF-8
+        waits = [waiter(p, state, k) for k in keys]
+        await parked(p, len(keys))
+        state.update(dict.fromkeys(keys, 1))
+        await publisher.publish(*keys)
+        assert all(await asyncio.wait_for(asyncio.gather(*waits), 10))
+        sent = publisher.statistics().messages_sent
+        assert sent == 3  # three keys of 300 kB fit in 1 MiB
+        await until(lambda: receiver.statistics().messages_received == sent, 5)
+        assert receiver.statistics().received == len(keys)
+
+
+@pytest.mark.asyncio
+async def test_a_message_another_app_published_on_the_channel_triggers_a_full_recheck(
+    redis_server: RedisServer, channel: str
+) -> None:
+    state: dict[str, int] = {}
+    async with Purgatory("w") as p, RedisBus(redis_server.url, channel=channel) as bus:
+        bus.attach(p)
+        wait = waiter(p, state, "k")
+        await parked(p, 1)
+        state["k"] = 1
+        await asyncio.to_thread(redis_server.command, "PUBLISH", channel, "\xff not json")
+        assert await asyncio.wait_for(wait, 5) is True
+        assert bus.statistics().malformed == 1
+
+
+@pytest.mark.asyncio
+async def test_options_in_the_url_query_cannot_change_what_the_bus_relies_on(
+    redis_server: RedisServer, channel: str
+) -> None:
+    """Replies decoded to str, RESP3 or redis-py retries would break the subscription's
+    reading or hide its gaps: the bus overrides them."""
+    state: dict[str, int] = {}
+    query = "decode_responses=True&protocol=3&retry_on_timeout=yes&max_connections=2"
+    url = f"{redis_server.url}?{query}"
+    async with (
+        Purgatory("w") as p,
+        RedisBus(url, channel=channel) as receiver,
+        RedisBus(url, channel=channel) as publisher,
+    ):
+        receiver.attach(p)
+        wait = waiter(p, state, "k")
+        await parked(p, 1)
+        state["k"] = 1
+        await publisher.publish("k")
+        assert await asyncio.wait_for(wait, 5) is True
+        assert receiver.statistics().received == 1
+
+
+async def read_command(reader: asyncio.StreamReader) -> list[bytes]:
+    """One RESP command (an array of bulk strings), as a client sends it."""
+    line = await reader.readline()
+    if not line:
+        raise asyncio.IncompleteReadError(b"", None)  # the client went away
+    count = int(line[1:])
+    parts = []
+    for _ in range(count):
+        size = int((await reader.readline())[1:])
+        parts.append((await reader.readexactly(size + 2))[:-2])
+    return parts
+
+
+@pytest.mark.asyncio
+async def test_a_message_slower_than_the_health_check_interval_arrives_intact() -> None:
+    """The subscription reads with the health-check interval as its timeout: a message cut
+    by that timeout must be taken up where it was, not lost or misparsed (a fake server
+    sends one in two halves, 1.5 intervals apart, and answers the PING after it)."""
+    interval = 0.4
+    state: dict[str, int] = {}
+    message = encode("another-process", ["k"], 1 << 20)[0].encode()
+    pushed = b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$%d\r\n%s\r\n" % (len(message), message)
+    pings = 0
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal pings
+        while True:
+            try:
+                command = await read_command(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                writer.close()
+                return
+            if command[0].upper() == b"SUBSCRIBE":
+                writer.write(b"*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n")
+                writer.write(pushed[:20])
+                await writer.drain()
+                await asyncio.sleep(interval * 1.5)
+                writer.write(pushed[20:])
+            elif command[0].upper() == b"PING":
+                pings += 1
+                writer.write(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n")
+            else:  # the handshake's CLIENT SETINFO
+                writer.write(b"+OK\r\n")
+            await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        bus = RedisBus(f"redis://127.0.0.1:{port}", channel="c", health_check_interval_s=interval)
+        async with Purgatory("w") as p, bus:
+            bus.attach(p)
+            await until(lambda: bus.statistics().rechecks == 1, 2)  # the connect's own
+            wait = waiter(p, state, "k")
+            await parked(p, 1)
+            state["k"] = 1
+            assert await asyncio.wait_for(wait, 5) is True
+            stats = bus.statistics()
+            assert (stats.received, stats.malformed, stats.reconnects) == (1, 0, 0)
+            assert pings >= 1  # sent after one silent interval, answered in time
+            assert stats.rechecks == 1  # woken by the message, not by a re-check
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.asyncio
+async def test_concurrent_publish_calls_share_a_bounded_pool_of_connections(
+    redis_server: RedisServer, channel: str
+) -> None:
+    """Publish calls beyond the pool's size (the URL's max_connections) wait their turn
+    instead of opening a connection each."""
+    with redis.Redis(port=redis_server.port) as admin:
+        url = f"{redis_server.url}?max_connections=2"
+        async with RedisBus(url, channel=channel) as bus:
+            before = admin.info("clients")["connected_clients"]
+            await asyncio.gather(*(bus.publish(f"k{i}") for i in range(50)))
+            opened = admin.info("clients")["connected_clients"] - before
+            assert bus.statistics().messages_sent == 50
+            assert 1 <= opened <= 2
+
+
+@pytest.mark.asyncio
+async def test_an_unreachable_server_at_start_is_a_clear_error_within_connect_timeout() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bus = RedisBus(f"redis://127.0.0.1:{port}/0", connect_timeout_s=0.5)
+    started = time.monotonic()
+    with pytest.raises(BusUnavailable, match=rf"could not connect redis://127.0.0.1:{port}/0"):
+        await bus.start()
+    # it retried until connect_timeout_s (the loop's clock may round a little under it)
+    assert 0.45 <= time.monotonic() - started < 1.5
+
+
+@pytest.mark.asyncio
+async def test_a_server_that_accepts_but_never_answers_is_a_clear_error_in_bounded_time() -> None:
+    with socket.socket() as silent:  # the TCP handshake succeeds, nothing ever answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        bus = RedisBus(f"redis://127.0.0.1:{port}/0", connect_timeout_s=0.5)
+        started = time.monotonic()
+        with pytest.raises(BusUnavailable, match=r"within 0\.5 s"):
+            await bus.start()
+        assert time.monotonic() - started < 1.5
+
+
+def test_the_url_and_options_are_checked_and_the_password_is_never_shown() -> None:
+    with pytest.raises(ValueError, match=r"not a Redis URL \(scheme 'http'\).*redis://") as bad:
+        RedisBus("http://user:s3cret@x")
+    assert "s3cret" not in str(bad.value)
+    with pytest.raises(ValueError, match=r"unsupported option in the Redis URL .*'nonsense'"):
+        RedisBus("redis://x/0?nonsense=1")
+    with pytest.raises(TypeError, match="url must be a str"):
+        RedisBus(b"redis://x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="channel must be a non-empty str"):
+        RedisBus("redis://x", channel="")
+    with pytest.raises(ValueError, match="health_check_interval_s"):
+        RedisBus("redis://x", health_check_interval_s=0)
+    bus = RedisBus("redis://user:s3cret@example.org:6380/2", channel="jobs")
+    assert "s3cret" not in repr(bus)
+    assert repr(bus) == (
+        "<RedisBus 'redis' redis://example.org:6380/2 channel 'jobs' disconnected>"
+    )
+    assert "rediss://h:6379/0" in repr(RedisBus("rediss://h"))
+
+
+@pytest.mark.asyncio
+async def test_the_password_in_the_url_is_used_and_a_wrong_one_is_a_clear_error(
+    tmp_path: Path, channel: str
+) -> None:
+    server = RedisServer(redis_server_binary(), tmp_path, "--requirepass", "s3cret")
+    server.start()
+    try:
+        state: dict[str, int] = {}
+        url = f"redis://:s3cret@127.0.0.1:{server.port}/3"
+        async with (
+            Purgatory("w") as p,
+            RedisBus(url, channel=channel) as receiver,
+            RedisBus(url, channel=channel) as publisher,
+        ):
+            receiver.attach(p)
+            wait = waiter(p, state, "k")
+            await parked(p, 1)
+            state["k"] = 1
+            await publisher.publish("k")
+            assert await asyncio.wait_for(wait, 5) is True
+        wrong = RedisBus(f"redis://:wrong@127.0.0.1:{server.port}", connect_timeout_s=0.3)
+        with pytest.raises(BusUnavailable, match="invalid username-password") as raised:
+            await wrong.start()
+        assert "wrong" not in str(raised.value)  # the password is not shown
+    finally:
+        server.kill()
+
+
+@pytest.mark.asyncio
+async def test_publish_while_the_server_is_down_raises_within_publish_timeout(
+    own_redis: RedisServer, channel: str
+) -> None:
+    async with RedisBus(own_redis.url, channel=channel, publish_timeout_s=0.5, **FAST) as bus:
+        own_redis.kill()
+        started = time.monotonic()
+        # Refused by the server, or timed out waiting for the bus to reconnect: either way
+        # an error, in bounded time.
+        with pytest.raises(BusUnavailable, match=r"could not publish"):
+            await bus.publish("k")
+        assert time.monotonic() - started < 1.5
+        await until(lambda: not bus.statistics().connected, 2)
+        with pytest.raises(BusUnavailable, match=r"could not publish .* within 0\.5 s"):
+            await bus.publish("k")
+        assert time.monotonic() - started < 3
+        assert bus.statistics().publish_errors == 2
+
+
+@pytest.mark.asyncio
+async def test_a_killed_subscription_is_reconnected_and_every_watched_key_rechecked(
+    redis_server: RedisServer, channel: str
+) -> None:
+    """The server stays up but drops the subscriber's connection: redis-py's PubSub would
+    re-subscribe silently; this bus reconnects itself and re-checks."""
+    state: dict[str, int] = {}
+    async with Purgatory("w") as p, RedisBus(redis_server.url, channel=channel, **FAST) as bus:
+        bus.attach(p)
+        wait = waiter(p, state, "k")
+        await parked(p, 1)
+        await until(lambda: bus.statistics().rechecks == 1, 5)  # the first connect's
+        state["k"] = 1  # nobody publishes it: only a re-check can see it
+        killed = await asyncio.to_thread(redis_server.command, "CLIENT", "KILL", "TYPE", "pubsub")
+        assert killed.startswith(":")
+        assert int(killed[1:]) >= 1
+        assert await asyncio.wait_for(wait, 5) is True
+        stats = bus.statistics()
+        assert stats.reconnects == 1
+        assert stats.rechecks == 2
+        assert stats.rechecked_keys == 1
+
+
+@pytest.mark.asyncio
+async def test_a_subscriber_cut_off_by_the_output_buffer_limit_reconnects_and_rechecks(
+    own_redis: RedisServer, channel: str
+) -> None:
+    """Redis disconnects a subscriber that reads too slowly (client-output-buffer-limit
+    pubsub); what was published after that is lost to it. Here the loop is blocked while
+    32 MB are published, with a limit of 1 MB: the key published last is lost, and the
+    re-check after the reconnect answers its waiter."""
+    own_redis.command("CONFIG", "SET", "client-output-buffer-limit", "pubsub 1mb 0 0")
+    state: dict[str, int] = {}
+    filler = encode("another-process", ["filler-" + "x" * (512 << 10)], 1 << 20)[0]
+    async with Purgatory("w") as p, RedisBus(own_redis.url, channel=channel, **FAST) as bus:
+        bus.attach(p)
+        wait = waiter(p, state, "k")
+        await parked(p, 1)
+        state["k"] = 1
+        # Synchronous, on the loop's thread: the bus cannot read while this runs.
+        with redis.Redis(port=own_redis.port) as flooder:
+            flooding = flooder.pipeline(transaction=False)
+            for _ in range(64):
+                flooding.publish(channel, filler)
+            flooding.publish(channel, encode("another-process", ["k"], 1 << 20)[0])
+            flooding.execute()
+        assert await asyncio.wait_for(wait, 5) is True
+        stats = bus.statistics()
+        assert stats.reconnects >= 1  # the server cut it off
+        assert stats.received < 65  # so it missed the end of the flood, "k" included
+        assert stats.rechecks >= 2
+
+
+@pytest.mark.asyncio
+async def test_a_server_that_stops_answering_is_noticed_by_the_health_check(
+    own_redis: RedisServer, channel: str
+) -> None:
+    """A frozen server (or a dead network path) sends no reset: only the PING notices."""
+    state: dict[str, int] = {}
+    async with (
+        Purgatory("w") as p,
+        RedisBus(own_redis.url, channel=channel, health_check_interval_s=0.2, **FAST) as bus,
+    ):
+        bus.attach(p)
+        wait = waiter(p, state, "k")
+        await parked(p, 1)
+        assert own_redis.process is not None
+        pid = own_redis.process.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            noticed = await until(lambda: not bus.connected, 3)
+            state["k"] = 1
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert noticed <= 0.2 * 2 + 0.3  # silence, then no answer to the PING
+        assert await asyncio.wait_for(wait, 5) is True
+        assert bus.statistics().reconnects >= 1
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_server_killed_and_restarted_loses_no_wake_up_in_three_processes(
+    own_redis: RedisServer, tmp_path: Path, loop: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Waiters parked in three processes; kill -9 the server; every key changes and is
+    published (which fails); the server restarts on the same port: every waiter is
+    answered by the re-check after the reconnect, none times out."""
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    channel = f"outage-{uuid.uuid4().hex}"
+    bus = {
+        "kind": "RedisBus",
+        "url": own_redis.url,
+        "channel": channel,
+        "recheck_interval_s": 60.0,  # so that only the reconnect's re-check can answer
+        "backoff_initial_s": 0.05,
+        "backoff_max_s": 0.5,
+    }
+    keys = [[f"p{n}-job-{i}" for i in range(50)] for n in range(3)]
+    all_keys = [key for process_keys in keys for key in process_keys]
+
+    async def kill_change_and_publish() -> None:
+        async with RedisBus(own_redis.url, channel=channel, publish_timeout_s=0.5) as publisher:
+            own_redis.kill()
+            set_versions(state_dir, all_keys)
+            with pytest.raises(BusUnavailable):
+                await publisher.publish(*all_keys)
+
+    with waiter_processes(bus, state_dir, keys, timeout_ms=60_000, loop=loop) as processes:
+        asyncio.run(kill_change_and_publish())
+        time.sleep(0.5)  # the waiters are cut off for a while, backing off
+        restarted = time.monotonic()
+        own_redis.start()
+        collect(processes, within_s=20)
+        recovery = time.monotonic() - restarted
+    with capsys.disabled():
+        print(f"\nredis outage ({loop}): restart -> last of 150 waiters answered: {recovery:.3f} s")
+    assert recovery < 0.5 + 0.5 + 5  # one backoff, the reconnect and its re-check, slack
+    for process in processes:
+        assert process.statistics is not None
+        assert process.statistics["reconnects"] >= 1
+        assert process.statistics["rechecks"] >= 2
+        assert process.statistics["received"] == 0  # nothing published reached them
