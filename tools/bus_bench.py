@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,10 @@ class Slots:
     def __init__(self, name: str | None, size: int) -> None:
         self.size = size
         self.memory = shared_memory.SharedMemory(name=name, create=name is None, size=24 * size)
+        if name is not None:
+            # Python < 3.13 has every process that attaches unlink the segment at its exit;
+            # the parent, which made it, unlinks it.
+            resource_tracker.unregister(self.memory._name, "shared_memory")  # type: ignore[attr-defined]
         view = self.memory.buf.cast("q")
         self.version, self.published, self.woken = (
             view[i * size : (i + 1) * size] for i in range(3)
