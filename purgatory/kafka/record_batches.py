@@ -114,7 +114,18 @@ class WireBatch:
         size = len(data)
         try:
             for _ in range(self.record_count):
-                length, pos = _varint(data, pos)
+                # the one loop a produce runs per record: one- and two-byte lengths
+                # (records up to 8 KiB) are read inline, longer ones by _varint
+                byte = data[pos]
+                if byte < 0x80:
+                    pos += 1
+                    length = (byte >> 1) ^ -(byte & 1)
+                elif data[pos + 1] < 0x80:
+                    value = (byte & 0x7F) | (data[pos + 1] << 7)
+                    pos += 2
+                    length = (value >> 1) ^ -(value & 1)
+                else:
+                    length, pos = _varint(data, pos)
                 if length < 1:
                     raise DecodeError(f"record length {length}")
                 pos += length
