@@ -308,6 +308,8 @@ class Log:
         (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH), as does passing the
         space's cap (KAFKA_STORAGE_ERROR), appending nothing."""
         base = self.leo
+        if wire is not None and entries:
+            raise ValueError("records come as entries or as one wire batch, not both")
         if wire is None:
             size = RECORD_OVERHEAD * len(entries)
             records = []
@@ -371,13 +373,17 @@ class Log:
             self._cum.pop()
             self._total -= last.size
             self._release((last,))
-            kept = last.records[: offset - last.base_offset]
-            size = sum(record_size(r.key, r.value) for r in kept)
             self.leo = last.base_offset
-            producer = (last.producer_id, last.producer_epoch, last.base_sequence)
-            self.append_batch(
-                RecordBatch(last.base_offset, last.epoch, kept, size, last.append_ms, producer)
-            )
+            try:
+                kept = last.records[: offset - last.base_offset]
+            except SimulationError:  # a client's batch whose records do not decode: all go
+                offset = last.base_offset
+            else:
+                size = sum(record_size(r.key, r.value) for r in kept)
+                producer = (last.producer_id, last.producer_epoch, last.base_sequence)
+                self.append_batch(
+                    RecordBatch(last.base_offset, last.epoch, kept, size, last.append_ms, producer)
+                )
         self.leo = offset
         if self.log_start_offset > offset:
             self.log_start_offset = offset

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar, final
 
 from purgatory import DelayedOperation
-from purgatory.sim.errors import ErrorCode
+from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.log import RECORD_OVERHEAD, Log, RecordBatch
 from purgatory.sim.messages import (
     DeleteRecordsResult,
@@ -69,7 +69,10 @@ def read_consumer_fetch(
     if as_batches:
         batches = log.read_batches(offset, hw, max_bytes) if hw > offset else []
         return FetchResult(_NONE, hw, [], log.log_start_offset, batches)
-    records = log.read_records(offset, hw, max_bytes) if hw > offset else []
+    try:
+        records = log.read_records(offset, hw, max_bytes) if hw > offset else []
+    except SimulationError as exc:  # a client's batch whose records do not decode
+        return FetchResult(exc.code, hw, [], log.log_start_offset)
     return FetchResult(_NONE, hw, records, log.log_start_offset)
 
 

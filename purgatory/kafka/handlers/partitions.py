@@ -401,7 +401,9 @@ def _records_section(
     codecs: set[int] = set()
     out = bytearray()
     for batch in batches:
-        if batch.wire is not None and batch.end_offset <= hw:
+        if batch.wire is not None:
+            if batch.end_offset > hw:
+                break  # followers hold whole batches, so the HW passes this one whole
             out += batch.wire  # its offset and epoch were written when it was stored
             codecs.add(compression_of(batch.wire))
             continue
