@@ -82,6 +82,8 @@ class FetchRequest:
             check_int("min_bytes", self.min_bytes, 0)
             check_int("max_bytes", self.max_bytes, 1)
             check_int("max_wait_ms", self.max_wait_ms, 0)
+        if self.as_batches.__class__ is not bool:
+            raise TypeError(f"as_batches must be a bool, got {self.as_batches!r}")
 
 
 @dataclass(frozen=True, slots=True)
