@@ -1,11 +1,15 @@
-"""Measure `purgatory serve --kafka-port` with one aiokafka producer (acks=all, 100-byte
-records, default batching): records/s, and the broker's and this client's CPU per record;
-then the wake-up latency of a parked consumer fetch (produce sent -> record received), p50
-and p99, over the Kafka protocol (aiokafka) and over the HTTP long poll.
+"""Measure `purgatory serve --kafka-port` with one producer (acks=all, 100-byte records,
+one partition of replication factor 3): records/s, and the broker's and this client's CPU
+per record; with ``--consume``, one consumer reading them back; then the wake-up latency
+of a parked consumer fetch (produce sent -> record received), p50 and p99, over the Kafka
+protocol (aiokafka) and over the HTTP long poll.
 
-    python examples/kafka_throughput.py [--records 50000] [--wakeups 200] [--replica-rtt-ms MS]
+    python examples/kafka_throughput.py [--client aiokafka|confluent] [--records 50000]
+        [--idempotence] [--consume] [--wakeups 200] [--replica-rtt-ms MS]
 
-Starts the server as a child process on loopback, produces, reads the server's CPU time
+``--client aiokafka`` (the default) produces with aiokafka's default batching;
+``--client confluent`` with librdkafka (confluent-kafka, ``linger.ms=5``) and consumes with
+it. Starts the server as a child process on loopback, produces, reads the server's CPU time
 from /proc (Linux), and stops it.
 """
 
@@ -43,6 +47,90 @@ async def produce(bootstrap: str, records: int) -> float:
         return time.perf_counter() - start
     finally:
         await producer.stop()
+
+
+def confluent_produce(bootstrap: str, records: int, idempotence: bool) -> float:
+    from confluent_kafka import KafkaException, Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "enable.idempotence": idempotence,
+            "message.timeout.ms": 30_000,  # a refused record fails instead of retrying on
+        }
+    )
+    failed: list[object] = []
+
+    def delivered(error: object, _message: object) -> None:
+        if error is not None:
+            failed.append(error)
+
+    value = b"x" * 100
+    producer.produce("t", value, partition=0, on_delivery=delivered)  # connections, metadata
+    producer.flush(30)
+    start = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce("t", value, partition=0, on_delivery=delivered)
+                break
+            except BufferError:  # the client's queue is full: let deliveries drain it
+                producer.poll(0.001)
+    if producer.flush(60):
+        raise KafkaException("records still undelivered after 60 s")
+    elapsed = time.perf_counter() - start
+    if failed:
+        raise KafkaException(f"{len(failed)} records failed, first: {failed[0]}")
+    return elapsed
+
+
+async def aiokafka_consume(bootstrap: str, records: int) -> float:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition("t", 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        start = time.perf_counter()
+        got = 0
+        while got < records:
+            batches = await consumer.getmany(tp, timeout_ms=1000, max_records=100_000)
+            got += sum(len(messages) for messages in batches.values())
+        return time.perf_counter() - start
+    finally:
+        await consumer.stop()
+
+
+def confluent_consume(bootstrap: str, records: int) -> float:
+    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import TopicPartition as Tp
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "throughput",
+            "enable.auto.commit": False,
+            # librdkafka stops fetching for a second (its default) whenever its queue of
+            # 100,000 records is full, which a broker faster than this loop fills: that
+            # measures the pause, not the broker
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
+    try:
+        consumer.assign([Tp("t", 0, 0)])
+        start = time.perf_counter()
+        got = 0
+        while got < records:
+            messages = consumer.consume(10_000, 1.0)
+            for message in messages:
+                if message.error() is not None:
+                    raise KafkaException(message.error())
+            got += len(messages)
+        return time.perf_counter() - start
+    finally:
+        consumer.close()
 
 
 async def kafka_wakeups(bootstrap: str, rounds: int) -> list[float]:
@@ -100,7 +188,12 @@ def summary(name: str, latencies: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--client", choices=("aiokafka", "confluent"), default="aiokafka")
     parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument(
+        "--idempotence", action="store_true", help="produce with enable.idempotence (confluent)"
+    )
+    parser.add_argument("--consume", action="store_true", help="read the records back")
     parser.add_argument("--wakeups", type=int, default=200)
     parser.add_argument(
         "--replica-rtt-ms",
@@ -120,23 +213,38 @@ def main() -> None:
         assert server.stdout is not None
         url = server.stdout.readline().split()[-1]
         bootstrap = server.stdout.readline().split("=", 1)[1].strip()
+        n = args.records
+        print(f"client:             {args.client}")
+        print(f"records:            {n}")
         broker_before = cpu_seconds(server.pid)
         client_before = time.process_time()
-        elapsed = asyncio.run(produce(bootstrap, args.records))
-        broker_cpu = cpu_seconds(server.pid) - broker_before
-        client_cpu = time.process_time() - client_before
-        kafka = asyncio.run(kafka_wakeups(bootstrap, args.wakeups))
-        http = asyncio.run(http_wakeups(url, args.wakeups))
+        if args.client == "confluent":
+            elapsed = confluent_produce(bootstrap, n, args.idempotence)
+        else:
+            elapsed = asyncio.run(produce(bootstrap, n))
+        report("produce", n, elapsed, cpu_seconds(server.pid) - broker_before, client_before)
+        if args.consume:
+            broker_before = cpu_seconds(server.pid)
+            client_before = time.process_time()
+            if args.client == "confluent":
+                elapsed = confluent_consume(bootstrap, n)
+            else:
+                elapsed = asyncio.run(aiokafka_consume(bootstrap, n))
+            report("consume", n, elapsed, cpu_seconds(server.pid) - broker_before, client_before)
+        if args.wakeups:
+            print(summary("kafka", asyncio.run(kafka_wakeups(bootstrap, args.wakeups))))
+            print(summary("http ", asyncio.run(http_wakeups(url, args.wakeups))))
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(10)
-    n = args.records
-    print(f"records:            {n}")
-    print(f"records/s:          {n / elapsed:,.0f}")
-    print(f"broker CPU/record:  {broker_cpu / n * 1e6:.1f} us")
-    print(f"client CPU/record:  {client_cpu / n * 1e6:.1f} us")
-    print(summary("kafka", kafka))
-    print(summary("http ", http))
+
+
+def report(what: str, n: int, elapsed: float, broker_cpu: float, client_before: float) -> None:
+    client_cpu = time.process_time() - client_before
+    print(
+        f"{what}: {n / elapsed:,.0f} records/s, broker CPU/record {broker_cpu / n * 1e6:.2f} us, "
+        f"client CPU/record {client_cpu / n * 1e6:.2f} us"
+    )
 
 
 if __name__ == "__main__":

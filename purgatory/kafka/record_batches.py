@@ -1,9 +1,11 @@
 """Record batches v2 (magic 2), kept byte-exact.
 
-A produced batch is validated once (length, magic, CRC-32C) and then stored as the client
-sent it. Assigning offsets rewrites only the base offset and the partition leader epoch in
-place; the CRC covers the bytes from ``attributes`` on, so it stays valid. Records are decoded
-for the simulation's log (the HTTP API reads key/value pairs), inflated first if compressed
+A produced batch is validated once (length, magic, CRC-32C, and its records' framing:
+count and lengths) and then stored as the client sent it, opaque: the log reads only its
+header (record count, producer id, epoch and base sequence). Assigning offsets rewrites
+only the base offset and the partition leader epoch in place; the CRC covers the bytes from
+``attributes`` on, so it stays valid. Records are decoded only when someone reads them as
+key/value pairs (the HTTP API), inflated first if compressed
 (:mod:`purgatory.kafka.compression`); the bytes themselves stay as the client sent them.
 """
 
@@ -27,6 +29,7 @@ _EPOCH_AT: Final = 12
 _MAGIC_AT: Final = 16
 _CRC_FROM: Final = 21  # the CRC covers attributes through the end of the batch
 _ATTRIBUTES_AT: Final = 22  # the low byte of the attributes (big-endian int16 at 21)
+TRANSACTIONAL: Final = 0x10  # attributes bit 4: the batch belongs to a transaction
 _BASE_OFFSET: Final = struct.Struct(">q")
 _EPOCH: Final = struct.Struct(">i")
 _TIMESTAMP: Final = struct.Struct(">q")
@@ -56,9 +59,12 @@ class WireBatch:
 
     __slots__ = (
         "attributes",
+        "base_sequence",
         "base_timestamp",
         "buf",
         "last_offset_delta",
+        "producer_epoch",
+        "producer_id",
         "record_count",
     )
 
@@ -68,6 +74,10 @@ class WireBatch:
         self.attributes: int = fields[5]
         self.last_offset_delta: int = fields[6]
         self.base_timestamp: int = fields[7]
+        #: an idempotent producer's id (-1: none), epoch and the first record's sequence
+        self.producer_id: int = fields[9]
+        self.producer_epoch: int = fields[10]
+        self.base_sequence: int = fields[11]
         self.record_count: int = fields[12]
 
     @property
@@ -82,6 +92,10 @@ class WireBatch:
     def compression(self) -> int:
         return self.attributes & COMPRESSION_MASK
 
+    @property
+    def transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL)
+
     def assign(self, base_offset: int, leader_epoch: int) -> None:
         """Write the base offset and partition leader epoch the log gave this batch into
         its bytes, in place; the CRC-32C covers neither, so the batch stays valid."""
@@ -92,18 +106,57 @@ class WireBatch:
         stored = struct.unpack_from(">I", self.buf, _MAGIC_AT + 1)[0]
         return bool(stored == crc32c(memoryview(self.buf)[_CRC_FROM:]))
 
+    def check_framing(self) -> None:
+        """Check that the records section holds ``record_count`` records whose lengths
+        add up to it, reading one varint a record (inflated first if compressed): what a
+        produce checks without decoding the records. Raises DecodeError, or
+        UnsupportedCompression for a codec we cannot inflate."""
+        data = self._section()
+        pos = 0
+        size = len(data)
+        try:
+            for _ in range(self.record_count):
+                # the one loop a produce runs per record: one- and two-byte lengths
+                # (records up to 8 KiB) are read inline, longer ones by _varint
+                byte = data[pos]
+                if byte < 0x80:
+                    pos += 1
+                    length = (byte >> 1) ^ -(byte & 1)
+                elif data[pos + 1] < 0x80:
+                    value = (byte & 0x7F) | (data[pos + 1] << 7)
+                    pos += 2
+                    length = (value >> 1) ^ -(value & 1)
+                else:
+                    length, pos = _varint(data, pos)
+                if length < 1:
+                    raise DecodeError(f"record length {length}")
+                pos += length
+        except IndexError:
+            raise DecodeError("record runs past the end of the batch") from None
+        if pos != size:
+            raise DecodeError(f"records end at {pos}, the batch's records section at {size}")
+
     def records(self) -> list[BatchRecord]:
         """Decode the records (inflated first if compressed); raises DecodeError for bad
         records, UnsupportedCompression for a codec we cannot inflate."""
-        data = memoryview(self.buf)[HEADER_SIZE:]
-        if self.compression:
-            data = memoryview(inflate(self.compression, data))
         try:
             return _decode_records(
-                bytes(data), self.record_count, self.base_offset, self.base_timestamp
+                self._section(), self.record_count, self.base_offset, self.base_timestamp
             )
         except IndexError:
             raise DecodeError("record runs past the end of the batch") from None
+
+    def key_values(self) -> list[tuple[bytes | None, bytes]]:
+        """The records as the simulation's log keeps them: (key, value) pairs, a null
+        value as empty bytes. Raises DecodeError as :meth:`records` does."""
+        return [(r.key, r.value or b"") for r in self.records()]
+
+    def _section(self) -> bytes:
+        """The records section, inflated if compressed."""
+        data = memoryview(self.buf)[HEADER_SIZE:]
+        if self.compression:
+            return inflate(self.compression, data)
+        return bytes(data)
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

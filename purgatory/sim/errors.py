@@ -57,6 +57,9 @@ class ErrorCode(enum.StrEnum):
     INVALID_REPLICA_ASSIGNMENT = enum.auto(), 39
     INVALID_CONFIG = enum.auto(), 40
     INVALID_REQUEST = enum.auto(), 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = enum.auto(), 45
+    INVALID_PRODUCER_EPOCH = enum.auto(), 47
+    INVALID_TXN_STATE = enum.auto(), 48
     KAFKA_STORAGE_ERROR = enum.auto(), 56
     FETCH_SESSION_ID_NOT_FOUND = enum.auto(), 70
     FENCED_LEADER_EPOCH = enum.auto(), 74
@@ -66,6 +69,7 @@ class ErrorCode(enum.StrEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = enum.auto(), 80
     ELIGIBLE_LEADERS_NOT_AVAILABLE = enum.auto(), 83
     ELECTION_NOT_NEEDED = enum.auto(), 84
+    INVALID_RECORD = enum.auto(), 87
     # The HTTP service's own refusals (its limits, its routes, its access rules).
     NOT_FOUND = enum.auto(), None
     METHOD_NOT_ALLOWED = enum.auto(), None

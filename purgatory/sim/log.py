@@ -4,9 +4,17 @@ Batches are shared between replicas (a follower appends the leader's batch objec
 each batch is stamped with the leader epoch that wrote it, which is how a replica finds
 where its log diverges from a new leader's (Kafka's leader-epoch truncation, KIP-101).
 
+A batch a Kafka client produced is kept as its wire bytes (an :class:`EncodedBatch`),
+opaque: the log reads its header only (record count, producer fields), and its records
+are decoded when someone reads them as key/value pairs (the HTTP API). Its size is its
+length in bytes, as Kafka counts a batch.
+
 Memory is the scarce resource here (Kafka's is disk): every log of a cluster counts what
 its batches hold in one :class:`LogSpace`, which may refuse a produce that would pass a
 cap, and each log applies its topic's retention (:class:`LogConfig`).
+
+Each log also keeps its idempotent producers' state (:class:`ProducerStates`), read from
+the headers of the batches it holds, so every replica knows it.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol, final
 
 from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.producers import NO_PRODUCER_ID, ProducerStates
 from purgatory.sim.validate import check_int
 
 # Per-record overhead counted in sizes, so that empty values still occupy bytes.
@@ -25,9 +34,9 @@ RECORD_OVERHEAD = 8
 # offset int, the bytes objects' headers, its slot in the batch), and a batch beyond its
 # records (the batch object, its records tuple, the log's index entries). Measured with
 # tracemalloc on CPython 3.11, 64-bit: up to 189 bytes for a keyed record, 139 without a
-# key, 198 a batch; tests/sim/test_sim_retention.py keeps the estimate above the measurement.
+# key, 206 a batch; tests/sim/test_sim_retention.py keeps the estimate above the measurement.
 RECORD_MEMORY: Final = 192
-BATCH_MEMORY: Final = 256
+BATCH_MEMORY: Final = 272
 
 
 class Record(NamedTuple):
@@ -40,17 +49,38 @@ _new_record = tuple.__new__
 
 
 class EncodedBatch(Protocol):
-    """Records as a client's wire protocol encoded them (a Kafka record batch), kept with
-    the stored batch so that the protocol's front door serves them back byte-exact. The
-    simulation never reads them: it tells them, once, where the log put them."""
+    """Records as a client's wire protocol encoded them (a Kafka record batch), stored as
+    they came so that the protocol's front door serves them back byte-exact. The
+    simulation reads only its header fields, tells it once where the log put it, and
+    decodes its records only when they are read as key/value pairs."""
 
     @property
     def buf(self) -> bytearray:
         """The bytes, as stored."""
         ...
 
+    @property
+    def record_count(self) -> int: ...
+
+    @property
+    def producer_id(self) -> int:
+        """An idempotent producer's id; -1 for none."""
+        ...
+
+    @property
+    def producer_epoch(self) -> int: ...
+
+    @property
+    def base_sequence(self) -> int:
+        """The producer's sequence number of the first record."""
+        ...
+
     def assign(self, base_offset: int, leader_epoch: int) -> None:
         """Record in the bytes the offset and leader epoch the log gave the batch."""
+        ...
+
+    def key_values(self) -> list[tuple[bytes | None, bytes]]:
+        """The records as (key, value) pairs; ValueError if they do not decode."""
         ...
 
 
@@ -58,10 +88,8 @@ def record_size(key: bytes | None, value: bytes) -> int:
     return RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
 
 
-def _memory(size: int, records: int, wire: bytearray | None) -> int:
-    """A batch's memory from its ``size`` (``record_size`` summed) and record count."""
-    extra = records * (RECORD_MEMORY - RECORD_OVERHEAD) + BATCH_MEMORY
-    return size + extra + (0 if wire is None else len(wire))
+#: (producer id, epoch, base sequence) of a batch no idempotent producer wrote
+NO_PRODUCER: Final = (NO_PRODUCER_ID, -1, -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,16 +145,23 @@ class LogSpace:
 
 @final
 class RecordBatch:
-    """Records appended together by one leader in one epoch."""
+    """Records appended together by one leader in one epoch: decoded records (the
+    simulation's and the HTTP API's), or a Kafka client's batch as it came
+    (:meth:`encoded`)."""
 
     __slots__ = (
+        "_encoded",
+        "_records",
         "append_ms",
         "base_offset",
+        "base_sequence",
+        "count",
         "end_offset",
         "epoch",
         "holders",
         "memory",
-        "records",
+        "producer_epoch",
+        "producer_id",
         "size",
         "wire",
     )
@@ -137,24 +172,87 @@ class RecordBatch:
         epoch: int,
         records: tuple[Record, ...],
         size: int,
-        wire: bytearray | None = None,
         append_ms: float = 0.0,
+        producer: tuple[int, int, int] = NO_PRODUCER,
     ):
+        self._records: tuple[Record, ...] | None = records
+        self._encoded: EncodedBatch | None = None
         self.base_offset = base_offset
-        #: one past the last offset
-        self.end_offset = base_offset + len(records)
+        #: how many records; one past the last offset
+        self.count = len(records)
+        self.end_offset = base_offset + self.count
         self.epoch = epoch
-        self.records = records
+        #: ``record_size`` summed over the records (a Kafka batch: its length in bytes)
         self.size = size
         #: the batch as a Kafka client sent it (record batch v2), if one did: the Kafka
-        #: front door serves it back byte-exact; the simulation never reads it
-        self.wire = wire
+        #: front door serves it back byte-exact
+        self.wire: bytearray | None = None
         #: the leader's clock (ms) when it appended the batch: time-based retention
         self.append_ms = append_ms
-        #: what holding the batch costs in memory (``size`` counts RECORD_OVERHEAD a record)
-        self.memory = _memory(size, len(records), wire)
+        #: the idempotent producer that wrote it (-1: none), its epoch, the first
+        #: record's sequence number
+        self.producer_id, self.producer_epoch, self.base_sequence = producer
+        #: what holding the batch costs in memory
+        self.memory = size + self.count * (RECORD_MEMORY - RECORD_OVERHEAD) + BATCH_MEMORY
         #: how many logs hold the batch: its memory is freed with the last one
         self.holders = 0
+
+    @classmethod
+    def encoded(
+        cls, base_offset: int, epoch: int, wire: EncodedBatch, append_ms: float = 0.0
+    ) -> RecordBatch:
+        """A batch that keeps a Kafka client's bytes and decodes nothing until read."""
+        batch = cls.__new__(cls)
+        batch._records = None
+        batch._encoded = wire
+        batch.wire = buf = wire.buf
+        batch.base_offset = base_offset
+        batch.count = count = wire.record_count
+        batch.end_offset = base_offset + count
+        batch.epoch = epoch
+        batch.size = len(buf)
+        batch.append_ms = append_ms
+        batch.producer_id = wire.producer_id
+        batch.producer_epoch = wire.producer_epoch
+        batch.base_sequence = wire.base_sequence
+        batch.memory = len(buf) + BATCH_MEMORY
+        batch.holders = 0
+        return batch
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        """The records; a Kafka client's batch is decoded on each read (not kept: that
+        would double its memory). ``CORRUPT_MESSAGE`` if its records do not decode
+        (only a batch forged under a valid checksum)."""
+        records = self._records
+        if records is not None:
+            return records
+        assert self._encoded is not None
+        try:
+            pairs = self._encoded.key_values()
+        except ValueError as exc:
+            raise SimulationError(
+                ErrorCode.CORRUPT_MESSAGE, f"batch at offset {self.base_offset}: {exc}"
+            ) from None
+        base = self.base_offset
+        return tuple(
+            [_new_record(Record, (base + i, key, value)) for i, (key, value) in enumerate(pairs)]
+        )
+
+    def bytes_in(self, start: int, end: int) -> int:
+        """Bytes of the records in ``[start, end)``: counted exactly for decoded records,
+        a Kafka batch's bytes shared evenly between its records."""
+        lo = max(start, self.base_offset)
+        hi = min(end, self.end_offset)
+        if hi <= lo:
+            return 0
+        if lo == self.base_offset and hi == self.end_offset:
+            return self.size
+        records = self._records
+        if records is None:
+            return self.size * (hi - lo) // self.count
+        base = self.base_offset
+        return sum(record_size(r.key, r.value) for r in records[lo - base : hi - base])
 
     def __repr__(self) -> str:
         return f"<RecordBatch [{self.base_offset}, {self.end_offset}) epoch={self.epoch}>"
@@ -178,6 +276,7 @@ class Log:
         "config",
         "leo",
         "log_start_offset",
+        "producers",
         "space",
     )
 
@@ -190,6 +289,8 @@ class Log:
         self._total = 0
         self.leo = 0
         self.log_start_offset = 0
+        #: the idempotent producers that wrote the batches held here
+        self.producers = ProducerStates()
 
     # -- writing --------------------------------------------------------------------------
 
@@ -200,29 +301,43 @@ class Log:
         wire: EncodedBatch | None = None,
         now_ms: float = 0.0,
     ) -> RecordBatch:
-        """Append records as the leader at ``now_ms``; returns the new batch (carrying
-        ``wire``'s bytes, told their offset and epoch). Raises ``KAFKA_STORAGE_ERROR``,
-        appending nothing, if the batch would pass the space's cap."""
+        """Append records as the leader at ``now_ms`` (``wire``: a Kafka client's batch
+        instead, told its offset and epoch); returns the new batch. For an idempotent
+        producer's batch already in the log (a retry), returns that batch and appends
+        nothing; a sequence the producer's state refuses raises :class:`SimulationError`
+        (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH), as does passing the
+        space's cap (KAFKA_STORAGE_ERROR), appending nothing."""
         base = self.leo
-        size = RECORD_OVERHEAD * len(entries)
-        records = []
-        offset = base
-        for key, value in entries:  # the hot path: tuple.__new__ skips NamedTuple's lambda
-            records.append(_new_record(Record, (offset, key, value)))
-            size += len(value) if key is None else len(value) + len(key)
-            offset += 1
-        end = offset
-        stored = None if wire is None else wire.buf
-        batch = RecordBatch(base, epoch, tuple(records), size, stored, now_ms)
+        if wire is not None and entries:
+            raise ValueError("records come as entries or as one wire batch, not both")
+        if wire is None:
+            size = RECORD_OVERHEAD * len(entries)
+            records = []
+            offset = base
+            for key, value in entries:  # the hot path: tuple.__new__ skips NamedTuple's lambda
+                records.append(_new_record(Record, (offset, key, value)))
+                size += len(value) if key is None else len(value) + len(key)
+                offset += 1
+            batch = RecordBatch(base, epoch, tuple(records), size, now_ms)
+        else:
+            if wire.producer_id != NO_PRODUCER_ID:
+                done = self.producers.check(
+                    wire.producer_id, wire.producer_epoch, wire.base_sequence, wire.record_count
+                )
+                if done is not None:
+                    assert isinstance(done, RecordBatch)
+                    return done
+            batch = RecordBatch.encoded(base, epoch, wire, now_ms)
         self.space.reserve(batch)
         if wire is not None:
             wire.assign(base, epoch)  # once: the batch keeps its offset and epoch
+            self.producers.record(batch)
         batch.holders = 1
         self._batches.append(batch)
-        self._ends.append(end)
-        self._total += size
+        self._ends.append(batch.end_offset)
+        self._total += batch.size
         self._cum.append(self._total)
-        self.leo = end
+        self.leo = batch.end_offset
         return batch
 
     def append_batch(self, batch: RecordBatch) -> None:
@@ -237,6 +352,8 @@ class Log:
         self._total += batch.size
         self._cum.append(self._total)
         self.leo = batch.end_offset
+        if batch.producer_id != NO_PRODUCER_ID:
+            self.producers.record(batch)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every record at or above ``offset``."""
@@ -256,14 +373,22 @@ class Log:
             self._cum.pop()
             self._total -= last.size
             self._release((last,))
-            kept = last.records[: offset - last.base_offset]
-            size = sum(record_size(r.key, r.value) for r in kept)
             self.leo = last.base_offset
-            split = RecordBatch(last.base_offset, last.epoch, kept, size, None, last.append_ms)
-            self.append_batch(split)
+            try:
+                kept = last.records[: offset - last.base_offset]
+            except SimulationError:  # a client's batch whose records do not decode: all go
+                offset = last.base_offset
+            else:
+                size = sum(record_size(r.key, r.value) for r in kept)
+                producer = (last.producer_id, last.producer_epoch, last.base_sequence)
+                self.append_batch(
+                    RecordBatch(last.base_offset, last.epoch, kept, size, last.append_ms, producer)
+                )
         self.leo = offset
         if self.log_start_offset > offset:
             self.log_start_offset = offset
+        if len(self.producers):
+            self.producers.rebuild(batches)
 
     def reset_to(self, offset: int) -> None:
         """Drop everything and restart the log at ``offset`` (a follower that fell behind
@@ -273,6 +398,7 @@ class Log:
         self._ends.clear()
         self._cum.clear()
         self.leo = self.log_start_offset = offset
+        self.producers.rebuild(())
 
     def delete_before(self, offset: int) -> None:
         """Advance the log start offset (DeleteRecords); whole batches below it go."""
@@ -287,6 +413,8 @@ class Log:
             del self._batches[:gone]
             del self._ends[:gone]
             del self._cum[:gone]
+            if len(self.producers):
+                self.producers.rebuild(self._batches)
 
     def apply_retention(self, high_watermark: int, now_ms: float) -> bool:
         """Drop the oldest whole batches below ``high_watermark`` that its config's
@@ -338,13 +466,11 @@ class Log:
         j = min(j, len(ends) - 1)
         first = self._batches[i]
         total = self._cum[j] - self._cum[i] + first.size
-        if first.base_offset < start:  # a partial first batch: count exactly
-            skip = first.records[: start - first.base_offset]
-            total -= sum(record_size(r.key, r.value) for r in skip)
+        if first.base_offset < start:  # a partial first batch
+            total -= first.bytes_in(first.base_offset, start)
         last = self._batches[j]
         if last.end_offset > end:
-            tail = last.records[end - last.base_offset :]
-            total -= sum(record_size(r.key, r.value) for r in tail)
+            total -= last.bytes_in(end, last.end_offset)
         return total
 
     def read_batches(self, start: int, end: int, max_bytes: int) -> list[RecordBatch]:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.log import EncodedBatch, Record
+from purgatory.sim.log import EncodedBatch, Record, RecordBatch
 from purgatory.sim.validate import check_int, check_records
 
 #: ``(key, value)`` pairs: a key is bytes or None, a value bytes
@@ -23,8 +23,10 @@ Entries = Sequence[tuple[bytes | None, bytes]]
 class ProduceRequest:
     """Append ``records`` to ``topic``-``partition`` on its leader. ``acks``: -1 (all) waits
     in DelayedProduce until the HW covers them, 1 answers after the leader's append, 0
-    likewise but with base_offset -1 (Kafka sends no response). ``wire``: the same records
-    as one Kafka record batch v2, as a client sent it; stored with them, never read here."""
+    likewise but with base_offset -1 (Kafka sends no response). ``wire``: instead of
+    ``records`` (then empty), one Kafka record batch v2 as a client sent it, stored as it
+    came; an idempotent producer's batch that repeats one in the log is answered with the
+    stored batch's offsets and not appended again."""
 
     topic: str
     partition: int
@@ -41,6 +43,10 @@ class ProduceRequest:
             )
         if self.timeout_ms.__class__ is not int or self.timeout_ms < 0:
             check_int("timeout_ms", self.timeout_ms, 0)
+        if self.wire is not None:
+            if self.records:
+                raise ValueError("records come as entries or as one wire batch, not both")
+            return
         records = check_records(self.records)
         if records is not self.records:
             object.__setattr__(self, "records", records)
@@ -50,7 +56,8 @@ class ProduceRequest:
 class FetchRequest:
     """A consumer fetch of ``topic``-``partition`` from ``offset``: records up to the HW,
     waiting in DelayedFetch until ``min_bytes`` are readable or ``max_wait_ms`` passes;
-    ``max_bytes`` bounds the answer (its first record always comes whole)."""
+    ``max_bytes`` bounds the answer (its first record always comes whole). ``as_batches``:
+    answer with the stored batches (:attr:`FetchResult.batches`), decoding nothing."""
 
     topic: str
     partition: int
@@ -58,6 +65,7 @@ class FetchRequest:
     min_bytes: int = 1
     max_bytes: int = 1 << 20
     max_wait_ms: int = 500
+    as_batches: bool = False
 
     def __post_init__(self) -> None:
         if not (  # the common case without four calls; check_int names the culprit
@@ -74,6 +82,8 @@ class FetchRequest:
             check_int("min_bytes", self.min_bytes, 0)
             check_int("max_bytes", self.max_bytes, 1)
             check_int("max_wait_ms", self.max_wait_ms, 0)
+        if self.as_batches.__class__ is not bool:
+            raise TypeError(f"as_batches must be a bool, got {self.as_batches!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,12 +176,16 @@ class ProduceResult:
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    """Records from the requested offset, up to the HW (consumers)."""
+    """Records from the requested offset, up to the HW (consumers); for a request
+    ``as_batches``, ``records`` is empty and ``batches`` holds the stored batches with
+    those records (whole: the first may start below the offset, the last may end past
+    the HW)."""
 
     error: ErrorCode
     high_watermark: int = -1
     records: list[Record] = field(default_factory=list)
     log_start_offset: int = -1
+    batches: list[RecordBatch] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

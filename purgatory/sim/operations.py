@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar, final
 
 from purgatory import DelayedOperation
-from purgatory.sim.errors import ErrorCode
+from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.log import RECORD_OVERHEAD, Log, RecordBatch
 from purgatory.sim.messages import (
     DeleteRecordsResult,
@@ -55,15 +55,24 @@ class PartitionStatus:
         self.error: ErrorCode | None = None  # None while undecided
 
 
-def read_consumer_fetch(p: Partition, offset: int, max_bytes: int) -> FetchResult:
-    """A consumer's answer from the leader's current state: records up to the HW."""
+def read_consumer_fetch(
+    p: Partition, offset: int, max_bytes: int, as_batches: bool = False
+) -> FetchResult:
+    """A consumer's answer from the leader's current state: records up to the HW (or
+    ``as_batches``, the batches that hold them)."""
     if p.leader is None:
         return FetchResult(_NOT_LEADER)
     log = p.logs[p.leader]
     hw = p.hws[p.leader]
     if offset < log.log_start_offset or offset > log.leo:
         return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, [], log.log_start_offset)
-    records = log.read_records(offset, hw, max_bytes) if hw > offset else []
+    if as_batches:
+        batches = log.read_batches(offset, hw, max_bytes) if hw > offset else []
+        return FetchResult(_NONE, hw, [], log.log_start_offset, batches)
+    try:
+        records = log.read_records(offset, hw, max_bytes) if hw > offset else []
+    except SimulationError as exc:  # a client's batch whose records do not decode
+        return FetchResult(exc.code, hw, [], log.log_start_offset)
     return FetchResult(_NONE, hw, records, log.log_start_offset)
 
 
@@ -317,16 +326,33 @@ def readable_at_least(log: Log, start: int, end: int, need: int) -> int:
 
 @final
 class DelayedFetch(_FetchCondition[FetchResult]):
-    """A consumer's long poll on one partition: records up to the HW."""
+    """A consumer's long poll on one partition: records up to the HW (``as_batches``: the
+    batches that hold them)."""
 
-    __slots__ = ()
+    __slots__ = ("as_batches",)
     kind: ClassVar[str] = "fetch-consumer"
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: list[PartitionStatus],
+        min_bytes: int,
+        op_id: str,
+        max_bytes: int = 1 << 20,
+        reply: Callable[[FetchResult], None] | None = None,
+        observer: Observer | None = None,
+        as_batches: bool = False,
+    ) -> None:
+        super().__init__(delay_ms, statuses, min_bytes, op_id, max_bytes, reply, observer)
+        self.as_batches = as_batches
 
     def response(self) -> FetchResult:
         status = self.statuses[0]
         if status.error is not None:
             return FetchResult(status.error)
-        return read_consumer_fetch(status.partition, status.required_offset, self.max_bytes)
+        return read_consumer_fetch(
+            status.partition, status.required_offset, self.max_bytes, self.as_batches
+        )
 
     def unavailable(self) -> FetchResult:
         return FetchResult(_UNAVAILABLE)

@@ -266,8 +266,9 @@ class ReplicaManager:
                 request.max_bytes,
                 reply,
                 self.op_observer,
+                request.as_batches,
             )
-        return read_consumer_fetch(p, offset, request.max_bytes)
+        return read_consumer_fetch(p, offset, request.max_bytes, request.as_batches)
 
     def delete_records(
         self, request: DeleteRecordsRequest, reply: Callable[[DeleteRecordsResult], None] | None

@@ -192,6 +192,41 @@ async def test_a_bad_batch_is_answered_corrupt_message_counted_and_logged_once(
 
 
 @pytest.mark.asyncio
+async def test_a_forged_batch_with_sound_framing_reads_corrupt_message_as_records() -> None:
+    """A batch whose CRC and record lengths hold but whose fields do not decode (only a
+    forged one) is stored undecoded; read as key/value pairs, even by a fetch parked
+    before it came, it answers CORRUPT_MESSAGE rather than raising."""
+    import asyncio
+
+    from kafka.protocol.producer import ProduceRequest as KafkaProduceRequest
+
+    from purgatory.kafka.record_batches import encode_batch
+
+    forged = bytearray(encode_batch(0, 0, [(b"k", b"value")], 0))
+    forged[65] = 0x64  # the key's length (50) runs past its 10-byte record
+    async with Cluster(brokers=1, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=1)
+        broker = PartitionHandlers(cluster, 0, {0: ("h", 1)}, ProtocolStats())
+        parked = asyncio.ensure_future(cluster.fetch(FetchRequest_("t", 0, 0, 1, 1 << 20, 5000)))
+        await asyncio.sleep(0)
+        produce = KafkaProduceRequest[3](
+            transactional_id=None,
+            acks=1,
+            timeout_ms=1000,
+            topic_data=[("t", [(0, _recrc(bytes(forged)))])],
+        )
+        answer = await broker.produce(
+            RequestHeader(ApiKey.PRODUCE, 3, 1, "c"), Reader(produce.encode())
+        )
+        assert answer is not None
+        assert (await parked).error.name == "CORRUPT_MESSAGE"
+        read = await cluster.fetch(FetchRequest_("t", 0, 0, 0, 1 << 20, 0))
+        assert (read.error.name, read.records) == ("CORRUPT_MESSAGE", [])
+        [stored] = cluster.stored_batches("t", 0, 0, 1)
+        assert stored.wire == _recrc(bytes(forged))  # served over Kafka as it came
+
+
+@pytest.mark.asyncio
 async def test_a_produced_batch_is_fetched_back_byte_exact_and_http_records_encoded() -> None:
     from kafka.protocol.consumer import FetchRequest, FetchResponse
     from kafka.protocol.producer import ProduceRequest as KafkaProduceRequest

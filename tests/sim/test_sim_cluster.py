@@ -198,6 +198,19 @@ def test_close_answers_parked_requests() -> None:
     assert fetch.error is ErrorCode.BROKER_NOT_AVAILABLE
 
 
+class _NoWire:
+    """Stands for a client's batch: a request that also has records is refused first."""
+
+    buf = bytearray()
+    record_count = producer_id = producer_epoch = base_sequence = 0
+
+    def assign(self, base_offset: int, leader_epoch: int) -> None:
+        raise AssertionError("never stored")
+
+    def key_values(self) -> list[tuple[bytes | None, bytes]]:
+        raise AssertionError("never read")
+
+
 def test_bad_arguments_raise_clear_errors() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         with pytest.raises(ValueError, match="acks"):
@@ -210,6 +223,10 @@ def test_bad_arguments_raise_clear_errors() -> None:
             await c.fetch(FetchRequest("t", 0, 0, max_wait_ms=-1))
         with pytest.raises(TypeError, match="offset"):
             await c.fetch(FetchRequest("t", 0, 1.5))  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="as_batches"):
+            await c.fetch(FetchRequest("t", 0, 0, as_batches=1))  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="not both"):
+            await c.produce(ProduceRequest("t", 0, [(None, b"a")], wire=_NoWire()))
         with pytest.raises(ValueError, match="TOPIC_ALREADY_EXISTS"):
             await c.create_topic("t", 1, 1)
         with pytest.raises(ValueError, match="INVALID_REPLICATION_FACTOR"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.log import RECORD_OVERHEAD, Log, RecordBatch
 
 
@@ -93,3 +94,27 @@ def test_an_emptied_log_holds_no_bytes() -> None:
     assert log.size_bytes == RECORD_OVERHEAD + 2
     log.reset_to(9)
     assert log.size_bytes == 0
+
+
+class _UndecodableWire:
+    """A client's batch whose records do not decode (forged under a valid checksum)."""
+
+    buf = bytearray(50)
+    record_count = 4
+    producer_id, producer_epoch, base_sequence = -1, -1, -1
+
+    def assign(self, base_offset: int, leader_epoch: int) -> None:
+        pass
+
+    def key_values(self) -> list[tuple[bytes | None, bytes]]:
+        raise ValueError("record field runs past its record")
+
+
+def test_a_client_batch_is_decoded_when_read_and_an_undecodable_one_goes_whole() -> None:
+    log = _log((2, 0))
+    log.append((), 0, _UndecodableWire())
+    with pytest.raises(SimulationError, match="CORRUPT_MESSAGE"):
+        log.read_records(2, 6, 1 << 20)
+    assert log.bytes_between(2, 4) == 25  # its 50 bytes, shared by its 4 records
+    log.truncate_to(4)  # inside it: its records cannot be split, so all of them go
+    assert (log.leo, log.batches) == (2, 1)

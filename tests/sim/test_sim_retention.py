@@ -25,7 +25,6 @@ from purgatory.sim.log import (
     Log,
     LogConfig,
     LogSpace,
-    RecordBatch,
 )
 from purgatory.testing import run_virtual
 
@@ -118,9 +117,28 @@ def test_space_follows_truncation_splits_and_resets() -> None:
     assert space.used == 0
 
 
-def test_the_wire_bytes_of_a_batch_count_too() -> None:
-    wire = bytearray(1000)
-    assert RecordBatch(0, 0, (), 0, wire).memory == RecordBatch(0, 0, (), 0).memory + 1000
+class _Wire:
+    """A client's batch as the log sees it: its bytes and header fields."""
+
+    def __init__(self, size: int, count: int) -> None:
+        self.buf = bytearray(size)
+        self.record_count = count
+        self.producer_id, self.producer_epoch, self.base_sequence = -1, -1, -1
+
+    def assign(self, base_offset: int, leader_epoch: int) -> None:
+        pass
+
+    def key_values(self) -> list[tuple[bytes | None, bytes]]:
+        return [(None, b"v")] * self.record_count
+
+
+def test_a_client_batch_costs_its_bytes_not_decoded_records() -> None:
+    log = Log()
+    batch = log.append((), 0, _Wire(1000, 50))
+    assert (batch.size, batch.memory) == (1000, 1000 + BATCH_MEMORY)
+    assert log.space.used == batch.memory
+    assert len(log.read_records(0, 50, 1 << 20)) == 50  # decoded when read, not kept
+    assert log.space.used == batch.memory
 
 
 def test_space_admits_up_to_its_limit_and_says_why_it_refuses() -> None:

@@ -1,6 +1,11 @@
 """FindCoordinator and InitProducerId: which broker coordinates a group (or transactional
 id), and a producer id for an idempotent producer. Every broker is a coordinator here (one
 state serves them all), but each key has one, whichever broker is asked.
+
+Idempotent producers are served (each partition's log checks their sequence numbers);
+transactions are not: InitProducerId with a transactional id is answered INVALID_REQUEST
+at once, so a transactional producer fails at its first call instead of retrying, and the
+transaction APIs (AddPartitionsToTxn, EndTxn...) are not advertised.
 """
 
 from __future__ import annotations
@@ -47,7 +52,11 @@ class CoordinatorHandlers:
         return out.int32(node_id).string(host).int32(port).buf
 
     def init_producer_id(self, header: RequestHeader, body: Reader) -> bytearray:
-        body.nullable_string()  # transactional_id: transactions are not simulated
-        body.int32()  # transaction_timeout_ms
-        producer_id = self.producer_ids.next()
-        return Writer().int32(0).int16(ErrorCode.NONE.wire).int64(producer_id).int16(0).buf
+        """A fresh producer id at epoch 0 for an idempotent producer (no transactional
+        id), as Kafka answers one; INVALID_REQUEST, id -1, for a transactional one."""
+        transactional_id = body.nullable_string()
+        body.int32()  # transaction_timeout_ms: transactions only
+        out = Writer().int32(0)  # throttle_time_ms
+        if transactional_id is not None:
+            return out.int16(ErrorCode.INVALID_REQUEST.wire).int64(-1).int16(-1).buf
+        return out.int16(ErrorCode.NONE.wire).int64(self.producer_ids.next()).int16(0).buf

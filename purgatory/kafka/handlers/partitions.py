@@ -29,7 +29,7 @@ from purgatory.kafka.record_batches import (
 from purgatory.kafka.server import Api, ApiTable, ProtocolStats
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim.errors import ErrorCode
-from purgatory.sim.log import Record, RecordBatch, record_size
+from purgatory.sim.log import RecordBatch
 from purgatory.sim.messages import FetchRequest, FetchResult, PartitionMetadata, ProduceRequest
 
 EARLIEST: Final = -2
@@ -197,6 +197,9 @@ class PartitionHandlers:
         error, _ = self._leads(topic, index)
         if error is not ErrorCode.NONE:
             return error, -1
+        # A batch is checked (CRC, framing) but not decoded: the log keeps the client's
+        # bytes (headers, timestamps, compression) and reads its header only. Several
+        # batches in one request are rare and stored as records, one log batch holding them.
         entries: list[tuple[bytes | None, bytes]] = []
         try:
             if records is None:
@@ -205,16 +208,22 @@ class PartitionHandlers:
             for batch in batches:
                 if batch.compression == ZSTD and version < 7:
                     raise UnsupportedCompression("zstd needs Produce v7 (KIP-110)")
-                entries.extend((r.key, r.value or b"") for r in batch.records())
+                if batch.transactional:
+                    return ErrorCode.INVALID_TXN_STATE, -1  # transactions are not served
+                if len(batches) == 1:
+                    batch.check_framing()
+                elif batch.producer_id >= 0:
+                    # Kafka takes one batch per partition from Produce v3 on, and a
+                    # sequence check needs it.
+                    return ErrorCode.INVALID_RECORD, -1
+                else:
+                    entries.extend(batch.key_values())
         except UnsupportedCompression:
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
         except DecodeError as exc:
             kind = "truncated batch" if isinstance(exc, TruncatedBatch) else "corrupt batch"
             self.stats.bad(kind, f"Produce to {topic}-{index}: {exc}")
             return ErrorCode.CORRUPT_MESSAGE, -1
-        # The log keeps the client's batch byte-exact (headers, timestamps, compression)
-        # for Kafka consumers; several batches in one request are rare and stored as
-        # records only, one log batch holding them all.
         wire = batches[0] if len(batches) == 1 else None
         try:
             result = await self.cluster.produce(
@@ -269,14 +278,16 @@ class PartitionHandlers:
     ) -> bytearray:
         results = await self._read_all(wanted, max_bytes)
         ok = [error is ErrorCode.NONE for error, _ in results]
-        readable = sum(len(r.records) for error, r in results if error is ErrorCode.NONE)
+        readable = any(r.batches for error, r in results if error is ErrorCode.NONE)
         if not readable and min_bytes > 0 and max_wait_ms > 0 and any(ok):
             # Park every partition in DelayedFetch; the first one woken (a produce moved
             # its HW) or the timeout ends the wait, then all are read again.
             waits = [
                 asyncio.ensure_future(
                     self.cluster.fetch(
-                        FetchRequest(w.topic, w.partition, w.offset, 1, w.max_bytes, max_wait_ms)
+                        FetchRequest(
+                            w.topic, w.partition, w.offset, 1, 1, max_wait_ms, as_batches=True
+                        )
                     )
                 )
                 for w, good in zip(wanted, ok, strict=True)
@@ -315,17 +326,19 @@ class PartitionHandlers:
             if error is not ErrorCode.NONE:
                 out.append((error, _NOTHING))
                 continue
+            limit = max(1, min(w.max_bytes, budget))
             result = await self.cluster.fetch(
-                FetchRequest(w.topic, w.partition, w.offset, 0, max(1, min(w.max_bytes, budget)), 0)
+                FetchRequest(w.topic, w.partition, w.offset, 0, limit, 0, as_batches=True)
             )
-            size = sum(record_size(r.key, r.value) for r in result.records)
+            hw = result.high_watermark
+            size = sum(b.bytes_in(w.offset, hw) for b in result.batches)
             if size > budget and returned:
                 # Only the response's first batch may exceed the limit (KIP-74); a later
                 # partition whose next batch does not fit is answered with no records.
-                result = replace(result, records=[])
+                result = replace(result, batches=[])
                 size = 0
             budget -= size
-            returned = returned or bool(result.records)
+            returned = returned or bool(result.batches)
             out.append((result.error, result))
         return out
 
@@ -335,58 +348,28 @@ class PartitionHandlers:
         out = Writer().int32(0)  # throttle_time_ms
         if version >= 7:
             out.int16(ErrorCode.NONE.wire).int32(0)  # error, session_id 0: no session created
-        by_topic: dict[str, list[tuple[int, ErrorCode, FetchResult]]] = {}
+        by_topic: dict[str, list[tuple[Wanted, ErrorCode, FetchResult]]] = {}
         for w, (error, result) in zip(wanted, results, strict=True):
-            by_topic.setdefault(w.topic, []).append((w.partition, error, result))
+            by_topic.setdefault(w.topic, []).append((w, error, result))
         now_ms = int(time.time() * 1000)
         out.int32(len(by_topic))
         for topic, parts in by_topic.items():
             out.string(topic).int32(len(parts))
-            for index, error, result in parts:
+            for w, error, result in parts:
+                hw = result.high_watermark
                 section: bytes | bytearray = b""
                 codecs: set[int] = set()
-                if result.records:
-                    section, codecs = self._records_section(topic, index, result.records, now_ms)
+                if result.batches:
+                    section, codecs = _records_section(result.batches, w.offset, hw, now_ms)
                 if ZSTD in codecs and version < 10:
                     # Kafka serves zstd batches to Fetch v10 and later only (KIP-110).
                     error, section = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
-                hw = result.high_watermark
-                out.int32(index).int16(error.wire).int64(hw).int64(hw)
+                out.int32(w.partition).int16(error.wire).int64(hw).int64(hw)
                 if version >= 5:
                     out.int64(result.log_start_offset)
                 out.int32(-1)  # aborted_transactions: null
                 out.nullable_bytes(section)
         return out.buf
-
-    def _records_section(
-        self, topic: str, index: int, records: list[Record], now_ms: int
-    ) -> tuple[bytearray, set[int]]:
-        """A fetch answer's records: a batch a Kafka client produced goes back as it came
-        (whole, as Kafka sends it, with the offset and epoch the log gave it); records
-        written over HTTP, or in a batch a truncation cut, are encoded afresh. Also says
-        which compression codecs the section holds."""
-        first, end = records[0].offset, records[-1].offset + 1
-        codecs: set[int] = set()
-        out = bytearray()
-        at = first
-        for batch in self.cluster.stored_batches(topic, index, first, end):
-            if batch.end_offset <= at or batch.base_offset > at:
-                break  # not the log the records came from (a failover meanwhile)
-            upto = min(batch.end_offset, end)
-            part = records[at - first : upto - first]
-            same = batch.records[at - batch.base_offset] is part[0]
-            if batch.wire is not None and same and batch.end_offset <= end:
-                out += batch.wire  # its offset and epoch were written when it was stored
-                codecs.add(compression_of(batch.wire))
-            else:
-                out += encode_batch(at, batch.epoch, [(r.key, r.value) for r in part], now_ms)
-            at = upto
-        if at < end:
-            p = self.cluster.describe_partition(topic, index)
-            epoch = p.leader_epoch if p is not None else 0
-            rest = [(r.key, r.value) for r in records[at - first :]]
-            out += encode_batch(at, epoch, rest, now_ms)
-        return out, codecs
 
     # -- ListOffsets ---------------------------------------------------------------------
 
@@ -450,3 +433,27 @@ def _first_at_or_after(
             if start <= record.offset < end and record.timestamp >= timestamp:
                 return record.timestamp, record.offset, batch.epoch
     return None
+
+
+def _records_section(
+    batches: list[RecordBatch], offset: int, hw: int, now_ms: int
+) -> tuple[bytearray, set[int]]:
+    """A fetch answer's records from ``offset`` up to the HW ``hw``: a batch a Kafka
+    client produced goes back as it came (whole, as Kafka sends it, with the offset and
+    epoch the log gave it); records written over HTTP, or in a batch a truncation cut,
+    are encoded afresh. Also says which compression codecs the section holds."""
+    codecs: set[int] = set()
+    out = bytearray()
+    for batch in batches:
+        if batch.wire is not None:
+            if batch.end_offset > hw:
+                break  # followers hold whole batches, so the HW passes this one whole
+            out += batch.wire  # its offset and epoch were written when it was stored
+            codecs.add(compression_of(batch.wire))
+            continue
+        base = batch.base_offset
+        start = max(offset, base)
+        records = batch.records[start - base : hw - base]
+        if records:
+            out += encode_batch(start, batch.epoch, [(r.key, r.value) for r in records], now_ms)
+    return out, codecs

@@ -1,0 +1,131 @@
+"""Idempotent producers' state on each replica's log: retries acknowledged once, gaps and
+fenced epochs refused with Kafka's codes, and the state every replica rebuilds from the
+batches it holds (so a new leader after a failover knows what the old one wrote)."""
+
+from __future__ import annotations
+
+import pytest
+
+from purgatory.sim import Cluster, ProduceRequest
+from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.log import Log
+from purgatory.sim.producers import BATCHES_RETAINED, last_sequence
+from purgatory.testing import run_virtual
+
+INT32_MAX = (1 << 31) - 1
+
+
+class Wire:
+    """A client's batch as the log sees it: bytes and header fields."""
+
+    def __init__(self, producer_id: int, epoch: int, sequence: int, count: int = 2) -> None:
+        self.buf = bytearray(100)
+        self.record_count = count
+        self.producer_id, self.producer_epoch, self.base_sequence = producer_id, epoch, sequence
+
+    def assign(self, base_offset: int, leader_epoch: int) -> None:
+        pass
+
+    def key_values(self) -> list[tuple[bytes | None, bytes]]:
+        return [(None, b"%d" % (self.base_sequence + i)) for i in range(self.record_count)]
+
+
+def _append(log: Log, producer_id: int, epoch: int, sequence: int, count: int = 2) -> int:
+    """Append a batch; its base offset."""
+    return log.append((), 0, Wire(producer_id, epoch, sequence, count)).base_offset
+
+
+def _refused(log: Log, producer_id: int, epoch: int, sequence: int) -> ErrorCode:
+    leo = log.leo
+    with pytest.raises(SimulationError) as refused:
+        _append(log, producer_id, epoch, sequence)
+    assert log.leo == leo  # nothing appended
+    return refused.value.code
+
+
+def test_a_retried_batch_gets_its_original_offset_and_is_not_appended() -> None:
+    log = Log()
+    assert [_append(log, 7, 0, seq) for seq in (0, 2, 4)] == [0, 2, 4]
+    assert _append(log, 7, 0, 2) == 2  # the second batch, again
+    assert _append(log, 7, 0, 4) == 4
+    assert log.leo == 6
+    assert [r.value for r in log.read_records(0, 6, 1 << 20)] == [
+        b"0",
+        b"1",
+        b"2",
+        b"3",
+        b"4",
+        b"5",
+    ]
+
+
+def test_a_gap_an_old_batch_and_a_new_epoch_not_at_zero_are_out_of_order() -> None:
+    log = Log()
+    for seq in range(0, 2 * (BATCHES_RETAINED + 1), 2):
+        _append(log, 7, 0, seq)
+    assert _refused(log, 7, 0, 14) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # 12 missing
+    # The first batch is older than the last five remembered: not known as a retry.
+    assert _refused(log, 7, 0, 0) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert _refused(log, 7, 1, 12) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert _append(log, 7, 1, 0) == log.leo - 2  # a new epoch starts at 0
+    assert _refused(log, 7, 0, 12) is ErrorCode.INVALID_PRODUCER_EPOCH  # fenced
+
+
+def test_a_producer_without_state_may_start_at_any_sequence_and_producers_are_separate() -> None:
+    log = Log()
+    assert _append(log, 7, 3, 41) == 0
+    assert _append(log, 8, 0, 0) == 2
+    assert _append(log, 7, 3, 43) == 4
+    assert _append(log, 8, 0, 2) == 6
+    assert _append(log, -1, -1, -1) == 8  # not idempotent: never checked
+    assert _append(log, -1, -1, -1) == 10
+
+
+def test_sequences_wrap_after_int32_max() -> None:
+    assert last_sequence(INT32_MAX - 1, 3) == 0
+    log = Log()
+    _append(log, 7, 0, INT32_MAX - 1, count=2)
+    assert _append(log, 7, 0, 0) == 2
+    assert _append(log, 7, 0, INT32_MAX - 1, count=2) == 0  # still a known retry
+
+
+def test_followers_build_the_same_state_from_the_batches_they_replicate() -> None:
+    leader, follower = Log(), Log()
+    for seq in (0, 2):
+        _append(leader, 7, 0, seq)
+    for batch in leader.read_batches(0, leader.leo, 1 << 20):
+        follower.append_batch(batch)
+    assert _append(follower, 7, 0, 2) == 2  # the follower, leading now, knows the retry
+    assert follower.leo == 4
+    assert _refused(follower, 7, 0, 6) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_truncation_and_deletion_rebuild_the_state_from_what_is_left() -> None:
+    log = Log()
+    for seq in (0, 2, 4):
+        _append(log, 7, 0, seq)
+    log.truncate_to(4)  # the last batch goes: its retry is appended again
+    assert _append(log, 7, 0, 4) == 4
+    log.delete_before(log.leo)  # every batch of producer 7 goes: no state left
+    assert _append(log, 7, 0, 100) == 6
+
+
+def test_a_retry_after_a_failover_is_acknowledged_once_by_the_new_leader() -> None:
+    async def body() -> None:
+        async with Cluster(brokers=3, seed=1) as cluster:
+            await cluster.create_topic("t", partitions=1, replication_factor=3)
+            for seq in (0, 2):
+                request = ProduceRequest("t", 0, (), acks=-1, wire=Wire(7, 0, seq))
+                assert (await cluster.produce(request)).base_offset == seq
+            old = cluster.partition("t", 0).leader
+            await cluster.crash_broker(old)
+            p = cluster.partition("t", 0)
+            assert p.leader != old
+            retry = await cluster.produce(ProduceRequest("t", 0, (), wire=Wire(7, 0, 2)))
+            assert (retry.error, retry.base_offset) == (ErrorCode.NONE, 2)
+            assert p.leader_log.leo == 4
+            with pytest.raises(SimulationError) as gap:
+                await cluster.produce(ProduceRequest("t", 0, (), wire=Wire(7, 0, 6)))
+            assert gap.value.code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+    run_virtual(body())
