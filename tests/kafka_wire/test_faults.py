@@ -215,9 +215,13 @@ def test_kafka_python_retries_an_injected_not_leader_and_delivers_once() -> None
         assert [r.value for r in kafka.records("t", 0)] == [b"once"]
 
 
-def test_a_lost_acknowledgement_makes_a_plain_producer_write_twice() -> None:
+@pytest.mark.parametrize(("idempotent", "stored"), [(False, 2), (True, 1)])
+def test_a_lost_acknowledgement_is_written_twice_unless_the_producer_is_idempotent(
+    idempotent: bool, stored: int
+) -> None:
     """What ``after`` is for: the broker appended, the answer was lost, the producer
-    retried. Without idempotence the record is in the log twice."""
+    retried. A plain producer's record is in the log twice; an idempotent producer's
+    retry is recognised by its sequence number and acknowledged, not appended."""
     from kafka import KafkaProducer
 
     with EmbeddedKafka(brokers=3, topics={"t": 1}) as kafka:
@@ -228,13 +232,14 @@ def test_a_lost_acknowledgement_makes_a_plain_producer_write_twice() -> None:
             request_timeout_ms=1000,
             retry_backoff_ms=20,
             max_in_flight_requests_per_connection=1,
+            enable_idempotence=idempotent,
         )
         try:
-            producer.send("t", b"twice").get(timeout=20)
+            producer.send("t", b"once?").get(timeout=20)
         finally:
             producer.close(timeout=5)
         assert rule.hits == 1
-        assert [r.value for r in kafka.records("t", 0)] == [b"twice", b"twice"]
+        assert [r.value for r in kafka.records("t", 0)] == [b"once?"] * stored
 
 
 def test_group_errors_reach_a_confluent_consumer_which_rejoins() -> None:
