@@ -3,25 +3,17 @@ long polls answered across workers through the bus (drive.py exits 1 otherwise).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from purgatory.bus.testing import find_binary
-
 DRIVE = Path(__file__).resolve().parents[2] / "examples" / "multiworker" / "drive.py"
 
 
+@pytest.mark.usefixtures("start_postgres")  # drive.py starts a throwaway PostgreSQL
 def test_every_client_parked_across_the_workers_is_answered() -> None:
-    try:
-        find_binary("initdb", "postgresql")
-    except FileNotFoundError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
     run = subprocess.run(
         [sys.executable, str(DRIVE), "--clients", "60", "--workers", "4"],
         capture_output=True,

@@ -11,7 +11,7 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,33 +19,16 @@ from typing import Any
 import asyncpg
 import pytest
 from outage import collect, set_versions, waiter_processes
-from postgres_server import PostgresServer, find_binaries
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.bus import BusUnavailable
 from purgatory.bus.postgres import PostgresBus
+from purgatory.bus.testing import PostgresServer
 
 Purgatory = DelayedOperationPurgatory[DelayedOperation]
 
 # Short backoffs and pings: the tests wait for reconnects.
 FAST = {"backoff_initial_s": 0.02, "backoff_max_s": 0.2, "ping_interval_s": 1.0}
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    binaries = find_binaries()
-    if binaries is None:
-        reason = "PostgreSQL (initdb, postgres) is not installed: apt-get install postgresql"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    server = PostgresServer(binaries)
-    try:
-        server.init()
-        server.start()
-        yield server
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture
@@ -73,16 +56,16 @@ async def until(condition: Any, within_s: float = 10.0) -> float:
 
 
 @asynccontextmanager
-async def admin(postgres: PostgresServer) -> AsyncIterator[Any]:
-    connection = await asyncpg.connect(postgres.dsn)
+async def admin(postgres_server: PostgresServer) -> AsyncIterator[Any]:
+    connection = await asyncpg.connect(postgres_server.dsn)
     try:
         yield connection
     finally:
         await connection.close()
 
 
-async def listener_pid(postgres: PostgresServer, bus: PostgresBus) -> int:
-    async with admin(postgres) as connection:
+async def listener_pid(postgres_server: PostgresServer, bus: PostgresBus) -> int:
+    async with admin(postgres_server) as connection:
         pids = await connection.fetch(
             "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
             bus.application_name,
@@ -94,13 +77,13 @@ async def listener_pid(postgres: PostgresServer, bus: PostgresBus) -> int:
 
 @pytest.mark.asyncio
 async def test_a_key_published_on_one_connection_wakes_waiters_on_another(
-    postgres: PostgresServer, channel: str
+    postgres_server: PostgresServer, channel: str
 ) -> None:
     state: dict[str, int] = {}
     async with Purgatory("a") as pa, Purgatory("b") as pb:
         async with (
-            PostgresBus(postgres.dsn, channel=channel, name="a") as bus_a,
-            PostgresBus(postgres.dsn, channel=channel, name="b") as bus_b,
+            PostgresBus(postgres_server.dsn, channel=channel, name="a") as bus_a,
+            PostgresBus(postgres_server.dsn, channel=channel, name="b") as bus_b,
         ):
             bus_a.attach(pa)
             bus_b.attach(pb)
@@ -125,11 +108,11 @@ async def test_a_key_published_on_one_connection_wakes_waiters_on_another(
 
 @pytest.mark.asyncio
 async def test_a_large_key_set_is_split_under_the_notify_limit_and_arrives_whole(
-    postgres: PostgresServer, channel: str
+    postgres_server: PostgresServer, channel: str
 ) -> None:
     async with (
-        PostgresBus(postgres.dsn, channel=channel, name="pub") as publisher,
-        PostgresBus(postgres.dsn, channel=channel, name="sub") as subscriber,
+        PostgresBus(postgres_server.dsn, channel=channel, name="pub") as publisher,
+        PostgresBus(postgres_server.dsn, channel=channel, name="sub") as subscriber,
     ):
         assert publisher.max_message_bytes == 7999
         keys = [f"job-{i:06d}-é\"\n'\\" for i in range(2000)]  # text NOTIFY must keep intact
@@ -148,15 +131,15 @@ async def test_a_large_key_set_is_split_under_the_notify_limit_and_arrives_whole
 
 @pytest.mark.asyncio
 async def test_the_channel_is_quoted_and_bad_arguments_are_refused(
-    postgres: PostgresServer,
+    postgres_server: PostgresServer,
 ) -> None:
     channel = f'Odd "Chan" -{uuid.uuid4().hex[:6]}'  # case, quotes, spaces survive
     state: dict[str, int] = {}
     async with Purgatory("w") as p:
         async with (
-            PostgresBus(postgres.dsn, channel=channel, name="w") as receiver,
-            PostgresBus(postgres.dsn, channel=channel, name="pub") as publisher,
-            PostgresBus(postgres.dsn, channel=channel.lower(), name="other") as other,
+            PostgresBus(postgres_server.dsn, channel=channel, name="w") as receiver,
+            PostgresBus(postgres_server.dsn, channel=channel, name="pub") as publisher,
+            PostgresBus(postgres_server.dsn, channel=channel.lower(), name="other") as other,
         ):
             receiver.attach(p)
             wait = waiter(p, state, "k")
@@ -167,18 +150,18 @@ async def test_the_channel_is_quoted_and_bad_arguments_are_refused(
             await asyncio.sleep(0.1)
             assert other.statistics().messages_received == 0  # another channel
     with pytest.raises(ValueError, match="1 to 63 bytes"):
-        PostgresBus(postgres.dsn, channel="")
+        PostgresBus(postgres_server.dsn, channel="")
     with pytest.raises(ValueError, match="1 to 63 bytes"):
-        PostgresBus(postgres.dsn, channel="é" * 32)  # 64 bytes
+        PostgresBus(postgres_server.dsn, channel="é" * 32)  # 64 bytes
     with pytest.raises(ValueError, match="no NUL"):
-        PostgresBus(postgres.dsn, channel="a\x00b")
+        PostgresBus(postgres_server.dsn, channel="a\x00b")
     with pytest.raises(TypeError, match="channel must be a str"):
-        PostgresBus(postgres.dsn, channel=b"x")  # type: ignore[arg-type]
+        PostgresBus(postgres_server.dsn, channel=b"x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="postgresql:// URL") as refused:
         PostgresBus("mysql://root:secret@db/x")
     assert "secret" not in str(refused.value)
     with pytest.raises(ValueError, match="ping_interval_s"):
-        PostgresBus(postgres.dsn, ping_interval_s=0)
+        PostgresBus(postgres_server.dsn, ping_interval_s=0)
     bus = PostgresBus("postgresql://u:secret@127.0.0.1:1/db?password=secret", channel="c")
     assert "secret" not in repr(bus)
     assert "postgresql://u@127.0.0.1:1/db channel 'c'" in repr(bus)
@@ -209,30 +192,33 @@ async def test_an_unreachable_server_at_start_is_a_clear_error_in_bounded_time()
 
 @pytest.mark.asyncio
 async def test_a_terminated_listening_connection_is_reconnected_and_rechecked(
-    postgres: PostgresServer, channel: str
+    postgres_server: PostgresServer, channel: str
 ) -> None:
     """pg_terminate_backend on the listening connection: the bus notices at once,
     listens again, and re-checks every watched key (a change nobody published, or whose
     message was lost, is found)."""
     state: dict[str, int] = {}
     options = {**FAST, "ping_interval_s": 60.0}  # noticed without waiting for a ping
-    async with Purgatory("w") as p, PostgresBus(postgres.dsn, channel=channel, **options) as bus:
+    async with (
+        Purgatory("w") as p,
+        PostgresBus(postgres_server.dsn, channel=channel, **options) as bus,
+    ):
         bus.attach(p)
         wait = waiter(p, state, "lost-message")
         await until(lambda: p.watched == 1)
-        pid = await listener_pid(postgres, bus)
+        pid = await listener_pid(postgres_server, bus)
         state["lost-message"] = 1  # changed, never published
         await asyncio.sleep(0.1)
         assert not wait.done()
-        async with admin(postgres) as connection:
+        async with admin(postgres_server) as connection:
             assert await connection.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
         assert await asyncio.wait_for(wait, 1) is True
         stats = bus.statistics()
         assert stats.reconnects == 1
         assert stats.rechecks == 2  # the first connect, the reconnect
-        assert await listener_pid(postgres, bus) != pid
+        assert await listener_pid(postgres_server, bus) != pid
         # and it listens again: a published key arrives
-        async with PostgresBus(postgres.dsn, channel=channel, name="pub") as publisher:
+        async with PostgresBus(postgres_server.dsn, channel=channel, name="pub") as publisher:
             again = waiter(p, state, "after", 1)
             await until(lambda: p.watched == 1)
             state["after"] = 1
@@ -242,13 +228,13 @@ async def test_a_terminated_listening_connection_is_reconnected_and_rechecked(
 
 @pytest.mark.asyncio
 async def test_a_terminated_publishing_connection_is_replaced(
-    postgres: PostgresServer, channel: str
+    postgres_server: PostgresServer, channel: str
 ) -> None:
     async with (
-        PostgresBus(postgres.dsn, channel=channel, name="pub") as publisher,
-        PostgresBus(postgres.dsn, channel=channel, name="sub") as subscriber,
+        PostgresBus(postgres_server.dsn, channel=channel, name="pub") as publisher,
+        PostgresBus(postgres_server.dsn, channel=channel, name="sub") as subscriber,
     ):
-        async with admin(postgres) as connection:
+        async with admin(postgres_server) as connection:
             killed = await connection.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE application_name = $1",
@@ -263,18 +249,21 @@ async def test_a_terminated_publishing_connection_is_replaced(
 
 @pytest.mark.asyncio
 async def test_a_silently_dead_listening_connection_is_found_by_its_ping(
-    postgres: PostgresServer, channel: str
+    postgres_server: PostgresServer, channel: str
 ) -> None:
     """The listening backend stops answering (SIGSTOP: the TCP connection stays up and
     even answers keepalives): the ping times out, the bus reconnects within about two
     ping intervals and re-checks."""
     state: dict[str, int] = {}
     options = {**FAST, "ping_interval_s": 0.3}
-    async with Purgatory("w") as p, PostgresBus(postgres.dsn, channel=channel, **options) as bus:
+    async with (
+        Purgatory("w") as p,
+        PostgresBus(postgres_server.dsn, channel=channel, **options) as bus,
+    ):
         bus.attach(p)
         wait = waiter(p, state, "k")
         await until(lambda: p.watched == 1)
-        pid = await listener_pid(postgres, bus)
+        pid = await listener_pid(postgres_server, bus)
         state["k"] = 1
         os.kill(pid, signal.SIGSTOP)
         try:
@@ -287,15 +276,15 @@ async def test_a_silently_dead_listening_connection_is_found_by_its_ping(
 
 @pytest.mark.asyncio
 async def test_notify_arguments_publish_inside_the_users_transaction(
-    postgres: PostgresServer, channel: str
+    postgres_server: PostgresServer, channel: str
 ) -> None:
     """NOTIFY in the transaction that changes the state: delivered at commit (to this
     process too), never on rollback."""
     async with Purgatory("w") as p, Purgatory("v") as q:
         async with (
-            PostgresBus(postgres.dsn, channel=channel, name="here") as here,
-            PostgresBus(postgres.dsn, channel=channel, name="there") as there,
-            admin(postgres) as connection,
+            PostgresBus(postgres_server.dsn, channel=channel, name="here") as here,
+            PostgresBus(postgres_server.dsn, channel=channel, name="there") as there,
+            admin(postgres_server) as connection,
         ):
             here.attach(p)
             there.attach(q)
@@ -341,7 +330,7 @@ def _run(loop: str, coroutine: Any) -> Any:
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 @pytest.mark.parametrize("outage", ["terminate", "restart"])
 def test_an_outage_loses_no_wake_up_across_three_processes(
-    postgres: PostgresServer, channel: str, tmp_path: Path, loop: str, outage: str
+    postgres_server: PostgresServer, channel: str, tmp_path: Path, loop: str, outage: str
 ) -> None:
     """Waiters parked in three processes. "terminate": pg_terminate_backend on every
     listening connection; "restart": kill -9 the server (all its processes). Meanwhile every
@@ -352,7 +341,7 @@ def test_an_outage_loses_no_wake_up_across_three_processes(
     all_keys = [key for keys in keys_per_process for key in keys]
     bus = {
         "kind": "PostgresBus",
-        "dsn": postgres.dsn,
+        "dsn": postgres_server.dsn,
         "channel": channel,
         "name": f"waiters-{channel}",
         "recheck_interval_s": 60.0,  # answers must come from the reconnect's re-check
@@ -363,10 +352,10 @@ def test_an_outage_loses_no_wake_up_across_three_processes(
 
         async def outage_and_publish() -> float:
             async with PostgresBus(
-                postgres.dsn, channel=channel, name="publisher", publish_timeout_s=1.0
+                postgres_server.dsn, channel=channel, name="publisher", publish_timeout_s=1.0
             ) as publisher:
                 if outage == "terminate":
-                    async with admin(postgres) as connection:
+                    async with admin(postgres_server) as connection:
                         # with a timeout, it returns once the backends have exited: no
                         # notification can reach them after it
                         killed = await connection.fetchval(
@@ -379,14 +368,14 @@ def test_an_outage_loses_no_wake_up_across_three_processes(
                     set_versions(tmp_path, all_keys)
                     await publisher.publish(*all_keys)  # heard, or found by the re-check
                     return time.monotonic()
-                await asyncio.to_thread(postgres.kill)
+                await asyncio.to_thread(postgres_server.kill)
                 set_versions(tmp_path, all_keys)
                 started = time.monotonic()
                 with pytest.raises(BusUnavailable):
                     await publisher.publish(*all_keys)
                 assert time.monotonic() - started < 1.0 + 0.5
                 await asyncio.sleep(0.5)  # the waiters' buses are down, retrying
-                await asyncio.to_thread(postgres.start)
+                await asyncio.to_thread(postgres_server.start)
                 return time.monotonic()
 
         back = _run(loop, outage_and_publish())

@@ -12,40 +12,23 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 import redis
+from outage import collect, set_versions, waiter_processes
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.bus import BusUnavailable, RedisBus
 from purgatory.bus._envelope import encode
-from tests.bus.outage import collect, set_versions, waiter_processes
-from tests.bus.redis_server import RedisServer, redis_server_binary
+from purgatory.bus.testing import RedisServer
 
 Purgatory = DelayedOperationPurgatory[DelayedOperation]
 
 # Short backoffs so reconnects take milliseconds in the tests.
 FAST = {"backoff_initial_s": 0.01, "backoff_max_s": 0.2, "connect_timeout_s": 5.0}
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """One server for the tests that do not break it (each test has its own channel)."""
-    server = RedisServer(redis_server_binary(), tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    """A server of the test's own, to kill, stop or reconfigure."""
-    server = RedisServer(redis_server_binary(), tmp_path)
-    server.start()
-    yield server
-    server.kill()
 
 
 @pytest.fixture
@@ -301,11 +284,9 @@ def test_the_url_and_options_are_checked_and_the_password_is_never_shown() -> No
 
 @pytest.mark.asyncio
 async def test_the_password_in_the_url_is_used_and_a_wrong_one_is_a_clear_error(
-    tmp_path: Path, channel: str
+    start_redis: Callable[..., AbstractContextManager[RedisServer]], channel: str
 ) -> None:
-    server = RedisServer(redis_server_binary(), tmp_path, "--requirepass", "s3cret")
-    server.start()
-    try:
+    with start_redis("--requirepass", "s3cret") as server:
         state: dict[str, int] = {}
         url = f"redis://:s3cret@127.0.0.1:{server.port}/3"
         async with (
@@ -323,8 +304,6 @@ async def test_the_password_in_the_url_is_used_and_a_wrong_one_is_a_clear_error(
         with pytest.raises(BusUnavailable, match="invalid username-password") as raised:
             await wrong.start()
         assert "wrong" not in str(raised.value)  # the password is not shown
-    finally:
-        server.kill()
 
 
 @pytest.mark.asyncio
