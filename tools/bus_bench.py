@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import purgatory.bus
-from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory import DelayedOperation, DelayedOperationPurgatory, event_loops
 from purgatory.bus import Bus, testing
 
 Purgatory = DelayedOperationPurgatory[DelayedOperation]
@@ -99,13 +99,19 @@ async def run_worker(spec: dict[str, Any]) -> None:
 
 @contextlib.contextmanager
 def workers(
-    bus: dict[str, Any], slots: Slots, waits: list[list[list[Any]]]
+    bus: dict[str, Any], slots: Slots, waits: list[list[list[Any]]], loop: str
 ) -> Iterator[list[subprocess.Popen[str]]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     processes = []
     try:
         for share in waits:
-            spec = {"bus": bus, "shm": slots.memory.name, "slots": slots.size, "waits": share}
+            spec = {
+                "bus": bus,
+                "shm": slots.memory.name,
+                "slots": slots.size,
+                "waits": share,
+                "loop": loop,
+            }
             processes.append(
                 subprocess.Popen(
                     [sys.executable, __file__, "--worker", json.dumps(spec)],
@@ -163,7 +169,7 @@ async def latency_phase(bus_spec: dict[str, Any], args: argparse.Namespace) -> d
             [[f"k{i}", i, 1] for i in range(w, args.waiters, args.workers)]
             for w in range(args.workers)
         ]
-        with workers(bus_spec, slots, shares) as processes:
+        with workers(bus_spec, slots, shares, args.loop) as processes:
             async with make_bus(bus_spec) as bus:
                 async for i in paced(args.waiters, args.rate):
                     slots.version[i] = 1
@@ -214,7 +220,7 @@ async def throughput_phase(bus_spec: dict[str, Any], args: argparse.Namespace) -
     last = f"t{args.triggers - 1}"
     try:
         shares = [[[last, w, 1]] for w in range(args.workers)]
-        with workers(bus_spec, slots, shares) as processes:
+        with workers(bus_spec, slots, shares, args.loop) as processes:
             async with make_bus(bus_spec) as bus:
                 keys = iter(range(args.triggers - 1))
                 started = time.monotonic_ns()
@@ -245,7 +251,7 @@ async def flood_phase(bus_spec: dict[str, Any], args: argparse.Namespace) -> dic
     slots = Slots(None, 1)
     try:
         shares = [[["hot", 0, args.flood]] * FLOOD_WAITERS for _ in range(args.workers)]
-        with workers(bus_spec, slots, shares) as processes:
+        with workers(bus_spec, slots, shares, args.loop) as processes:
             async with make_bus(bus_spec) as bus:
                 for version in range(1, args.flood + 1):
                     slots.version[0] = version
@@ -261,14 +267,30 @@ async def flood_phase(bus_spec: dict[str, Any], args: argparse.Namespace) -> dic
         slots.memory.unlink()
 
 
-async def bench(backend: str, bus_spec: dict[str, Any], args: argparse.Namespace) -> None:
-    print(f"== {backend}", flush=True)
-    result = {
+async def bench(bus_spec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    return {
         "latency": await latency_phase(bus_spec, args),
         "throughput": await throughput_phase(bus_spec, args),
         "flood": await flood_phase(bus_spec, args),
     }
-    print(json.dumps({"backend": backend, **result}), flush=True)
+
+
+def table(baseline: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
+    """The figures as a Markdown table, as docs/performance.md shows them."""
+    rows = [
+        "| backend | wake-up p50 | p99 | triggers/s | flood: checks per 1,000 triggers |",
+        "|---|---|---|---|---|",
+        f"| none (one process, `check_and_complete`) | {baseline['p50_ms']:.3f} ms | "
+        f"{baseline['p99_ms']:.3f} ms | | |",
+    ]
+    for backend, r in results.items():
+        lat, flood = r["latency"], r["flood"]
+        per_thousand = 1000 * flood["checks"] / max(1, flood["received"])
+        rows.append(
+            f"| {backend} | {lat['p50_ms']:.2f} ms | {lat['p99_ms']:.2f} ms | "
+            f"{r['throughput']['delivered_per_s']:,.0f} | {per_thousand:.0f} |"
+        )
+    return "\n".join(rows)
 
 
 @contextlib.contextmanager
@@ -281,6 +303,9 @@ def server_for(backend: str, url: str | None) -> Iterator[dict[str, Any]]:
         elif backend == "postgres":
             url = url or stack.enter_context(testing.throwaway_postgres()).dsn
             yield {"kind": "PostgresBus", "dsn": url, "name": backend}
+        elif backend == "kafka":
+            url = url or stack.enter_context(testing.throwaway_kafka()).bootstrap_servers
+            yield {"kind": "KafkaBus", "bootstrap_servers": url, "name": backend}
         else:
             raise SystemExit(f"unknown backend {backend!r}")
 
@@ -289,24 +314,42 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=["redis", "postgres", "kafka", "all"], default="all")
     parser.add_argument("--url", help="an existing server (default: a throwaway one)")
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--waiters", type=int, default=10_000)
+    parser.add_argument("--workers", type=int, default=4, help="waiting processes (4)")
+    parser.add_argument(
+        "--waiters", type=int, default=10_000, help="waits, one key each, split between them"
+    )
     parser.add_argument("--rate", type=float, default=2000.0, help="keys/s in the latency run")
-    parser.add_argument("--triggers", type=int, default=20_000)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--flood", type=int, default=10_000)
+    parser.add_argument(
+        "--triggers", type=int, default=20_000, help="keys published in the triggers/s run"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=32, help="publish calls in flight in that run"
+    )
+    parser.add_argument(
+        "--flood", type=int, default=10_000, help="publishes of one key in the flood run"
+    )
+    parser.add_argument(
+        "--loop", choices=event_loops.available_loops(), default="asyncio", help="every process's"
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
-        asyncio.run(run_worker(json.loads(args.worker)))
+        spec = json.loads(args.worker)
+        event_loops.run(run_worker(spec), spec["loop"])
         return 0
     if args.url is not None and args.backend == "all":
         parser.error("--url needs one --backend")
-    print(json.dumps({"baseline": asyncio.run(baseline_phase(args))}), flush=True)
+    baseline = event_loops.run(baseline_phase(args), args.loop)
     backends = ["redis", "postgres", "kafka"] if args.backend == "all" else [args.backend]
+    results = {}
     for backend in backends:
         with server_for(backend, args.url) as spec:
-            asyncio.run(bench(backend, spec, args))
+            results[backend] = event_loops.run(bench(spec, args), args.loop)
+    if args.json:
+        print(json.dumps({"baseline": baseline, **results}, indent=2))
+    else:
+        print(table(baseline, results))
     return 0
 
 

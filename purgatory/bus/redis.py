@@ -13,6 +13,7 @@ watched key. Publishing uses a separate client whose retries are disabled, so a 
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from purgatory.bus._bus import Bus, BusOptions, _positive
@@ -117,6 +118,10 @@ class RedisBus(Bus):
             ) from None
         self._subscription: AbstractConnection | None = None
         self._publisher: Redis | None = None
+        # A turn at the publishing connections, first come first served: redis-py's blocking
+        # pool hands a returned connection to whoever asks next, so a busy caller kept
+        # taking it back while earlier callers starved into publish_timeout_s.
+        self._publish_turns = asyncio.Semaphore(self._max_publish_connections)
 
     async def _connect(self) -> None:
         subscription = self._connection_class(**self._connection_options)
@@ -164,7 +169,8 @@ class RedisBus(Bus):
         publisher = self._publisher
         if publisher is None:
             raise ConnectionError("not connected")
-        await publisher.publish(self.channel, message)
+        async with self._publish_turns:
+            await publisher.publish(self.channel, message)
 
     async def _disconnect(self) -> None:
         subscription, self._subscription = self._subscription, None

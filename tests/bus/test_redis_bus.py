@@ -447,3 +447,27 @@ def test_a_server_killed_and_restarted_loses_no_wake_up_in_three_processes(
         assert process.statistics["reconnects"] >= 1
         assert process.statistics["rechecks"] >= 2
         assert process.statistics["received"] == 0  # nothing published reached them
+
+
+@pytest.mark.asyncio
+async def test_concurrent_publishers_take_turns_at_the_publishing_connections(
+    redis_server: RedisServer, channel: str
+) -> None:
+    """More concurrent publish calls than publishing connections: each waits its turn,
+    first come first served. (redis-py's blocking pool is not fair: a caller that gives a
+    connection back and asks again at once got it before the callers already waiting, so
+    they starved until publish_timeout_s and raised BusUnavailable with the server fine.)"""
+    url = f"{redis_server.url}?max_connections=2"
+    async with RedisBus(url, channel=channel, publish_timeout_s=30.0) as bus:
+        done: list[str] = []
+
+        async def publisher(name: str) -> None:
+            for i in range(50):
+                await bus.publish(f"{name}-{i}")
+                done.append(name)
+
+        await asyncio.gather(*(publisher(name) for name in "abcd"))
+        # every publisher had its first publish done before any had done ten
+        firsts = [done.index(name) for name in "abcd"]
+        tenths = [i for i, name in enumerate(done) if done[: i + 1].count(name) == 10]
+        assert max(firsts) < min(tenths), done[:40]
