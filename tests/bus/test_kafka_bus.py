@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from outage import collect, set_versions, waiter_processes
+from waits import Purgatory, waiter
 
-from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.bus import BusUnavailable
 from purgatory.bus.testing import KafkaServer, free_port
 
@@ -26,7 +26,6 @@ with contextlib.suppress(ImportError):
 
     from purgatory.bus import KafkaBus
 
-Purgatory = DelayedOperationPurgatory[DelayedOperation]
 
 # Short timeouts and backoffs: the whole file must stay quick.
 FAST = {
@@ -36,14 +35,6 @@ FAST = {
     "backoff_max_s": 0.5,
     "watchdog_interval_s": 0.5,
 }
-
-
-def waiter(
-    purgatory: Purgatory, state: dict[str, int], key: str, version: int = 1
-) -> asyncio.Task[bool]:
-    return asyncio.create_task(
-        purgatory.wait_until(lambda: state.get(key, 0) >= version, [key], 600_000)
-    )
 
 
 async def eventually(condition: Callable[[], bool], within_s: float) -> float:

@@ -10,26 +10,15 @@ import asyncio
 
 import pytest
 from prometheus_client import CollectorRegistry
+from waits import Purgatory, waiter
 
-from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.bus import BusClosed, BusUnavailable, MemoryBus, MemoryHub
 from purgatory.bus.metrics import BusMetrics
-
-Purgatory = DelayedOperationPurgatory[DelayedOperation]
 
 
 @pytest.fixture
 def hub() -> MemoryHub:
     return MemoryHub()
-
-
-def waiter(
-    purgatory: Purgatory, state: dict[str, int], key: str, version: int = 1
-) -> asyncio.Task[bool]:
-    """A parked wait for ``state[key] >= version`` (the shared store stands in a dict)."""
-    return asyncio.create_task(
-        purgatory.wait_until(lambda: state.get(key, 0) >= version, [key], 600_000)
-    )
 
 
 async def settle() -> None:

@@ -19,13 +19,11 @@ from typing import Any
 import asyncpg
 import pytest
 from outage import collect, set_versions, waiter_processes
+from waits import Purgatory, waiter
 
-from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.bus import BusUnavailable
 from purgatory.bus.postgres import PostgresBus
 from purgatory.bus.testing import PostgresServer
-
-Purgatory = DelayedOperationPurgatory[DelayedOperation]
 
 # Short backoffs and pings: the tests wait for reconnects.
 FAST = {"backoff_initial_s": 0.02, "backoff_max_s": 0.2, "ping_interval_s": 1.0}
@@ -35,14 +33,6 @@ FAST = {"backoff_initial_s": 0.02, "backoff_max_s": 0.2, "ping_interval_s": 1.0}
 def channel() -> str:
     """A channel of its own per test: nothing published by another test is heard."""
     return f"t-{uuid.uuid4().hex[:12]}"
-
-
-def waiter(
-    purgatory: Purgatory, state: dict[str, int], key: str, version: int = 1
-) -> asyncio.Task[bool]:
-    return asyncio.create_task(
-        purgatory.wait_until(lambda: state.get(key, 0) >= version, [key], 60_000)
-    )
 
 
 async def until(condition: Any, within_s: float = 10.0) -> float:

@@ -19,13 +19,11 @@ from pathlib import Path
 import pytest
 import redis
 from outage import collect, set_versions, waiter_processes
+from waits import Purgatory, waiter
 
-from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.bus import BusUnavailable, RedisBus
 from purgatory.bus._envelope import encode
 from purgatory.bus.testing import RedisServer
-
-Purgatory = DelayedOperationPurgatory[DelayedOperation]
 
 # Short backoffs so reconnects take milliseconds in the tests.
 FAST = {"backoff_initial_s": 0.01, "backoff_max_s": 0.2, "connect_timeout_s": 5.0}
@@ -34,11 +32,6 @@ FAST = {"backoff_initial_s": 0.01, "backoff_max_s": 0.2, "connect_timeout_s": 5.
 @pytest.fixture
 def channel() -> str:
     return f"test-{uuid.uuid4().hex}"
-
-
-def waiter(purgatory: Purgatory, state: dict[str, int], key: str) -> asyncio.Task[bool]:
-    """A parked wait for ``state[key] >= 1`` (the shared store stands in a dict)."""
-    return asyncio.create_task(purgatory.wait_until(lambda: state.get(key, 0) >= 1, [key], 60_000))
 
 
 async def parked(purgatory: Purgatory, count: int) -> None:
