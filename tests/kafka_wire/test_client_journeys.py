@@ -105,13 +105,13 @@ class KafkaPython:
     def committed(self) -> int:
         from kafka import TopicPartition
 
-        return self.consumer.committed(TopicPartition(TOPIC, 0))  # type: ignore[no-any-return]
+        return self.consumer.committed(TopicPartition(TOPIC, 0))
 
     def delete_records(self, offset: int) -> int:
         from kafka import TopicPartition
 
         [answer] = self.admin.delete_records({TopicPartition(TOPIC, 0): offset}).values()
-        return answer["low_watermark"]  # type: ignore[no-any-return]
+        return answer["low_watermark"]
 
     def describe_group(self) -> Described:
         group = self.admin.describe_groups([GROUP])[GROUP]
@@ -191,7 +191,7 @@ class Confluent:
         from confluent_kafka import TopicPartition
 
         [partition] = self.consumer.committed([TopicPartition(TOPIC, 0)], timeout=10)
-        return partition.offset  # type: ignore[no-any-return]
+        return partition.offset
 
     def delete_records(self, offset: int) -> int:
         from confluent_kafka import TopicPartition
@@ -199,7 +199,7 @@ class Confluent:
         [deleted] = self.admin.delete_records(
             [TopicPartition(TOPIC, 0, offset)], request_timeout=10
         ).values()
-        return deleted.result().low_watermark  # type: ignore[no-any-return]
+        return deleted.result().low_watermark
 
     def describe_group(self) -> Described:
         group = self.admin.describe_consumer_groups([GROUP], request_timeout=10)[GROUP].result()
@@ -266,7 +266,7 @@ class AioKafka:
     async def committed(self) -> int:
         from aiokafka import TopicPartition
 
-        return await self.consumer.committed(TopicPartition(TOPIC, 0))  # type: ignore[no-any-return]
+        return await self.consumer.committed(TopicPartition(TOPIC, 0))
 
     async def delete_records(self, offset: int) -> int:
         from aiokafka import TopicPartition
@@ -274,7 +274,7 @@ class AioKafka:
 
         partition = TopicPartition(TOPIC, 0)
         deleted = await self.admin.delete_records({partition: RecordsToDelete(offset)})
-        return deleted[partition]  # type: ignore[no-any-return]
+        return deleted[partition]
 
     async def describe_group(self) -> Described:
         from aiokafka.protocol.group import MemberAssignment
