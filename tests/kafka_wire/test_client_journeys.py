@@ -29,7 +29,7 @@ RECORDS = 600
 CHUNK = 50  # records produced at a time, once the consumer has read the last chunk
 CRASH_AT = RECORDS // 3  # records consumed when the leader dies (a multiple of CHUNK)
 DELETE_TO = RECORDS // 2
-JOURNEY_S = 40.0
+JOURNEY_S = 20.0  # each took 2-4 s on a loaded 2-core machine
 #: how long a client waits for an answer: the lost acknowledgement costs this much
 REQUEST_TIMEOUT_MS = 1000
 #: small fetches, so the consumer reads in many of them, across the crash
@@ -135,6 +135,7 @@ class Confluent:
 
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
         self.failed: list[Any] = []
+        self.pending = False  # read something not committed yet
         self.producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
