@@ -128,6 +128,14 @@ class AsyncEmbeddedKafka:
             replication_factor = min(3, len(self.cluster.brokers))
         await self.cluster.create_topic(name, partitions, replication_factor)
 
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic and its records, as DeleteTopics does: requests parked on it are
+        answered NOT_LEADER_OR_FOLLOWER, later ones UNKNOWN_TOPIC_OR_PARTITION; the name
+        may be created again; the offsets groups committed for it are kept. Raises
+        :class:`~purgatory.sim.SimulationError` (UNKNOWN_TOPIC_OR_PARTITION) for no such
+        topic."""
+        await self.cluster.delete_topic(name)
+
     def topics(self) -> dict[str, int]:
         """Topic name -> partition count."""
         return {name: len(parts) for name, parts in self.cluster.topics.items()}
@@ -346,6 +354,9 @@ class EmbeddedKafka:
         self, name: str, partitions: int = 1, replication_factor: int | None = None
     ) -> None:
         self._await(lambda k: k.create_topic(name, partitions, replication_factor))
+
+    def delete_topic(self, name: str) -> None:
+        self._await(lambda k: k.delete_topic(name))
 
     def topics(self) -> dict[str, int]:
         return self._get(lambda k: k.topics())

@@ -5,7 +5,8 @@ A rule matches requests by API (and optionally version range, broker, topic, par
 and client id) and does one thing to each request it matches:
 
 * ``error=code``: answer with Kafka's response for that API carrying ``code`` (in every
-  partition of the request where the response has per-partition codes, else at the top);
+  partition, topic, group or resource the request names where the response has a code
+  for each, else at the top);
 * ``drop=True``: never answer. Responses on one connection go out in request order, so
   the requests that follow on that connection go unanswered too: the connection is dead
   to the client until its request timeout closes it (as a lost response is in Kafka);
@@ -433,12 +434,22 @@ def _offset_fetch(version: int, body: Reader) -> tuple[Partitions, int]:
     return out, 0
 
 
+def _delete_records(version: int, body: Reader) -> tuple[Partitions, int]:
+    def partition(r: Reader) -> int:
+        index = r.int32()
+        r.int64()  # offset
+        return index
+
+    return _topics(body, partition), 0
+
+
 _PARTITIONS: Final[dict[ApiKey, Callable[[int, Reader], tuple[Partitions, int]]]] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.DELETE_RECORDS: _delete_records,
 }
 
 
@@ -565,6 +576,79 @@ def _find_coordinator_error(version: int, body: Reader, error: int) -> bytearray
     return out.int32(-1).string("").int32(-1).buf
 
 
+def _delete_records_error(version: int, body: Reader, error: int) -> bytearray:
+    return _per_partition(
+        version,
+        body,
+        error,
+        ApiKey.DELETE_RECORDS,
+        lambda out, v: out.int32(0),  # throttle_time_ms
+        lambda out, v, code: out.int64(-1).int16(code),  # low_watermark
+    )
+
+
+def _create_topics_error(version: int, body: Reader, error: int) -> bytearray:
+    """Every topic of the request answered ``error`` (with its name as the message, v1+)."""
+    names = []
+    for _ in range(body.array_length()):
+        names.append(body.string())
+        body.raw(4 + 2)  # num_partitions, replication_factor
+        for _ in range(body.array_length()):  # assignments
+            body.int32()
+            body.raw(4 * body.array_length())
+        for _ in range(body.array_length()):  # configs
+            body.string()
+            body.nullable_string()
+    out = Writer()
+    if version >= 2:
+        out.int32(0)  # throttle_time_ms
+    out.int32(len(names))
+    for name in names:
+        out.string(name).int16(error)
+        if version >= 1:
+            out.string(_error_name(error))
+    return out.buf
+
+
+def _delete_topics_error(version: int, body: Reader, error: int) -> bytearray:
+    names = [body.string() for _ in range(body.array_length())]
+    out = Writer()
+    if version >= 1:
+        out.int32(0)  # throttle_time_ms
+    out.int32(len(names))
+    for name in names:
+        out.string(name).int16(error)
+    return out.buf
+
+
+def _describe_groups_error(version: int, body: Reader, error: int) -> bytearray:
+    names = [body.string() for _ in range(body.array_length())]
+    out = Writer()
+    if version >= 1:
+        out.int32(0)  # throttle_time_ms
+    out.int32(len(names))
+    for name in names:
+        # state, protocol type, protocol, no members
+        out.int16(error).string(name).string("").string("").string("").int32(0)
+        if version >= 3:
+            out.int32(-(2**31))  # authorized_operations: not computed
+    return out.buf
+
+
+def _describe_configs_error(version: int, body: Reader, error: int) -> bytearray:
+    resources = []
+    for _ in range(body.array_length()):
+        resource_type, name = body.int8(), body.string()
+        for _ in range(body.nullable_array_length() or 0):
+            body.string()  # config name
+        resources.append((resource_type, name))
+    out = Writer().int32(0).int32(len(resources))  # throttle_time_ms
+    for resource_type, name in resources:
+        out.int16(error).string(_error_name(error)).int8(resource_type).string(name)
+        out.int32(0)  # configs
+    return out.buf
+
+
 def _top_level(throttle_from: int, rest: Callable[[Writer, int], object]) -> _ErrorAnswer:
     def answer(version: int, body: Reader, error: int) -> bytearray:
         out = Writer()
@@ -594,4 +678,10 @@ _ERROR_ANSWERS: Final[dict[ApiKey, _ErrorAnswer]] = {
     ApiKey.LEAVE_GROUP: _top_level(1, lambda out, v: out.int32(0) if v >= 3 else None),
     ApiKey.SYNC_GROUP: _top_level(1, lambda out, v: out.int32(0)),  # empty assignment
     ApiKey.INIT_PRODUCER_ID: _top_level(0, lambda out, v: out.int64(-1).int16(-1)),
+    ApiKey.CREATE_TOPICS: _create_topics_error,
+    ApiKey.DELETE_TOPICS: _delete_topics_error,
+    ApiKey.DELETE_RECORDS: _delete_records_error,
+    ApiKey.DESCRIBE_GROUPS: _describe_groups_error,
+    ApiKey.LIST_GROUPS: _top_level(1, lambda out, v: out.int32(0)),  # no groups
+    ApiKey.DESCRIBE_CONFIGS: _describe_configs_error,
 }

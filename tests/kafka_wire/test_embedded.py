@@ -133,6 +133,31 @@ def test_topic_helpers_and_faults_refuse_bad_input() -> None:
         kafka.topics()
 
 
+def test_delete_topic_is_seen_by_a_client_and_the_name_can_be_created_again() -> None:
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient
+
+    with EmbeddedKafka(brokers=3, topics={"t": 2, "kept": 1}) as kafka:
+        producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all")
+        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+        try:
+            producer.send("t", b"old", partition=1).get(timeout=10)
+            assert set(admin.list_topics()) == {"t", "kept"}
+            kafka.delete_topic("t")
+            assert kafka.topics() == {"kept": 1}
+            assert set(admin.list_topics()) == {"kept"}  # Metadata no longer lists it
+            with pytest.raises(SimulationError) as unknown:
+                kafka.delete_topic("t")
+            assert unknown.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            kafka.create_topic("t", partitions=1)
+            assert kafka.records("t", 0) == []  # a new topic: nothing of the old one
+            producer.send("t", b"new", partition=0).get(timeout=10)
+        finally:
+            producer.close(timeout=5)
+            admin.close()
+        assert [r.value for r in kafka.records("t", 0)] == [b"new"]
+
+
 def test_elections_and_a_slow_follower_through_the_sync_surface() -> None:
     with EmbeddedKafka(brokers=3, topics={"t": 1}) as kafka:
         assert kafka.leader("t", 0) == 0

@@ -6,10 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any, NamedTuple
 
 import pytest
 import pytest_asyncio
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
@@ -175,6 +190,146 @@ async def test_rules_match_broker_topic_version_and_client_and_can_be_kept(kafka
     faults.clear()
     assert faults.rules == ()
     assert kafka.front_door._servers[0].interceptor is None  # no rules: nothing looked at
+
+
+async def _ask(kafka: AsyncEmbeddedKafka, request: Any, response_class: Any) -> Any:
+    """``request`` (kafka-python's) on a raw connection to broker 0, its answer decoded."""
+    request.with_header(correlation_id=7, client_id="raw")
+    reader, writer = await asyncio.open_connection(*kafka.addresses[0])
+    try:
+        writer.write(bytes(request.encode(header=True, framed=True)))
+        async with asyncio.timeout(5):
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            frame = await reader.readexactly(size)
+    finally:
+        writer.close()
+    assert int.from_bytes(frame[:4], "big") == 7
+    return response_class[request.API_VERSION].decode(frame[4:])
+
+
+def _describe_configs(version: int) -> Any:
+    fields: dict[str, Any] = {"resources": [(2, "t", None), (4, "0", ["num.partitions"])]}
+    if version >= 1:
+        fields["include_synonyms"] = True
+    if version >= 3:
+        fields["include_documentation"] = False
+    return DescribeConfigsRequest[version](**fields)
+
+
+class AdminCase(NamedTuple):
+    """An admin API's fault case: its served versions, the error injected, its request at
+    a version, the response schema, and what of the answer carries the code."""
+
+    versions: range
+    error: ErrorCode
+    request: Callable[[int], Any]
+    response: Any
+    answers: Callable[[Any], Any]
+    expected: Any
+
+
+_ADMIN = {
+    "CreateTopics": AdminCase(
+        range(5),
+        ErrorCode.REQUEST_TIMED_OUT,
+        lambda v: CreateTopicsRequest[v](
+            topics=[("new", 1, 1, [], []), ("other", 2, 1, [(0, [1])], [("retention.ms", "1")])],
+            timeout_ms=1000,
+            **({"validate_only": False} if v >= 1 else {}),
+        ),
+        CreateTopicsResponse,
+        lambda r: [
+            (t.name, t.error_code, t.error_message if r.API_VERSION >= 1 else None)
+            for t in r.topics
+        ],
+        lambda v: [(name, 7, "REQUEST_TIMED_OUT" if v >= 1 else None) for name in ("new", "other")],
+    ),
+    "DeleteTopics": AdminCase(
+        range(4),
+        ErrorCode.REQUEST_TIMED_OUT,
+        lambda v: DeleteTopicsRequest[v](topic_names=["t"], timeout_ms=1000),
+        DeleteTopicsResponse,
+        lambda r: [(t.name, t.error_code) for t in r.responses],
+        lambda v: [("t", 7)],
+    ),
+    "DeleteRecords": AdminCase(
+        range(2),
+        NOT_LEADER,
+        lambda v: DeleteRecordsRequest[v](topics=[("t", [(0, 1), (1, 0)])], timeout_ms=1000),
+        DeleteRecordsResponse,
+        lambda r: [(p.partition_index, p.error_code, p.low_watermark) for p in r.topics[0][1]],
+        lambda v: [(0, 6, -1), (1, 6, -1)],
+    ),
+    "DescribeGroups": AdminCase(
+        range(5),
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        lambda v: DescribeGroupsRequest[v](groups=["g", "h"], include_authorized_operations=False),
+        DescribeGroupsResponse,
+        lambda r: [(g.group_id, g.error_code, g.members) for g in r.groups],
+        lambda v: [("g", 15, []), ("h", 15, [])],
+    ),
+    "ListGroups": AdminCase(
+        range(3),
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        lambda v: ListGroupsRequest[v](),
+        ListGroupsResponse,
+        lambda r: (r.error_code, r.groups),
+        lambda v: (15, []),
+    ),
+    "DescribeConfigs": AdminCase(
+        range(4),
+        ErrorCode.INVALID_REQUEST,
+        _describe_configs,
+        DescribeConfigsResponse,
+        lambda r: [(c.resource_name, c.error_code, c.error_message, c.configs) for c in r.results],
+        lambda v: [(name, 42, "INVALID_REQUEST", []) for name in ("t", "0")],
+    ),
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("api", list(_ADMIN))
+async def test_admin_apis_answer_an_injected_error_in_every_served_version(kafka, api) -> None:
+    """Kafka's response of each served version, decoded by kafka-python's schemas, with
+    the code in every topic, partition, group or resource the request names; the request
+    itself is not applied."""
+    case = _ADMIN[api]
+    conn = await Connection.to(kafka)
+    try:
+        assert (await conn.produce(1, b"r"))[1] == 0  # one record that DeleteRecords could drop
+    finally:
+        conn.close()
+    for version in case.versions:
+        rule = kafka.faults.add(api, error=case.error, versions=(version, version))
+        response = await _ask(kafka, case.request(version), case.response)
+        assert case.answers(response) == case.expected(version), f"v{version}"
+        assert rule.hits == 1
+    assert kafka.topics() == {"t": 2}  # nothing created or deleted
+    assert kafka.describe("t", 0).log_start_offset == 0  # nothing deleted
+    assert [h.version for h in kafka.faults.history] == list(case.versions)
+
+
+def test_a_real_admin_client_sees_injected_admin_errors() -> None:
+    """librdkafka's AdminClient gets the injected codes as Kafka's errors, and a retry
+    (the rule fired once) goes through."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with EmbeddedKafka(brokers=3, topics={"t": 1}) as kafka:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+        kafka.faults.add("CreateTopics", error=ErrorCode.REQUEST_TIMED_OUT)
+        with pytest.raises(KafkaException) as timed_out:
+            admin.create_topics([NewTopic("new", 1, 3)], request_timeout=10)["new"].result()
+        assert timed_out.value.args[0].code() == KafkaError.REQUEST_TIMED_OUT
+        assert "new" not in kafka.topics()
+        admin.create_topics([NewTopic("new", 1, 3)], request_timeout=10)["new"].result()
+        assert kafka.topics() == {"t": 1, "new": 1}
+
+        kafka.faults.add("DeleteRecords", error=NOT_LEADER, topic="t")
+        [deleted] = admin.delete_records([TopicPartition("t", 0, -1)], request_timeout=10).values()
+        with pytest.raises(KafkaException) as not_leader:
+            deleted.result()
+        assert not_leader.value.args[0].code() == KafkaError.NOT_LEADER_FOR_PARTITION
 
 
 def test_bad_rules_are_refused() -> None:
