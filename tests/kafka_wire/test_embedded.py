@@ -95,6 +95,7 @@ def test_confluent_producer_rides_out_a_leader_crash_with_acks_all() -> None:
                 kafka.crash_broker(old)  # the leader dies with the producer connected
             producer.poll(0)
         assert producer.flush(30) == 0
+        producer.close()  # no reconnect racing the cluster's close
         new = kafka.leader("t", 0)
         stored = {r.value for r in kafka.records("t", 0)}
         kafka.restart_broker(old)
