@@ -220,6 +220,10 @@ class Bus(abc.ABC):
         checked = check_keys(keys)
         messages = encode(self.sender_id, checked, self.max_message_bytes)
         self._check_open("publish on")
+        if not self._started:
+            raise RuntimeError(
+                f"bus {self.name!r} is not started: use `async with bus:` or `await bus.start()`"
+            )
         self._bind_loop()
         self._published += len(checked)
         self._trigger(checked)

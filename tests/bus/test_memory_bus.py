@@ -303,3 +303,10 @@ async def test_metrics_show_a_bus_cut_off_and_back(hub: MemoryHub) -> None:
         assert registry.get_sample_value("purgatory_bus_connected", {"bus": "jobs"}) == 1
         assert registry.get_sample_value("purgatory_bus_reconnects_total", {"bus": "jobs"}) == 1
         assert registry.get_sample_value("purgatory_bus_published_keys_total", {"bus": "jobs"}) == 2
+
+
+@pytest.mark.asyncio
+async def test_publishing_on_a_bus_never_started_says_so_at_once(hub: MemoryHub) -> None:
+    bus = MemoryBus(hub, publish_timeout_s=30.0)
+    with pytest.raises(RuntimeError, match="not started"):
+        await asyncio.wait_for(bus.publish("k"), 1)
