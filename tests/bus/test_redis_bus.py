@@ -48,6 +48,23 @@ async def until(condition: Callable[[], bool], within_s: float) -> float:
     return time.monotonic() - started
 
 
+async def one_trigger_crosses(url: str, channel: str) -> None:
+    """A key published on one bus wakes a waiter attached to another, once."""
+    state: dict[str, int] = {}
+    async with (
+        Purgatory("w") as p,
+        RedisBus(url, channel=channel) as receiver,
+        RedisBus(url, channel=channel) as publisher,
+    ):
+        receiver.attach(p)
+        wait = waiter(p, state, "k")
+        await parked(p, 1)
+        state["k"] = 1
+        await publisher.publish("k")
+        assert await asyncio.wait_for(wait, 5) is True
+        assert receiver.statistics().received == 1
+
+
 @pytest.mark.asyncio
 async def test_a_key_published_on_one_connection_wakes_waiters_on_another(
     redis_server: RedisServer, channel: str
@@ -131,21 +148,8 @@ async def test_options_in_the_url_query_cannot_change_what_the_bus_relies_on(
 ) -> None:
     """Replies decoded to str, RESP3 or redis-py retries would break the subscription's
     reading or hide its gaps: the bus overrides them."""
-    state: dict[str, int] = {}
     query = "decode_responses=True&protocol=3&retry_on_timeout=yes&max_connections=2"
-    url = f"{redis_server.url}?{query}"
-    async with (
-        Purgatory("w") as p,
-        RedisBus(url, channel=channel) as receiver,
-        RedisBus(url, channel=channel) as publisher,
-    ):
-        receiver.attach(p)
-        wait = waiter(p, state, "k")
-        await parked(p, 1)
-        state["k"] = 1
-        await publisher.publish("k")
-        assert await asyncio.wait_for(wait, 5) is True
-        assert receiver.statistics().received == 1
+    await one_trigger_crosses(f"{redis_server.url}?{query}", channel)
 
 
 async def read_command(reader: asyncio.StreamReader) -> list[bytes]:
@@ -280,19 +284,7 @@ async def test_the_password_in_the_url_is_used_and_a_wrong_one_is_a_clear_error(
     start_redis: Callable[..., AbstractContextManager[RedisServer]], channel: str
 ) -> None:
     with start_redis("--requirepass", "s3cret") as server:
-        state: dict[str, int] = {}
-        url = f"redis://:s3cret@127.0.0.1:{server.port}/3"
-        async with (
-            Purgatory("w") as p,
-            RedisBus(url, channel=channel) as receiver,
-            RedisBus(url, channel=channel) as publisher,
-        ):
-            receiver.attach(p)
-            wait = waiter(p, state, "k")
-            await parked(p, 1)
-            state["k"] = 1
-            await publisher.publish("k")
-            assert await asyncio.wait_for(wait, 5) is True
+        await one_trigger_crosses(f"redis://:s3cret@127.0.0.1:{server.port}/3", channel)
         wrong = RedisBus(f"redis://:wrong@127.0.0.1:{server.port}", connect_timeout_s=0.3)
         with pytest.raises(BusUnavailable, match="invalid username-password") as raised:
             await wrong.start()
