@@ -599,39 +599,43 @@ def _create_topics_error(version: int, body: Reader, error: int) -> bytearray:
         for _ in range(body.array_length()):  # configs
             body.string()
             body.nullable_string()
-    out = Writer()
-    if version >= 2:
-        out.int32(0)  # throttle_time_ms
-    out.int32(len(names))
-    for name in names:
+
+    def topic(out: Writer, name: str) -> None:
         out.string(name).int16(error)
         if version >= 1:
             out.string(_error_name(error))
-    return out.buf
+
+    return _per_name(version, 2, names, topic)
 
 
 def _delete_topics_error(version: int, body: Reader, error: int) -> bytearray:
     names = [body.string() for _ in range(body.array_length())]
-    out = Writer()
-    if version >= 1:
-        out.int32(0)  # throttle_time_ms
-    out.int32(len(names))
-    for name in names:
-        out.string(name).int16(error)
-    return out.buf
+    return _per_name(version, 1, names, lambda out, name: out.string(name).int16(error))
 
 
 def _describe_groups_error(version: int, body: Reader, error: int) -> bytearray:
     names = [body.string() for _ in range(body.array_length())]
-    out = Writer()
-    if version >= 1:
-        out.int32(0)  # throttle_time_ms
-    out.int32(len(names))
-    for name in names:
+
+    def group(out: Writer, name: str) -> None:
         # state, protocol type, protocol, no members
         out.int16(error).string(name).string("").string("").string("").int32(0)
         if version >= 3:
             out.int32(-(2**31))  # authorized_operations: not computed
+
+    return _per_name(version, 1, names, group)
+
+
+def _per_name(
+    version: int, throttle_from: int, names: list[str], entry: Callable[[Writer, str], object]
+) -> bytearray:
+    """An answer of one entry per named topic or group (throttle_time_ms from
+    ``throttle_from`` on)."""
+    out = Writer()
+    if version >= throttle_from:
+        out.int32(0)  # throttle_time_ms
+    out.int32(len(names))
+    for name in names:
+        entry(out, name)
     return out.buf
 
 
