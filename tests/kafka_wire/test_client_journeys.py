@@ -40,6 +40,17 @@ Read = list[tuple[int, bytes]]
 Described = tuple[str, list[tuple[str, list[tuple[str, int]]]]]
 
 
+# kafka-python's and aiokafka's consumers take the same names for these.
+PYTHON_CONSUMER_OPTIONS: dict[str, Any] = {
+    "group_id": GROUP,
+    "client_id": CONSUMER_ID,
+    "auto_offset_reset": "earliest",
+    "enable_auto_commit": False,
+    "fetch_max_wait_ms": 100,
+    "max_partition_fetch_bytes": FETCH_BYTES,
+}
+
+
 class Seen(dict[str, Any]):
     """What one client saw, by step."""
 
@@ -74,12 +85,7 @@ class KafkaPython:
         )
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
-            group_id=GROUP,
-            client_id=CONSUMER_ID,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            fetch_max_wait_ms=100,
-            max_partition_fetch_bytes=FETCH_BYTES,
+            **PYTHON_CONSUMER_OPTIONS,
         )
 
     def create_topic(self) -> None:
@@ -232,12 +238,7 @@ class AioKafka:
         )
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
-            group_id=GROUP,
-            client_id=CONSUMER_ID,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            fetch_max_wait_ms=100,
-            max_partition_fetch_bytes=FETCH_BYTES,
+            **PYTHON_CONSUMER_OPTIONS,
         )
         self.sent: list[asyncio.Future[Any]] = []
 
