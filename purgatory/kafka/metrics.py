@@ -14,7 +14,9 @@ from purgatory.kafka.server import ProtocolStats
 
 @final
 class ProtocolCollector(Collector):
-    """``purgatory_kafka_requests_total{api}``, ``purgatory_kafka_bad_input_total{kind}``,
+    """``purgatory_kafka_requests_total{api,version}``,
+    ``purgatory_kafka_client_connections_total{software,version}``,
+    ``purgatory_kafka_bad_input_total{kind}``,
     ``purgatory_kafka_connections`` and ``purgatory_kafka_connections_closed_total{reason}``."""
 
     def __init__(self, stats: ProtocolStats) -> None:
@@ -22,10 +24,19 @@ class ProtocolCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
-            "purgatory_kafka_requests", "Kafka protocol requests by API", labels=["api"]
+            "purgatory_kafka_requests",
+            "Kafka protocol requests by API and version",
+            labels=["api", "version"],
         )
-        for api, count in sorted(self._stats.requests.items()):
-            requests.add_metric([api], count)
+        for (api, version), count in sorted(self._stats.requests.items()):
+            requests.add_metric([api, str(version)], count)
+        clients = CounterMetricFamily(
+            "purgatory_kafka_client_connections",
+            "Kafka connections by the client software they announced (ApiVersions v3+)",
+            labels=["software", "version"],
+        )
+        for (software, version), count in sorted(self._stats.clients.items()):
+            clients.add_metric([software, version], count)
         bad = CounterMetricFamily(
             "purgatory_kafka_bad_input",
             "Kafka protocol input refused (the connection closed or an error answered)",
@@ -45,6 +56,7 @@ class ProtocolCollector(Collector):
         for reason in ("limit", "idle_timeout"):  # every reason from the first scrape
             closed.add_metric([reason], self._stats.closed[reason])
         yield requests
+        yield clients
         yield bad
         yield connections
         yield closed

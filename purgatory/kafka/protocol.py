@@ -1,8 +1,8 @@
-"""Request framing, headers, API keys and the ApiVersions exchange.
+"""Request framing, API keys and the request header the handlers see.
 
-A frame is a 4-byte big-endian size then that many bytes. A request header (v1, which every
-non-flexible request uses) is api_key, api_version, correlation_id, client_id; the response
-header (v0) is the correlation id alone.
+A frame is a 4-byte big-endian size then that many bytes. What a frame holds (headers
+v0-v2, every request and response at every version) is Kafka's schemas' business:
+:mod:`purgatory.kafka.schemas` reads and writes it through kio.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final, NamedTuple
 
-from purgatory.kafka.codec import Reader, Writer
-from purgatory.sim.errors import ErrorCode
-
 # Kafka's own default for socket.request.max.bytes is 100 MiB; a test broker needs far less,
 # and a size prefix above this is taken for garbage and the connection closed.
 MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
 
 
 class ApiKey(IntEnum):
+    """The APIs this broker knows by name (Kafka's numbers; kio's schemas by the same
+    name in lower case)."""
+
     PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
@@ -42,41 +42,9 @@ class ApiKey(IntEnum):
 
 
 class RequestHeader(NamedTuple):
+    """What every handler is told about its request besides the body."""
+
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
-
-
-def read_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Reader]:
-    """Decode a request header; the returned reader is positioned at the request body."""
-    reader = Reader(frame)
-    header = RequestHeader(reader.int16(), reader.int16(), reader.int32(), None)
-    client_id = reader.nullable_string()
-    return header._replace(client_id=client_id), reader
-
-
-def response_frame(correlation_id: int, body: bytes | bytearray) -> bytes:
-    """Size prefix, response header v0, body."""
-    return (
-        (len(body) + 4).to_bytes(4, "big")
-        + correlation_id.to_bytes(4, "big", signed=True)
-        + bytes(body)
-    )
-
-
-# ApiVersions v3 moved to flexible encoding; we serve 0-2, and a client that asks for more
-# gets UNSUPPORTED_VERSION with the list in the v0 layout and retries lower (KIP-511).
-API_VERSIONS_MAX: Final = 2
-
-
-def encode_api_versions(
-    version: int, error: ErrorCode, supported: dict[ApiKey, tuple[int, int]]
-) -> bytearray:
-    """An ApiVersions response body: error, then (key, min, max) per supported API."""
-    out = Writer().int16(error.wire).int32(len(supported))
-    for key, (low, high) in sorted(supported.items()):
-        out.int16(key).int16(low).int16(high)
-    if version >= 1:
-        out.int32(0)  # throttle_time_ms
-    return out.buf

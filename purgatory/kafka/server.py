@@ -1,6 +1,8 @@
 """The Kafka connection server: frames in, responses out in request order.
 
-A client may pipeline requests; each is dispatched as soon as it is read, so a Fetch parked
+Requests are read and responses written through Kafka's own message schemas
+(:mod:`purgatory.kafka.schemas`): a handler takes a typed request and returns a typed
+response. A client may pipeline requests; each is dispatched as soon as it is read, so a Fetch parked
 in a purgatory does not hold up the reading of the next request, but the responses are
 written strictly in the order the requests came (Kafka's per-connection ordering guarantee,
 which clients rely on to match correlation ids). Bad input never raises out of a
@@ -19,26 +21,28 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, NamedTuple, Protocol, final
+from typing import Any, Final, NamedTuple, Protocol, final
 
-from purgatory.kafka.codec import DecodeError, Reader
-from purgatory.kafka.protocol import (
-    API_VERSIONS_MAX,
-    MAX_FRAME_BYTES,
-    ApiKey,
-    RequestHeader,
-    encode_api_versions,
-    read_header,
-    response_frame,
+from purgatory.kafka.codec import DecodeError
+from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
+from purgatory.kafka.schemas import (
+    build,
+    encode_response,
+    peek,
+    read_request,
+    response_type,
+    versions,
 )
 from purgatory.sim.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-#: A handler returns a response body, None for no response (Produce acks=0), or an
-#: awaitable of either (a request parked in a purgatory).
-Response = bytes | bytearray | None
-Handler = Callable[[RequestHeader, Reader], Response | Awaitable[Response]]
+#: A handler takes the request header and the request body (kio's dataclass for the
+#: request's version) and returns the response (kio's dataclass for the same version),
+#: None for no response (Produce acks=0), or an awaitable of either (a request parked in
+#: a purgatory).
+Response = Any
+Handler = Callable[[RequestHeader, Any], Response | Awaitable[Response]]
 
 
 class CloseConnection(Exception):
@@ -57,7 +61,7 @@ class Interceptor(Protocol):
     request of broker ``broker`` itself, or through ``handler``."""
 
     def intercept(
-        self, broker: int, header: RequestHeader, body: Reader, handler: Handler
+        self, broker: int, header: RequestHeader, body: Any, handler: Handler
     ) -> Response | Awaitable[Response]: ...
 
 
@@ -82,7 +86,8 @@ MAX_IN_FLIGHT: Final = 64
 
 @final
 class ProtocolStats:
-    """Counts of requests by API, of bad input by kind, and of connections: open now and
+    """Counts of requests by API and version, of the client software that said its name
+    (ApiVersions v3+), of bad input by kind, and of connections: open now and
     closed by the server (over the limit, idle), shared by every listener of a front door.
 
     Bad input and closed connections are logged the first time a kind is seen, then at
@@ -97,6 +102,7 @@ class ProtocolStats:
         "_logged_at",
         "_unlogged",
         "bad_input",
+        "clients",
         "closed",
         "connections",
         "log_interval_s",
@@ -107,7 +113,10 @@ class ProtocolStats:
         self, log_interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.bad_input: Counter[str] = Counter()
-        self.requests: Counter[str] = Counter()
+        #: requests by (API name, version)
+        self.requests: Counter[tuple[str, int]] = Counter()
+        #: connections by the (name, version) of the client software they announced
+        self.clients: Counter[tuple[str, str]] = Counter()
         #: connections open now, on every listener
         self.connections = 0
         #: connections the server closed, by reason (``limit``, ``idle_timeout``)
@@ -116,6 +125,10 @@ class ProtocolStats:
         self._clock = clock
         self._logged_at: dict[str, float] = {}
         self._unlogged: Counter[str] = Counter()
+
+    def requests_of(self, api: str) -> int:
+        """Requests of one API (its :class:`ApiKey` name), every version."""
+        return sum(n for (name, _), n in self.requests.items() if name == api)
 
     def bad(self, kind: str, detail: str, *, bug: bool = False) -> None:
         self.bad_input[kind] += 1
@@ -145,6 +158,31 @@ class ProtocolStats:
             counted_in,
             self.log_interval_s,
             exc_info=bug,
+        )
+
+
+@final
+class _Peer:
+    """Who is at the other end of one connection: its address, and the client software
+    it announced (ApiVersions v3+, KIP-511), logged once per connection."""
+
+    __slots__ = ("address", "software")
+
+    def __init__(self, address: object) -> None:
+        self.address = address
+        self.software: tuple[str, str] | None = None
+
+    def announce(self, server: KafkaProtocolServer, name: str, version: str) -> None:
+        if self.software == (name, version):
+            return
+        self.software = (name, version)
+        server.stats.clients[name, version] += 1
+        log.info(
+            "kafka connection from %s to broker %d: client %s %s",
+            self.address,
+            server.broker_id,
+            name,
+            version,
         )
 
 
@@ -204,8 +242,12 @@ class KafkaProtocolServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
-    def register(self, key: ApiKey, versions: tuple[int, int], handler: Handler) -> None:
-        self._handlers[key] = (versions[0], versions[1], handler)
+    def register(self, key: ApiKey, served: tuple[int, int], handler: Handler) -> None:
+        """Serve ``key`` at the versions ``served``, which Kafka's schemas must have."""
+        low, high = versions(key)
+        if not low <= served[0] <= served[1] <= high:
+            raise ValueError(f"{key.name} v{served[0]}-{served[1]}: the schemas have {low}-{high}")
+        self._handlers[key] = (served[0], served[1], handler)
 
     def register_all(self, apis: ApiTable) -> None:
         """Serve every API of a handler table."""
@@ -214,7 +256,7 @@ class KafkaProtocolServer:
 
     def supported(self) -> dict[ApiKey, tuple[int, int]]:
         table = {ApiKey(key): (low, high) for key, (low, high, _) in self._handlers.items()}
-        table[ApiKey.API_VERSIONS] = (0, API_VERSIONS_MAX)
+        table[ApiKey.API_VERSIONS] = versions(ApiKey.API_VERSIONS)
         return table
 
     async def start(self, host: str, port: int) -> int:
@@ -263,8 +305,9 @@ class KafkaProtocolServer:
         responses = _Responses()
         responder = asyncio.create_task(self._respond(responses, writer))
         try:
+            peer = _Peer(writer.get_extra_info("peername"))
             while (frame := await self._read_frame(reader, responses)) is not None:
-                item = self._dispatch(frame)
+                item = self._dispatch(frame, peer)
                 if item is None:
                     break
                 responses.owed += 1
@@ -309,39 +352,39 @@ class KafkaProtocolServer:
             self.stats.bad("truncated frame", f"closed or stalled before {size} bytes")
             return None
 
-    def _dispatch(self, frame: bytes) -> tuple[int, asyncio.Future[Response]] | None:
-        """Start handling one request (its future resolves to the response body); None
-        when the request cannot be answered and the connection must close."""
+    def _dispatch(
+        self, frame: bytes, peer: _Peer
+    ) -> tuple[int, asyncio.Future[Response]] | None:
+        """Start handling one request (its future resolves to the response); None when
+        the request cannot be answered and the connection must close."""
         loop = asyncio.get_running_loop()
         try:
-            header, body = read_header(frame)
+            front = peek(frame)
         except DecodeError as exc:
             self.stats.bad("malformed header", str(exc))
             return None
+        key, version = front.api_key, front.api_version
         done: asyncio.Future[Response] = loop.create_future()
-        if header.api_key == ApiKey.API_VERSIONS:
-            self.stats.requests["ApiVersions"] += 1
-            # A newer client opens with its own highest version: not bad input, the usual
-            # negotiation, so it is answered without being counted.
-            ok = 0 <= header.api_version <= API_VERSIONS_MAX
-            error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_VERSION
-            done.set_result(
-                encode_api_versions(header.api_version if ok else 0, error, self.supported())
-            )
-            return header.correlation_id, done
-        entry = self._handlers.get(header.api_key)
+        if key == ApiKey.API_VERSIONS:
+            done.set_result(self._api_versions(frame, version, peer))
+            return front.correlation_id, done
+        entry = self._handlers.get(key)
         if entry is None:
-            self.stats.bad("unknown api key", str(header.api_key))
+            self.stats.bad("unknown api key", str(key))
             return None
         low, high, handler = entry
-        if not low <= header.api_version <= high:
+        name = ApiKey(key).name
+        if not low <= version <= high:
             # Kafka closes the connection here too: a client that read our ApiVersions
             # answer never sends a version outside it.
-            self.stats.bad(
-                "unsupported version", f"{ApiKey(header.api_key).name} v{header.api_version}"
-            )
+            self.stats.bad("unsupported version", f"{name} v{version}")
             return None
-        self.stats.requests[ApiKey(header.api_key).name] += 1
+        try:
+            header, body = read_request(frame, ApiKey(key), version)
+        except DecodeError as exc:
+            self.stats.bad("malformed request", f"{name} v{version}: {exc}")
+            return None
+        self.stats.requests[name, version] += 1
         interceptor = self.interceptor
         try:
             if interceptor is None:
@@ -351,7 +394,7 @@ class KafkaProtocolServer:
         except CloseConnection:
             return None
         except DecodeError as exc:
-            self.stats.bad("malformed request", f"{ApiKey(header.api_key).name}: {exc}")
+            self.stats.bad("malformed request", f"{name} v{version}: {exc}")
             return None
         except Exception as exc:  # a handler bug closes this connection, not the server
             self.stats.bad("internal error", repr(exc), bug=True)
@@ -361,15 +404,43 @@ class KafkaProtocolServer:
         done.set_result(result)
         return header.correlation_id, done
 
+    def _api_versions(self, frame: bytes, version: int, peer: _Peer) -> Response:
+        """The ApiVersions answer. A version newer than ours is the usual negotiation,
+        not bad input: it is answered in v0 with UNSUPPORTED_VERSION and our ranges, and
+        the client retries at the highest version we named (KIP-511)."""
+        low, high = versions(ApiKey.API_VERSIONS)
+        error = ErrorCode.NONE
+        if not low <= version <= high:
+            version, error = 0, ErrorCode.UNSUPPORTED_VERSION
+        elif version >= 3:
+            try:
+                body = read_request(frame, ApiKey.API_VERSIONS, version).body
+            except DecodeError as exc:
+                self.stats.bad("malformed request", f"API_VERSIONS v{version}: {exc}")
+                error = ErrorCode.INVALID_REQUEST
+            else:
+                peer.announce(self, body.client_software_name, body.client_software_version)
+        self.stats.requests["API_VERSIONS", version] += 1
+        return build(
+            response_type(ApiKey.API_VERSIONS, version),
+            {
+                "error_code": error,
+                "api_keys": [
+                    {"api_key": key, "min_version": low, "max_version": high}
+                    for key, (low, high) in sorted(self.supported().items())
+                ],
+            },
+        )
+
     async def _respond(self, responses: _Responses, writer: asyncio.StreamWriter) -> None:
         """Write each response as soon as it and every earlier one are ready."""
         pending = responses.queue
         while (item := await pending.get()) is not None:
             correlation_id, future = item
             try:
-                body = await future
-                if body is not None:
-                    writer.write(response_frame(correlation_id, body))
+                response = await future
+                if response is not None:
+                    writer.write(encode_response(correlation_id, response))
                     await writer.drain()
                 responses.owed -= 1
                 continue

@@ -11,11 +11,11 @@ transaction APIs (AddPartitionsToTxn, EndTxn...) are not advertised.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import final
+from typing import Any, final
 
-from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim.errors import ErrorCode
 
@@ -25,7 +25,8 @@ Locate = Callable[[str], tuple[int, str, int]]
 
 @final
 class CoordinatorHandlers:
-    """FindCoordinator 0-2 (answered by ``locate``) and InitProducerId 0-1."""
+    """FindCoordinator 0-6 (answered by ``locate``; v4+ asks for several keys at once)
+    and InitProducerId 0-5."""
 
     def __init__(self, locate: Locate, producer_ids: ProducerIds) -> None:
         self.locate = locate
@@ -33,30 +34,33 @@ class CoordinatorHandlers:
 
     def apis(self) -> ApiTable:
         return {
-            ApiKey.FIND_COORDINATOR: Api(0, 2, self.find_coordinator),
-            ApiKey.INIT_PRODUCER_ID: Api(0, 1, self.init_producer_id),
+            ApiKey.FIND_COORDINATOR: Api(*versions(ApiKey.FIND_COORDINATOR), self.find_coordinator),
+            ApiKey.INIT_PRODUCER_ID: Api(*versions(ApiKey.INIT_PRODUCER_ID), self.init_producer_id),
         }
 
-    def find_coordinator(self, header: RequestHeader, body: Reader) -> bytearray:
+    def find_coordinator(self, header: RequestHeader, request: Any) -> Any:
         """Clients ask several brokers and follow each answer, so the answer names the one
         coordinator of the key whichever broker is asked."""
-        key = body.string()
-        if header.api_version >= 1:
-            body.int8()  # key_type
-        node_id, host, port = self.locate(key)
-        out = Writer()
-        if header.api_version >= 1:
-            out.int32(0).int16(ErrorCode.NONE.wire).string(None)
-        else:
-            out.int16(ErrorCode.NONE.wire)
-        return out.int32(node_id).string(host).int32(port).buf
+        if header.api_version >= 4:
+            found = [self._found(key) for key in request.coordinator_keys]
+            return respond(request, coordinators=found)
+        return respond(request, **self._found(request.key))
 
-    def init_producer_id(self, header: RequestHeader, body: Reader) -> bytearray:
+    def _found(self, key: str) -> dict[str, Any]:
+        node_id, host, port = self.locate(key)
+        return {
+            "key": key,
+            "node_id": node_id,
+            "host": host,
+            "port": port,
+            "error_code": ErrorCode.NONE,
+        }
+
+    def init_producer_id(self, header: RequestHeader, request: Any) -> Any:
         """A fresh producer id at epoch 0 for an idempotent producer (no transactional
         id), as Kafka answers one; INVALID_REQUEST, id -1, for a transactional one."""
-        transactional_id = body.nullable_string()
-        body.int32()  # transaction_timeout_ms: transactions only
-        out = Writer().int32(0)  # throttle_time_ms
-        if transactional_id is not None:
-            return out.int16(ErrorCode.INVALID_REQUEST.wire).int64(-1).int16(-1).buf
-        return out.int16(ErrorCode.NONE.wire).int64(self.producer_ids.next()).int16(0).buf
+        if request.transactional_id is not None:
+            return respond(
+                request, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1
+            )
+        return respond(request, producer_id=self.producer_ids.next(), producer_epoch=0)

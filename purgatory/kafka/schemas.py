@@ -1,0 +1,369 @@
+"""Kafka's message schemas through kio: every request and response, at every version.
+
+kio (Aiven's ``kio``) generates a frozen dataclass for each request, response and header
+of every API version from the JSON schemas Apache Kafka builds its own classes from. This
+module is the one place the front door meets it:
+
+* :func:`versions` / :func:`request_type` / :func:`response_type`: what kio carries;
+* :func:`read_request`: a frame to a header and a typed request (walked by
+  :mod:`purgatory.kafka.frame_guard` first, which kio needs);
+* :func:`encode_response`: a typed response to a frame, with the response header the
+  version calls for (v1 when flexible; ApiVersions always v0);
+* :func:`build`: a response of any version from version-independent values, as Kafka's
+  generated Java classes serialize one object at whatever version was asked: fields the
+  version lacks are left out, fields not given take the schema's default;
+* :func:`error_response`: the answer of any API carrying one error, derived from the
+  request and the response schema (Kafka's ``AbstractRequest.getErrorResponse``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING
+from functools import cache
+from pkgutil import resolve_name
+from typing import Any, Final, NamedTuple
+
+from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.schema.index import api_key_map, schema_name_map
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from purgatory.kafka.codec import DecodeError
+from purgatory.kafka.frame_guard import guard
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.shapes import FieldShape, Kind, shape_of
+
+#: Versions kio carries that Apache Kafka marks ``latestVersionUnstable`` (released
+#: brokers do not advertise them): InitProducerId v6 (KIP-939, two-phase commit).
+UNSTABLE: Final[dict[ApiKey, int]] = {ApiKey.INIT_PRODUCER_ID: 6}
+
+_PEEK: Final = struct.Struct(">hhi")
+
+
+@cache
+def versions(key: ApiKey) -> tuple[int, int]:
+    """The lowest and highest stable version of ``key`` in Kafka's schemas (as kio has
+    them: Kafka 4.x, without the versions KIP-896 removed)."""
+    known = schema_name_map[api_key_map[key]]
+    high = max(known)
+    if UNSTABLE.get(key) == high:
+        high -= 1
+    return min(known), high
+
+
+@cache
+def _entity(key: int, version: int, kind: EntityType) -> type:
+    path = schema_name_map[api_key_map[key]][version][kind]
+    resolved = resolve_name(path)
+    assert isinstance(resolved, type)
+    return resolved
+
+
+def request_type(key: ApiKey, version: int) -> type:
+    return _entity(key, version, EntityType.request)
+
+
+def response_type(key: ApiKey, version: int) -> type:
+    return _entity(key, version, EntityType.response)
+
+
+class Request(NamedTuple):
+    """A request read off the wire: its header, and its body as kio's dataclass."""
+
+    header: RequestHeader
+    body: Any
+
+
+def peek(frame: bytes) -> RequestHeader:
+    """The API key, version and correlation id at the front of a request frame (the
+    client id unread), enough to choose a schema or answer ApiVersions."""
+    if len(frame) < _PEEK.size:
+        raise DecodeError(f"a request header needs {_PEEK.size} bytes, have {len(frame)}")
+    key, version, correlation_id = _PEEK.unpack_from(frame)
+    return RequestHeader(key, version, correlation_id, None)
+
+
+@cache
+def _readers(key: int, version: int) -> tuple[type, type, Callable[..., Any], Callable[..., Any]]:
+    body = _entity(key, version, EntityType.request)
+    header = body.__header_schema__
+    return header, body, entity_reader(header), entity_reader(body)
+
+
+def read_request(frame: bytes, key: ApiKey, version: int) -> Request:
+    """Decode a whole request frame whose key and version (see :func:`peek`) the caller
+    serves. Raises DecodeError for anything that does not decode."""
+    header_type, body_type, read_header, read_body = _readers(key, version)
+    checked = guard(frame, header_type, body_type)
+    try:
+        header, size = read_header(checked, 0)
+        body, _ = read_body(checked, size)
+    except Exception as exc:  # kio's errors (and ValueError from its phantom types)
+        raise DecodeError(f"{type(exc).__name__}: {exc}") from None
+    return Request(
+        RequestHeader(key, version, int(header.correlation_id), header.client_id), body
+    )
+
+
+@cache
+def _writers(cls: type) -> tuple[Callable[..., Any], Callable[..., Any], type]:
+    header = cls.__header_schema__  # type: ignore[attr-defined]
+    return entity_writer(header), entity_writer(cls), header
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """The frame of a response: size, the response header its class names, the body."""
+    write_header, write_body, header = _writers(type(response))
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    write_header(out, header(correlation_id=correlation_id))
+    write_body(out, response)
+    frame = out.getbuffer()
+    frame[:4] = (len(frame) - 4).to_bytes(4, "big")
+    del frame
+    return out.getvalue()
+
+
+# -- building a response at any version ------------------------------------------------
+
+
+def kio_error(code: Any) -> KioErrorCode:
+    """kio's error enum member for an error: one of ours (its ``wire`` number), kio's own,
+    or a plain number."""
+    if isinstance(code, KioErrorCode):
+        return code
+    number = getattr(code, "wire", code)
+    return KioErrorCode(int(number))
+
+
+_MS: Final = datetime.timedelta(milliseconds=1)
+
+
+def millis(value: datetime.timedelta) -> int:
+    """A kio duration field in whole milliseconds."""
+    return value // _MS
+
+
+def _zero(field: FieldShape) -> Any:
+    """A required field's value when the builder is not given one."""
+    kind = field.kind
+    if kind is Kind.ARRAY:
+        return None if field.nullable else ()
+    if kind is Kind.STRUCT:
+        assert field.item is not None
+        return None if field.nullable else build(field.item, {})
+    if field.nullable:
+        return None
+    kafka_type = field.kafka_type
+    if kind is Kind.STRING:
+        return ""
+    if kind is Kind.BYTES:
+        return b""
+    if kafka_type == "error_code":
+        return KioErrorCode.none
+    if kafka_type.startswith("timedelta"):
+        return datetime.timedelta(0)
+    if kafka_type == "uuid":
+        return uuid.UUID(int=0)
+    if kafka_type == "bool":
+        return False
+    if kafka_type == "float64":
+        return 0.0
+    return 0
+
+
+def _convert(field: FieldShape, value: Any) -> Any:
+    """``value`` as kio's writer wants it for ``field``."""
+    kind = field.kind
+    if value is None:
+        return None if field.nullable else _zero(field)
+    if kind is Kind.FIXED:
+        kafka_type = field.kafka_type
+        if kafka_type == "error_code":
+            return kio_error(value)
+        if kafka_type.startswith("timedelta") and isinstance(value, int):
+            return datetime.timedelta(milliseconds=value)
+        return value
+    if kind is Kind.STRUCT:
+        assert field.item is not None
+        return build(field.item, value) if isinstance(value, Mapping) else value
+    if kind is Kind.ARRAY:
+        item = field.item
+        if item is None:
+            return tuple(value)
+        return tuple(build(item, v) if isinstance(v, Mapping) else v for v in value)
+    return value
+
+
+class _Plan(NamedTuple):
+    fields: tuple[FieldShape, ...]
+    names: frozenset[str]
+    #: every field name any version of the API has: a name outside it is a typo
+    known: frozenset[str]
+
+
+@cache
+def _known_names(key: int) -> frozenset[str]:
+    names: set[str] = set()
+    seen: set[type] = set()
+
+    def walk(cls: type) -> None:
+        if cls in seen:
+            return
+        seen.add(cls)
+        for field in shape_of(cls).every:
+            names.add(field.name)
+            if field.item is not None:
+                walk(field.item)
+
+    for version in schema_name_map[api_key_map[key]]:
+        walk(_entity(key, version, EntityType.response))
+        walk(_entity(key, version, EntityType.request))
+    return frozenset(names)
+
+
+@cache
+def _plan(cls: type) -> _Plan:
+    shape = shape_of(cls)
+    key = getattr(cls, "__api_key__", None)
+    known = _known_names(int(key)) if key is not None and int(key) in api_key_map else frozenset()
+    return _Plan(shape.every, frozenset(f.name for f in shape.every), known)
+
+
+def build(cls: type, values: Mapping[str, Any]) -> Any:
+    """An instance of kio class ``cls`` from ``values``: nested structs and arrays of
+    them may be given as mappings; names the class (this version) lacks are left out;
+    fields not given take their default, or a zero value. A name that no version of the
+    API has is a bug, and raises TypeError."""
+    plan = _plan(cls)
+    if plan.known:
+        extra = [name for name in values if name not in plan.names and name not in plan.known]
+        if extra:
+            raise TypeError(f"{cls.__qualname__} v{cls.__version__} has no field {extra}")  # type: ignore[attr-defined]
+    kwargs: dict[str, Any] = {}
+    for field in plan.fields:
+        if field.name in values:
+            kwargs[field.name] = _convert(field, values[field.name])
+        elif field.default is MISSING:
+            kwargs[field.name] = _zero(field)
+    return cls(**kwargs)
+
+
+def respond(request: Any, **values: Any) -> Any:
+    """The response to ``request`` at the request's version, built from ``values``."""
+    return build(response_type(request.__api_key__, request.__version__), values)
+
+
+# -- error answers ---------------------------------------------------------------------
+
+#: Where a response names an entity under another name than the request (Kafka's
+#: schemas grew apart over the years): the request field each may be copied from.
+_SAME: Final[dict[str, tuple[str, ...]]] = {
+    "partition_index": ("partition", "index", "partition_id"),
+    "partition_id": ("partition_index", "partition"),
+    "index": ("partition_index", "partition"),
+    "name": ("topic", "topic_name"),
+    "topic": ("name", "topic_name"),
+    "topic_name": ("name", "topic"),
+}
+
+
+def error_response(request: Any, error: Any) -> Any:
+    """The response to ``request`` that carries ``error`` in every error field: at the
+    top, and in every topic, partition, group or resource the request names (copied from
+    the request, keys only); everything else empty or its default."""
+    cls = response_type(request.__api_key__, request.__version__)
+    return build(cls, _mirror(cls, request, kio_error(error)))
+
+
+def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
+    """Values for a ``cls`` built from the request entity ``source``."""
+    values: dict[str, Any] = {}
+    source_fields = shape_of(type(source)).every if _is_entity(source) else ()
+    arrays = [f for f in source_fields if f.kind is Kind.ARRAY]
+    used: set[str] = set()
+    fields = shape_of(cls).every
+    # arrays of the same name first, then the others by shared keys, in order
+    pending = [f for f in fields if f.kind is Kind.ARRAY and f.item is not None]
+    for field in sorted(pending, key=lambda f: f.name not in {a.name for a in arrays}):
+        match = _matching_array(field, arrays, used)
+        if match is not None:
+            used.add(match.name)
+            items = getattr(source, match.name) or ()
+            assert field.item is not None
+            values[field.name] = [_item(field.item, item, error) for item in items]
+    for field in fields:
+        if field.kafka_type == "error_code":
+            values[field.name] = error
+        elif field.kind in (Kind.FIXED, Kind.STRING) and _is_entity(source):
+            copied = _copied(field, source)
+            if copied is not None:
+                values[field.name] = copied
+    return values
+
+
+def _is_entity(value: Any) -> bool:
+    return hasattr(type(value), "__dataclass_fields__")
+
+
+def _matching_array(
+    field: FieldShape, arrays: Iterable[FieldShape], used: set[str]
+) -> FieldShape | None:
+    assert field.item is not None
+    keys = _key_names(field.item)
+    for array in arrays:
+        if array.name in used:
+            continue
+        if array.name == field.name:
+            return array
+        if array.item is None:
+            # an array of names or indexes maps onto the response's key of that type
+            if _scalar_key(field.item, array.kafka_type) is not None:
+                return array
+        elif keys & _key_names(array.item, aliases=True):
+            return array
+    return None
+
+
+@cache
+def _key_names(cls: type, aliases: bool = False) -> frozenset[str]:
+    names = {f.name for f in shape_of(cls).every if f.kind in (Kind.FIXED, Kind.STRING)}
+    names &= set(_SAME) | {"group_id", "member_id", "resource_name", "transactional_id"}
+    if aliases:
+        names |= {alias for name in names for alias in _SAME.get(name, ())}
+    return frozenset(names)
+
+
+def _scalar_key(cls: type, kafka_type: str) -> FieldShape | None:
+    """The key field of ``cls`` that a bare request value of ``kafka_type`` fills."""
+    keys = _key_names(cls)
+    for field in shape_of(cls).every:
+        if field.name in keys and field.kafka_type == kafka_type:
+            return field
+    return None
+
+
+def _item(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
+    if _is_entity(source):
+        return _mirror(cls, source, error)
+    values = _mirror(cls, None, error)
+    key = _scalar_key(cls, "string" if isinstance(source, str) else "int32")
+    if key is not None:
+        values[key.name] = source
+    return values
+
+
+def _copied(field: FieldShape, source: Any) -> Any:
+    """The request's value for a response field of the same name (or an alias of it):
+    the keys (topic, partition, group, resource) that tell the client which is which."""
+    for name in (field.name, *_SAME.get(field.name, ())):
+        if name in source.__dataclass_fields__:
+            value = getattr(source, name)
+            if isinstance(value, str | int | uuid.UUID) and type(value) is not bool:
+                return value
+    return None
