@@ -25,6 +25,7 @@ restarted brokers, leader failover) are methods here.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self, TypeVar, final
 
@@ -132,7 +133,7 @@ class Cluster:
         self.log_defaults = LogConfig(log_retention_bytes, log_retention_ms)
         #: the memory every log holds, against ``max_stored_bytes`` (None: no cap)
         self.log_space = LogSpace(max_stored_bytes)
-        self._metadata = MetadataCache(range(brokers))
+        self._metadata = MetadataCache(range(brokers), seed)
         self._network = Network(replica_rtt, random.Random(seed))
         self.controller = Controller(
             self._metadata,
@@ -260,6 +261,14 @@ class Cluster:
     def metadata(self) -> messages.ClusterMetadata:
         """Brokers, and per partition: leader, epoch, replicas, ISR, HW, log offsets."""
         return self._metadata.describe(self._network.extra)
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        """A topic's id (new at each creation); None if there is no such topic."""
+        return self._metadata.topic_ids.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id ``topic_id``; None if there is none."""
+        return self._metadata.topic_names.get(topic_id)
 
     def describe_partition(self, topic: str, partition: int) -> messages.PartitionMetadata | None:
         """One partition's entry of :meth:`metadata`; None if there is no such partition."""

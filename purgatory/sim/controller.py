@@ -110,7 +110,7 @@ class Controller:
             Partition(name, i, r, now, metadata.hw_listeners, config, self.log_space)
             for i, r in enumerate(replicas)
         ]
-        metadata.topics[name] = parts
+        metadata.add_topic(name, parts)
         for p in parts:  # a dead broker cannot lead a new partition
             if p.leader is not None and not metadata.alive[p.leader]:
                 self._elect(p, exclude=p.leader)
@@ -122,7 +122,7 @@ class Controller:
         parked on them answer NOT_LEADER_OR_FOLLOWER and their clients find the topic
         gone) and their logs let go of their records. Returns the partitions removed.
         Raises :class:`SimulationError` (UNKNOWN_TOPIC_OR_PARTITION) for no such topic."""
-        parts = self.metadata.topics.pop(name, None)
+        parts = self.metadata.remove_topic(name)
         if parts is None:
             raise SimulationError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
         now = loop_clock_ms()

@@ -9,6 +9,8 @@ are this object.
 from __future__ import annotations
 
 import asyncio
+import random
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import final
 
@@ -28,8 +30,13 @@ class MetadataCache:
     """Topics (name -> partitions), broker liveness, and a version bumped on every change
     of leadership or liveness."""
 
-    def __init__(self, brokers: Iterable[int]) -> None:
+    def __init__(self, brokers: Iterable[int], seed: int = 0) -> None:
         self.topics: dict[str, list[Partition]] = {}
+        #: each topic's id (Kafka 4 names topics by id too: Fetch v13+, Metadata v10+),
+        #: new for every creation, so a topic deleted and created again is another topic
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.topic_names: dict[uuid.UUID, str] = {}
+        self._ids = random.Random(seed)  # seeded: a simulation stays the same for a seed
         self.alive = dict.fromkeys(brokers, True)
         #: told about every change of a leader's high watermark (the invariant checker)
         self.hw_listeners: list[HighWatermarkListener] = []
@@ -45,6 +52,18 @@ class MetadataCache:
         if parts is None or partition.__class__ is not int or not 0 <= partition < len(parts):
             return None
         return parts[partition]
+
+    def add_topic(self, name: str, partitions: list[Partition]) -> None:
+        topic_id = uuid.UUID(int=self._ids.getrandbits(128), version=4)
+        self.topics[name] = partitions
+        self.topic_ids[name] = topic_id
+        self.topic_names[topic_id] = name
+
+    def remove_topic(self, name: str) -> list[Partition] | None:
+        topic_id = self.topic_ids.pop(name, None)
+        if topic_id is not None:
+            del self.topic_names[topic_id]
+        return self.topics.pop(name, None)
 
     def partitions(self) -> Iterator[Partition]:
         for parts in self.topics.values():
