@@ -31,14 +31,16 @@ import asyncio
 import inspect
 import logging
 import threading
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple, final
+from typing import Any, Final, NamedTuple, final
 
-from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import error_response, kio_error, request_type, versions
 from purgatory.kafka.server import CloseConnection, DropResponse, Handler, Response
+from purgatory.kafka.shapes import FieldShape, Kind, shape_of
 from purgatory.sim.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -136,8 +138,14 @@ class Faults:
     listener, so a listener without rules does not look at them.
     """
 
-    def __init__(self, on_active: Callable[[bool], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_active: Callable[[bool], None] | None = None,
+        topic_name: Callable[[uuid.UUID], str | None] = lambda topic_id: None,
+    ) -> None:
         self._lock = threading.Lock()
+        #: the name of the topic with an id (requests of newer versions name topics by id)
+        self._topic_name = topic_name
         self._rules: tuple[Rule, ...] = ()
         self._on_active = on_active
         #: the latest hits, oldest first (at most :data:`HISTORY`)
@@ -177,14 +185,10 @@ class Faults:
             raise ValueError(f"delay_ms must be a finite number >= 0, got {delay_ms!r}")
         if error is None and not drop and not disconnect and delay_ms == 0:
             raise ValueError("a rule must do something: error=, drop=, disconnect= or delay_ms=")
-        if error is not None and key not in _ERROR_ANSWERS:
-            supported = ", ".join(sorted(k.name for k in _ERROR_ANSWERS))
-            raise ValueError(
-                f"no error answer for {key.name}; error= works for {supported} "
-                "(drop, disconnect and delay_ms work for every API)"
-            )
-        if (topic is not None or partition is not None) and key not in _PARTITIONS:
-            supported = ", ".join(sorted(k.name for k in _PARTITIONS))
+        if error is not None and key == ApiKey.API_VERSIONS:
+            raise ValueError("ApiVersions is never intercepted: a client could not connect")
+        if (topic is not None or partition is not None) and key not in _PARTITIONED:
+            supported = ", ".join(sorted(k.name for k in _PARTITIONED))
             raise ValueError(
                 f"{key.name} requests name no partitions; topic= works for {supported}"
             )
@@ -236,7 +240,7 @@ class Faults:
         if not self._rules and self._on_active is not None:
             self._on_active(False)
 
-    def _take(self, broker: int, header: RequestHeader, body: Reader) -> Rule | None:
+    def _take(self, broker: int, header: RequestHeader, request: Any) -> Rule | None:
         """The first rule matching the request, its hit counted (and the rule removed if
         that was its last); None if no rule matches."""
         key = header.api_key
@@ -245,7 +249,7 @@ class Faults:
             return None
         partitions = None
         if any(r.topic is not None or r.partition is not None for r in candidates):
-            partitions = _PARTITIONS[ApiKey(key)](header.api_version, body)[0]
+            partitions = _partitions(request, self._topic_name)
         with self._lock:
             for rule in candidates:
                 if rule in self._rules and rule._matches(broker, header, partitions):
@@ -277,47 +281,48 @@ class Faults:
         return rule
 
     def intercept(
-        self, broker: int, header: RequestHeader, body: Reader, handler: Handler
+        self, broker: int, header: RequestHeader, request: Any, handler: Handler
     ) -> Response | Awaitable[Response]:
         """What broker ``broker`` answers to a request (see
         :class:`~purgatory.kafka.server.Interceptor`)."""
-        rule = self._take(broker, header, body.copy())
+        rule = self._take(broker, header, request)
         if rule is None:
-            return handler(header, body)
+            return handler(header, request)
         if rule.after:
-            return _after(rule, header, body, handler)
+            return _after(rule, header, request, handler)
         if rule.delay_ms:
-            return _delayed(rule, header, body, handler)
-        return _act(rule, header, body)
+            return _delayed(rule, header, request, handler)
+        return _act(rule, request)
 
 
-def _act(rule: Rule, header: RequestHeader, body: Reader) -> Response | Awaitable[Response]:
+def _act(rule: Rule, request: Any) -> Response | Awaitable[Response]:
     """``rule``'s action instead of the request's own answer."""
     if rule.disconnect:
         raise CloseConnection(rule.describe())
     if rule.drop:
         return _lost(rule)
     assert rule.error is not None
-    return _ERROR_ANSWERS[rule.api](header.api_version, body, rule.error)
+    if rule.api == ApiKey.PRODUCE and request.acks == 0:
+        return None  # acks=0: Kafka answers nothing, an error included
+    return error_response(request, rule.error)
 
 
 async def _lost(rule: Rule) -> Response:
     raise DropResponse(rule.describe())
 
 
-async def _delayed(rule: Rule, header: RequestHeader, body: Reader, handler: Handler) -> Response:
+async def _delayed(rule: Rule, header: RequestHeader, request: Any, handler: Handler) -> Response:
     await asyncio.sleep(rule.delay_ms / 1000)
     if rule.error is None and not rule.drop and not rule.disconnect:
-        result = handler(header, body)
+        result = handler(header, request)
     else:
-        result = _act(rule, header, body)
+        result = _act(rule, request)
     return await result if inspect.isawaitable(result) else result
 
 
-async def _after(rule: Rule, header: RequestHeader, body: Reader, handler: Handler) -> Response:
+async def _after(rule: Rule, header: RequestHeader, request: Any, handler: Handler) -> Response:
     """Apply the request, then do ``rule`` to its response."""
-    replay = body.copy()  # the handler consumes its own
-    result = handler(header, body)
+    result = handler(header, request)
     answer = await result if inspect.isawaitable(result) else result
     if rule.delay_ms:
         await asyncio.sleep(rule.delay_ms / 1000)
@@ -325,7 +330,7 @@ async def _after(rule: Rule, header: RequestHeader, body: Reader, handler: Handl
         return answer
     if rule.disconnect:
         raise CloseConnection(rule.describe())
-    acted = _act(rule, header, replay)
+    acted = _act(rule, request)
     return await acted if inspect.isawaitable(acted) else acted
 
 
@@ -334,16 +339,17 @@ def _error_number(error: ErrorCode | int) -> int:
         if error.number is None:
             raise ValueError(f"{error.name} is the HTTP service's own; Kafka has no code for it")
         return error.number
-    if isinstance(error, bool) or not isinstance(error, int) or not -1 <= error <= 32767:
+    if isinstance(error, bool) or not isinstance(error, int):
         raise ValueError(f"error must be an ErrorCode or a Kafka error number, got {error!r}")
+    try:
+        kio_error(error)
+    except ValueError:
+        raise ValueError(f"{error} is not a Kafka error code") from None
     return error
 
 
 def _error_name(code: int) -> str:
-    for member in ErrorCode:
-        if member.number == code:
-            return member.name
-    return f"code {code}"
+    return kio_error(code).name.upper()
 
 
 def _api_key(api: ApiKey | str) -> ApiKey:
@@ -358,334 +364,84 @@ def _api_key(api: ApiKey | str) -> ApiKey:
     raise ValueError(f"unknown Kafka API {api!r}; known: {known}")
 
 
-# -- the partitions each request names ---------------------------------------------------
+# -- the partitions a request names --------------------------------------------------------
+
+#: the fields that name a topic in a request entry, and those that hold a partition index
+_TOPIC_FIELDS: Final = ("name", "topic", "topic_id")
+_PARTITION_FIELDS: Final = ("partition_index", "index", "partition")
 
 
-def _topics(body: Reader, partition: Callable[[Reader], int]) -> Partitions:
+def _partition_array(cls: type) -> FieldShape | None:
+    """The field of ``cls`` that lists partitions: indexes, or entries with an index."""
+    for f in shape_of(cls).every:
+        if f.kind is not Kind.ARRAY:
+            continue
+        if f.item is None:
+            if f.kafka_type == "int32" and "partition" in f.name:
+                return f
+        elif any(g.name in _PARTITION_FIELDS for g in shape_of(f.item).every):
+            return f
+    return None
+
+
+def _names_partitions(cls: type) -> bool:
+    """Whether requests of ``cls`` name topic partitions anywhere."""
+    for f in shape_of(cls).every:
+        if f.item is None:
+            continue
+        names = {g.name for g in shape_of(f.item).every}
+        if names & set(_TOPIC_FIELDS) and _partition_array(f.item) is not None:
+            return True
+        if _names_partitions(f.item):
+            return True
+    return False
+
+
+#: the APIs whose requests name partitions (a rule may filter them by topic/partition)
+_PARTITIONED: Final = frozenset(
+    key
+    for key in ApiKey
+    if key != ApiKey.API_VERSIONS and _names_partitions(request_type(key, versions(key)[1]))
+)
+
+
+def _partitions(request: Any, topic_name: Callable[[uuid.UUID], str | None]) -> Partitions:
+    """The (topic, partitions) a request names, in request order; topics named by id are
+    looked up with ``topic_name``."""
     out: Partitions = []
-    for _ in range(body.array_length()):
-        topic = body.string()
-        out.append((topic, [partition(body) for _ in range(body.array_length())]))
+
+    def walk(entity: Any) -> None:
+        for f in shape_of(type(entity)).every:
+            if f.item is None or f.kind is not Kind.ARRAY:
+                continue
+            for item in getattr(entity, f.name) or ():
+                parts = _partition_array(type(item))
+                topic = _topic_of(item, topic_name)
+                if parts is not None and topic is not None:
+                    entries = getattr(item, parts.name) or ()
+                    out.append((topic, [_index_of(e) for e in entries]))
+                else:
+                    walk(item)
+
+    walk(request)
     return out
 
 
-def _produce(version: int, body: Reader) -> tuple[Partitions, int]:
-    """The partitions of a Produce request, and its acks."""
-    if version >= 3:
-        body.nullable_string()  # transactional_id
-    acks = body.int16()
-    body.int32()  # timeout_ms
-
-    def partition(r: Reader) -> int:
-        index = r.int32()
-        r.nullable_bytes()  # records
-        return index
-
-    return _topics(body, partition), acks
-
-
-def _fetch(version: int, body: Reader) -> tuple[Partitions, int]:
-    body.raw(16 + (1 if version >= 4 else 0) + (8 if version >= 7 else 0))
-
-    def partition(r: Reader) -> int:
-        index = r.int32()
-        r.raw((4 if version >= 9 else 0) + 8 + (8 if version >= 5 else 0) + 4)
-        return index
-
-    return _topics(body, partition), 0
-
-
-def _list_offsets(version: int, body: Reader) -> tuple[Partitions, int]:
-    body.raw(4 + (1 if version >= 2 else 0))
-
-    def partition(r: Reader) -> int:
-        index = r.int32()
-        r.raw((4 if version >= 4 else 0) + 8 + (4 if version == 0 else 0))
-        return index
-
-    return _topics(body, partition), 0
-
-
-def _offset_commit(version: int, body: Reader) -> tuple[Partitions, int]:
-    body.string()  # group_id
-    body.int32()  # generation
-    body.string()  # member_id
-    if 2 <= version <= 4:
-        body.int64()  # retention_time_ms
-    if version >= 7:
-        body.nullable_string()  # group_instance_id
-
-    def partition(r: Reader) -> int:
-        index = r.int32()
-        r.raw(8 + (4 if version >= 6 else 0) + (8 if version == 1 else 0))
-        r.nullable_string()  # metadata
-        return index
-
-    return _topics(body, partition), 0
-
-
-def _offset_fetch(version: int, body: Reader) -> tuple[Partitions, int]:
-    body.string()  # group_id
-    count = body.nullable_array_length()  # null: every partition the group committed
-    out: Partitions = []
-    for _ in range(count or 0):
-        topic = body.string()
-        out.append((topic, [body.int32() for _ in range(body.array_length())]))
-    return out, 0
-
-
-def _delete_records(version: int, body: Reader) -> tuple[Partitions, int]:
-    def partition(r: Reader) -> int:
-        index = r.int32()
-        r.int64()  # offset
-        return index
-
-    return _topics(body, partition), 0
-
-
-_PARTITIONS: Final[dict[ApiKey, Callable[[int, Reader], tuple[Partitions, int]]]] = {
-    ApiKey.PRODUCE: _produce,
-    ApiKey.FETCH: _fetch,
-    ApiKey.LIST_OFFSETS: _list_offsets,
-    ApiKey.OFFSET_COMMIT: _offset_commit,
-    ApiKey.OFFSET_FETCH: _offset_fetch,
-    ApiKey.DELETE_RECORDS: _delete_records,
-}
-
-
-# -- Kafka's answer carrying an error, per API (the non-flexible versions) --------------------
-
-
-def _per_partition(
-    version: int,
-    body: Reader,
-    error: int,
-    api: ApiKey,
-    head: Callable[[Writer, int], object],
-    fields: Callable[[Writer, int, int], object],
-    tail: Callable[[Writer, int], object] = lambda out, version: None,
-) -> bytearray:
-    partitions, _ = _PARTITIONS[api](version, body)
-    out = Writer()
-    head(out, version)
-    out.int32(len(partitions))
-    for topic, indexes in partitions:
-        out.string(topic).int32(len(indexes))
-        for index in indexes:
-            fields(out.int32(index), version, error)
-    tail(out, version)
-    return out.buf
-
-
-def _produce_error(version: int, body: Reader, error: int) -> Response:
-    start = body.pos
-    _, acks = _produce(version, body)
-    if acks == 0:
-        return None  # Kafka never answers acks=0, whatever went wrong
-    body.pos = start
-
-    def fields(out: Writer, v: int, code: int) -> None:
-        out.int16(code).int64(-1)  # base_offset
-        if v >= 2:
-            out.int64(-1)  # log_append_time_ms
-        if v >= 5:
-            out.int64(-1)  # log_start_offset
-        if v >= 8:
-            out.int32(0).string(None)  # record_errors, error_message
-
-    return _per_partition(
-        version,
-        body,
-        error,
-        ApiKey.PRODUCE,
-        lambda out, v: None,
-        fields,
-        lambda out, v: out.int32(0) if v >= 1 else None,  # throttle_time_ms
-    )
-
-
-def _fetch_error(version: int, body: Reader, error: int) -> bytearray:
-    def head(out: Writer, v: int) -> None:
-        out.int32(0)  # throttle_time_ms
-        if v >= 7:
-            out.int16(0).int32(0)  # error_code, session_id
-
-    def fields(out: Writer, v: int, code: int) -> None:
-        out.int16(code).int64(-1).int64(-1)  # high watermark, last stable offset
-        if v >= 5:
-            out.int64(-1)  # log_start_offset
-        out.int32(0)  # aborted_transactions
-        if v >= 11:
-            out.int32(-1)  # preferred_read_replica
-        out.int32(0)  # records: none
-
-    return _per_partition(version, body, error, ApiKey.FETCH, head, fields)
-
-
-def _list_offsets_error(version: int, body: Reader, error: int) -> bytearray:
-    def fields(out: Writer, v: int, code: int) -> None:
-        out.int16(code).int64(-1).int64(-1)  # timestamp, offset
-        if v >= 4:
-            out.int32(-1)  # leader_epoch
-
-    return _per_partition(
-        version,
-        body,
-        error,
-        ApiKey.LIST_OFFSETS,
-        lambda out, v: out.int32(0) if v >= 2 else None,
-        fields,
-    )
-
-
-def _offset_commit_error(version: int, body: Reader, error: int) -> bytearray:
-    return _per_partition(
-        version,
-        body,
-        error,
-        ApiKey.OFFSET_COMMIT,
-        lambda out, v: out.int32(0) if v >= 3 else None,
-        lambda out, v, code: out.int16(code),
-    )
-
-
-def _offset_fetch_error(version: int, body: Reader, error: int) -> bytearray:
-    def fields(out: Writer, v: int, code: int) -> None:
-        out.int64(-1)
-        if v >= 5:
-            out.int32(-1)  # leader_epoch
-        out.string(None).int16(code)
-
-    return _per_partition(
-        version,
-        body,
-        error,
-        ApiKey.OFFSET_FETCH,
-        lambda out, v: out.int32(0) if v >= 3 else None,
-        fields,
-        lambda out, v: out.int16(error) if v >= 2 else None,
-    )
-
-
-def _find_coordinator_error(version: int, body: Reader, error: int) -> bytearray:
-    out = Writer()
-    if version >= 1:
-        out.int32(0).int16(error).string(_error_name(error))
-    else:
-        out.int16(error)
-    return out.int32(-1).string("").int32(-1).buf
-
-
-def _delete_records_error(version: int, body: Reader, error: int) -> bytearray:
-    return _per_partition(
-        version,
-        body,
-        error,
-        ApiKey.DELETE_RECORDS,
-        lambda out, v: out.int32(0),  # throttle_time_ms
-        lambda out, v, code: out.int64(-1).int16(code),  # low_watermark
-    )
-
-
-def _create_topics_error(version: int, body: Reader, error: int) -> bytearray:
-    """Every topic of the request answered ``error`` (with its name as the message, v1+)."""
-    names = []
-    for _ in range(body.array_length()):
-        names.append(body.string())
-        body.raw(4 + 2)  # num_partitions, replication_factor
-        for _ in range(body.array_length()):  # assignments
-            body.int32()
-            body.raw(4 * body.array_length())
-        for _ in range(body.array_length()):  # configs
-            body.string()
-            body.nullable_string()
-
-    def topic(out: Writer, name: str) -> None:
-        out.string(name).int16(error)
-        if version >= 1:
-            out.string(_error_name(error))
-
-    return _per_name(version, 2, names, topic)
-
-
-def _delete_topics_error(version: int, body: Reader, error: int) -> bytearray:
-    names = [body.string() for _ in range(body.array_length())]
-    return _per_name(version, 1, names, lambda out, name: out.string(name).int16(error))
-
-
-def _describe_groups_error(version: int, body: Reader, error: int) -> bytearray:
-    names = [body.string() for _ in range(body.array_length())]
-
-    def group(out: Writer, name: str) -> None:
-        # state, protocol type, protocol, no members
-        out.int16(error).string(name).string("").string("").string("").int32(0)
-        if version >= 3:
-            out.int32(-(2**31))  # authorized_operations: not computed
-
-    return _per_name(version, 1, names, group)
-
-
-def _per_name(
-    version: int, throttle_from: int, names: list[str], entry: Callable[[Writer, str], object]
-) -> bytearray:
-    """An answer of one entry per named topic or group (throttle_time_ms from
-    ``throttle_from`` on)."""
-    out = Writer()
-    if version >= throttle_from:
-        out.int32(0)  # throttle_time_ms
-    out.int32(len(names))
-    for name in names:
-        entry(out, name)
-    return out.buf
-
-
-def _describe_configs_error(version: int, body: Reader, error: int) -> bytearray:
-    resources = []
-    for _ in range(body.array_length()):
-        resource_type, name = body.int8(), body.string()
-        for _ in range(body.nullable_array_length() or 0):
-            body.string()  # config name
-        resources.append((resource_type, name))
-    out = Writer().int32(0).int32(len(resources))  # throttle_time_ms
-    for resource_type, name in resources:
-        out.int16(error).string(_error_name(error)).int8(resource_type).string(name)
-        out.int32(0)  # configs
-    return out.buf
-
-
-def _top_level(throttle_from: int, rest: Callable[[Writer, int], object]) -> _ErrorAnswer:
-    def answer(version: int, body: Reader, error: int) -> bytearray:
-        out = Writer()
-        if version >= throttle_from:
-            out.int32(0)
-        out.int16(error)
-        rest(out, version)
-        return out.buf
-
-    return answer
-
-
-_ErrorAnswer = Callable[[int, Reader, int], Response]
-
-_ERROR_ANSWERS: Final[dict[ApiKey, _ErrorAnswer]] = {
-    ApiKey.PRODUCE: _produce_error,
-    ApiKey.FETCH: _fetch_error,
-    ApiKey.LIST_OFFSETS: _list_offsets_error,
-    ApiKey.OFFSET_COMMIT: _offset_commit_error,
-    ApiKey.OFFSET_FETCH: _offset_fetch_error,
-    ApiKey.FIND_COORDINATOR: _find_coordinator_error,
-    # generation, protocol, leader, member id, members
-    ApiKey.JOIN_GROUP: _top_level(
-        2, lambda out, v: out.int32(-1).string("").string("").string("").int32(0)
-    ),
-    ApiKey.HEARTBEAT: _top_level(1, lambda out, v: None),
-    ApiKey.LEAVE_GROUP: _top_level(1, lambda out, v: out.int32(0) if v >= 3 else None),
-    ApiKey.SYNC_GROUP: _top_level(1, lambda out, v: out.int32(0)),  # empty assignment
-    ApiKey.INIT_PRODUCER_ID: _top_level(0, lambda out, v: out.int64(-1).int16(-1)),
-    ApiKey.CREATE_TOPICS: _create_topics_error,
-    ApiKey.DELETE_TOPICS: _delete_topics_error,
-    ApiKey.DELETE_RECORDS: _delete_records_error,
-    ApiKey.DESCRIBE_GROUPS: _describe_groups_error,
-    ApiKey.LIST_GROUPS: _top_level(1, lambda out, v: out.int32(0)),  # no groups
-    ApiKey.DESCRIBE_CONFIGS: _describe_configs_error,
-}
+def _topic_of(item: Any, topic_name: Callable[[uuid.UUID], str | None]) -> str | None:
+    for name in _TOPIC_FIELDS:
+        value = getattr(item, name, None)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, uuid.UUID) and value.int:
+            return topic_name(value)
+    return None
+
+
+def _index_of(entry: Any) -> int:
+    if isinstance(entry, int):
+        return entry
+    for name in _PARTITION_FIELDS:
+        value = getattr(entry, name, None)
+        if isinstance(value, int):
+            return value
+    return -1

@@ -66,7 +66,7 @@ class KafkaFrontDoor:
         ]
         self._servers: dict[int, KafkaProtocolServer] = {}
         #: per-request fault rules, for every listener (none by default)
-        self.faults = Faults(self._faults_active)
+        self.faults = Faults(self._faults_active, cluster.topic_name)
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:

@@ -105,9 +105,7 @@ def read_request(frame: bytes, key: ApiKey, version: int) -> Request:
         body, _ = read_body(checked, size)
     except Exception as exc:  # kio's errors (and ValueError from its phantom types)
         raise DecodeError(f"{type(exc).__name__}: {exc}") from None
-    return Request(
-        RequestHeader(key, version, int(header.correlation_id), header.client_id), body
-    )
+    return Request(RequestHeader(key, version, int(header.correlation_id), header.client_id), body)
 
 
 @cache
@@ -300,6 +298,8 @@ def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
     for field in fields:
         if field.kafka_type == "error_code":
             values[field.name] = error
+        elif field.name == "error_message":
+            values[field.name] = error.name.upper()  # as Kafka's says the error's message
         elif field.kind in (Kind.FIXED, Kind.STRING) and _is_entity(source):
             copied = _copied(field, source)
             if copied is not None:

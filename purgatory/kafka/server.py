@@ -2,12 +2,13 @@
 
 Requests are read and responses written through Kafka's own message schemas
 (:mod:`purgatory.kafka.schemas`): a handler takes a typed request and returns a typed
-response. A client may pipeline requests; each is dispatched as soon as it is read, so a Fetch parked
-in a purgatory does not hold up the reading of the next request, but the responses are
-written strictly in the order the requests came (Kafka's per-connection ordering guarantee,
-which clients rely on to match correlation ids). Bad input never raises out of a
-connection: it is answered with the protocol's error where the protocol has one, otherwise
-the connection is closed, and either way it is counted and logged (rate-limited per kind).
+response. A client may pipeline requests; each is dispatched as soon as it is read, so a
+Fetch parked in a purgatory does not hold up the reading of the next request, but the
+responses are written strictly in the order the requests came (Kafka's per-connection
+ordering guarantee, which clients rely on to match correlation ids). Bad input never
+raises out of a connection: it is answered with the protocol's error where the protocol
+has one, otherwise the connection is closed, and either way it is counted and logged
+(rate-limited per kind).
 """
 
 from __future__ import annotations
@@ -352,9 +353,7 @@ class KafkaProtocolServer:
             self.stats.bad("truncated frame", f"closed or stalled before {size} bytes")
             return None
 
-    def _dispatch(
-        self, frame: bytes, peer: _Peer
-    ) -> tuple[int, asyncio.Future[Response]] | None:
+    def _dispatch(self, frame: bytes, peer: _Peer) -> tuple[int, asyncio.Future[Response]] | None:
         """Start handling one request (its future resolves to the response); None when
         the request cannot be answered and the connection must close."""
         loop = asyncio.get_running_loop()

@@ -70,6 +70,7 @@ class ErrorCode(enum.StrEnum):
     ELIGIBLE_LEADERS_NOT_AVAILABLE = enum.auto(), 83
     ELECTION_NOT_NEEDED = enum.auto(), 84
     INVALID_RECORD = enum.auto(), 87
+    UNKNOWN_TOPIC_ID = enum.auto(), 100
     # The HTTP service's own refusals (its limits, its routes, its access rules).
     NOT_FOUND = enum.auto(), None
     METHOD_NOT_ALLOWED = enum.auto(), None

@@ -1,21 +1,23 @@
 """Metadata, Produce, Fetch and ListOffsets against the simulated cluster, as seen by one
-broker: requests decoded from the wire, answered through the :class:`Cluster` facade.
+broker: typed requests in, typed answers out, through the :class:`Cluster` facade.
 
-Versions served are the non-flexible ones: Metadata 1-7, Produce 3-7, Fetch 4-10 (from v7
-without fetch sessions: each answer says session 0, so clients send full fetches) and
-ListOffsets 1-5 (by timestamp too). A partition this broker does not lead is answered
-NOT_LEADER_OR_FOLLOWER, which sends clients back to Metadata after a failover.
+Every version Kafka 4.x serves: Metadata 0-13, Produce 3-13, Fetch 4-18 (from v7 without
+fetch sessions: each answer says session 0, so clients send full fetches; from v13 topics
+named by id) and ListOffsets 1-11 (by timestamp too). A partition this broker does not
+lead is answered NOT_LEADER_OR_FOLLOWER, with the current leader where the version can
+say it (KIP-951), which sends clients back to Metadata after a failover.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Final, NamedTuple, final
+from typing import Any, Final, NamedTuple, final
 
-from purgatory.kafka.codec import DecodeError, Reader, Writer
+from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.compression import ZSTD, UnsupportedCompression
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import (
@@ -26,6 +28,7 @@ from purgatory.kafka.record_batches import (
     max_timestamp_of,
     split_batches,
 )
+from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable, ProtocolStats
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim.errors import ErrorCode
@@ -34,26 +37,27 @@ from purgatory.sim.messages import FetchRequest, FetchResult, PartitionMetadata,
 
 EARLIEST: Final = -2
 LATEST: Final = -1
+#: ListOffsets v7+: the record with the largest timestamp (KIP-734)
+MAX_TIMESTAMP: Final = -3
+#: ListOffsets v8+: the first offset on local storage (KIP-405); all of it is local here
+EARLIEST_LOCAL: Final = -4
 _NOTHING: Final = FetchResult(ErrorCode.NONE)
 
 
 class Wanted(NamedTuple):
-    """One partition of a Fetch request; ``leader_epoch`` -1 when not given (before v9)."""
+    """One partition of a Fetch request; ``leader_epoch`` -1 when not given (before v9);
+    ``topic_id`` the id it was asked by (v13+), else None."""
 
     topic: str
     partition: int
     offset: int
     max_bytes: int
     leader_epoch: int
+    topic_id: uuid.UUID | None = None
 
 
-async def _ready(answer: bytearray) -> bytearray:
+async def _ready(answer: Any) -> Any:
     return answer
-
-
-def _fetch_error(error: ErrorCode) -> bytearray:
-    """A Fetch v7+ answer with a top-level error and no partitions."""
-    return Writer().int32(0).int16(error.wire).int32(0).int32(0).buf
 
 
 @final
@@ -73,10 +77,13 @@ class PartitionHandlers:
 
     def apis(self) -> ApiTable:
         return {
-            ApiKey.METADATA: Api(1, 7, self.metadata),
-            ApiKey.PRODUCE: Api(3, 7, self.produce),
-            ApiKey.FETCH: Api(4, 10, self.fetch),
-            ApiKey.LIST_OFFSETS: Api(1, 5, self.list_offsets),
+            key: Api(*versions(key), handler)
+            for key, handler in [
+                (ApiKey.METADATA, self.metadata),
+                (ApiKey.PRODUCE, self.produce),
+                (ApiKey.FETCH, self.fetch),
+                (ApiKey.LIST_OFFSETS, self.list_offsets),
+            ]
         }
 
     def _leads(self, topic: str, index: int) -> tuple[ErrorCode, PartitionMetadata | None]:
@@ -88,112 +95,184 @@ class PartitionHandlers:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, p
         return ErrorCode.NONE, p
 
+    def _name_of(self, entry: Any) -> str | None:
+        """The topic a request entry names: by id (``topic_id``, newer versions) or by
+        name; None for an id no topic has."""
+        topic_id = getattr(entry, "topic_id", None)
+        if topic_id is not None and topic_id.int:
+            return self.cluster.topic_name(topic_id)
+        name = getattr(entry, "name", None)
+        if name is None:
+            name = getattr(entry, "topic", None)
+        return name if isinstance(name, str) else None
+
+    def _topic_key(self, name: str, topic_id: uuid.UUID | None = None) -> dict[str, Any]:
+        """How an answer names a topic: by name, and by id where the version has one."""
+        found = self.cluster.topic_id(name) if topic_id is None else topic_id
+        return {"name": name, "topic": name, "topic_id": found}
+
+    def _leader_hint(self, errors: list[tuple[ErrorCode, PartitionMetadata | None]]) -> Any:
+        """The node endpoints of the leaders a NOT_LEADER_OR_FOLLOWER answer names
+        (KIP-951: Produce v10+ and Fetch v16+ carry them)."""
+        leaders = {
+            p.leader
+            for error, p in errors
+            if error is ErrorCode.NOT_LEADER_OR_FOLLOWER and p is not None and p.leader is not None
+        }
+        return [self._endpoint(b) for b in sorted(leaders) if b in self.addresses]
+
+    def _endpoint(self, broker: int) -> dict[str, Any]:
+        host, port = self.addresses[broker]
+        return {"node_id": broker, "host": host, "port": port}
+
+    @staticmethod
+    def _current_leader(error: ErrorCode, p: PartitionMetadata | None) -> dict[str, int]:
+        if error is not ErrorCode.NOT_LEADER_OR_FOLLOWER or p is None or p.leader is None:
+            return {"leader_id": -1, "leader_epoch": -1}
+        return {"leader_id": p.leader, "leader_epoch": p.leader_epoch}
+
     # -- Metadata ------------------------------------------------------------------------
 
-    def metadata(self, header: RequestHeader, body: Reader) -> bytearray | Awaitable[bytearray]:
-        version = header.api_version
-        count = body.nullable_array_length()
-        wanted = None if count is None else [body.string() for _ in range(count)]
+    def metadata(self, header: RequestHeader, request: Any) -> Any:
+        wanted: list[str | uuid.UUID] | None = None
+        if request.topics is not None and not (header.api_version == 0 and not request.topics):
+            # v0 has no null: an empty list asks for every topic
+            wanted = [self._wanted_topic(entry) for entry in request.topics]
         # before v4 there is no flag: Kafka creates whenever its broker setting allows
-        allowed = body.int8() != 0 if version >= 4 else True
+        allowed = getattr(request, "allow_auto_topic_creation", True)
         if allowed and wanted and self.auto_create is not None:
-            missing = [name for name in wanted if name not in self.cluster.topics]
+            missing = [n for n in wanted if isinstance(n, str) and n not in self.cluster.topics]
             if missing:
-                return self._metadata_after(version, wanted, self.auto_create(missing))
-        return self._encode_metadata(version, wanted, {})
+                return self._metadata_after(request, wanted, self.auto_create(missing))
+        return self._metadata(request, wanted, {})
+
+    @staticmethod
+    def _wanted_topic(entry: Any) -> str | uuid.UUID:
+        topic_id = getattr(entry, "topic_id", None)
+        if entry.name is None and topic_id is not None:
+            return topic_id  # Metadata v10+ may ask by id alone
+        return str(entry.name)
 
     async def _metadata_after(
-        self, version: int, wanted: list[str], created: Awaitable[Mapping[str, ErrorCode]]
-    ) -> bytearray:
-        return self._encode_metadata(version, wanted, await created)
+        self,
+        request: Any,
+        wanted: list[str | uuid.UUID],
+        created: Awaitable[Mapping[str, ErrorCode]],
+    ) -> Any:
+        return self._metadata(request, wanted, await created)
 
-    def _encode_metadata(
-        self, version: int, wanted: list[str] | None, errors: Mapping[str, ErrorCode]
-    ) -> bytearray:
+    def _metadata(
+        self,
+        request: Any,
+        wanted: list[str | uuid.UUID] | None,
+        errors: Mapping[str, ErrorCode],
+    ) -> Any:
         """The answer; ``errors`` says why an unknown topic could not be created."""
         meta = self.cluster.metadata()
-        out = Writer()
-        if version >= 3:
-            out.int32(0)  # throttle_time_ms
-        live = [b for b in meta.brokers if b.alive]
-        out.int32(len(live))
-        for broker in live:
-            host, port = self.addresses[broker.broker_id]
-            out.int32(broker.broker_id).string(host).int32(port).string(None)
-        if version >= 2:
-            out.string("purgatory")
-        out.int32(live[0].broker_id if live else -1)  # controller_id
+        live = [b.broker_id for b in meta.brokers if b.alive]
         topics = {t.name: t for t in meta.topics}
-        names = list(topics) if wanted is None else wanted
-        out.int32(len(names))
-        for name in names:
-            topic = topics.get(name)
+        answers = []
+        for asked in list(topics) if wanted is None else wanted:
+            name = self.cluster.topic_name(asked) if isinstance(asked, uuid.UUID) else asked
+            topic = None if name is None else topics.get(name)
             if topic is None:
-                error = errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                out.int16(error.wire).string(name).int8(0).int32(0)
+                if isinstance(asked, uuid.UUID):
+                    answers.append(
+                        {"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": asked}
+                    )
+                    continue
+                error = errors.get(asked, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                answers.append({"error_code": error, "name": asked, "topic_id": None})
                 continue
-            out.int16(ErrorCode.NONE.wire).string(name).int8(0).int32(len(topic.partitions))
+            partitions = []
             for part in topic.partitions:
                 leader = part.leader if part.leader is not None else -1
-                error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-                out.int16(error.wire).int32(part.partition).int32(leader)
-                if version >= 7:
-                    out.int32(part.leader_epoch)
-                for nodes in [part.replicas, part.isr] + ([[]] if version >= 5 else []):
-                    out.int32(len(nodes))
-                    for node in nodes:
-                        out.int32(node)
-        return out.buf
+                partitions.append(
+                    {
+                        "error_code": (
+                            ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+                        ),
+                        "partition_index": part.partition,
+                        "leader_id": leader,
+                        "leader_epoch": part.leader_epoch,
+                        "replica_nodes": part.replicas,
+                        "isr_nodes": part.isr,
+                        "offline_replicas": (),
+                    }
+                )
+            answers.append(
+                {
+                    "error_code": ErrorCode.NONE,
+                    "name": topic.name,
+                    "topic_id": self.cluster.topic_id(topic.name),
+                    "partitions": partitions,
+                }
+            )
+        return respond(
+            request,
+            brokers=[self._endpoint(b) for b in live],
+            cluster_id="purgatory",
+            controller_id=live[0] if live else -1,
+            topics=answers,
+        )
 
     # -- Produce -------------------------------------------------------------------------
 
-    def produce(self, header: RequestHeader, body: Reader) -> Awaitable[bytearray | None]:
-        body.nullable_string()  # transactional_id
-        acks = body.int16()
-        timeout_ms = body.int32()
-        requests: list[tuple[str, int, memoryview | None]] = []
-        for _ in range(body.array_length()):
-            topic = body.string()
-            for _ in range(body.array_length()):
-                requests.append((topic, body.int32(), body.nullable_bytes()))
-        return self._produce(header.api_version, acks, timeout_ms, requests)
+    def produce(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+        requests: list[tuple[str | None, Any, int, bytes | None]] = []
+        for topic in request.topic_data:
+            name = self._name_of(topic)
+            for part in topic.partition_data:
+                requests.append((name, topic, part.index, part.records))
+        return self._produce(request, requests)
 
     async def _produce(
-        self,
-        version: int,
-        acks: int,
-        timeout_ms: int,
-        requests: list[tuple[str, int, memoryview | None]],
-    ) -> bytearray | None:
+        self, request: Any, requests: list[tuple[str | None, Any, int, bytes | None]]
+    ) -> Any:
+        version = int(request.__version__)
+        acks = int(request.acks)
+        timeout_ms = max(millis(request.timeout), 0)
         answers = await asyncio.gather(
-            *(self._produce_one(version, t, i, r, acks, max(timeout_ms, 0)) for t, i, r in requests)
+            *(self._produce_one(version, n, i, r, acks, timeout_ms) for n, _, i, r in requests)
         )
         if acks == 0:
             return None
-        out = Writer()
-        by_topic: dict[str, list[tuple[int, ErrorCode, int]]] = {}
-        for (topic, index, _), (error, base) in zip(requests, answers, strict=True):
-            by_topic.setdefault(topic, []).append((index, error, base))
-        out.int32(len(by_topic))
-        for topic, parts in by_topic.items():
-            out.string(topic).int32(len(parts))
-            for index, error, base in parts:
-                out.int32(index).int16(error.wire).int64(base).int64(-1)  # log_append_time
-                if version >= 5:
-                    p = self.cluster.describe_partition(topic, index)
-                    out.int64(-1 if p is None else p.log_start_offset)
-        out.int32(0)  # throttle_time_ms
-        return out.buf
+        by_topic: dict[int, tuple[Any, str | None, list[dict[str, Any]]]] = {}
+        hints: list[tuple[ErrorCode, PartitionMetadata | None]] = []
+        for (name, topic, index, _), (error, base) in zip(requests, answers, strict=True):
+            p = None if name is None else self.cluster.describe_partition(name, index)
+            hints.append((error, p))
+            entry = by_topic.setdefault(id(topic), (topic, name, []))
+            entry[2].append(
+                {
+                    "index": index,
+                    "error_code": error,
+                    "base_offset": base,
+                    "log_start_offset": -1 if p is None else p.log_start_offset,
+                    "current_leader": self._current_leader(error, p),
+                }
+            )
+        responses = [
+            {
+                "name": name,
+                "topic_id": getattr(topic, "topic_id", None),
+                "partition_responses": parts,
+            }
+            for topic, name, parts in by_topic.values()
+        ]
+        return respond(request, responses=responses, node_endpoints=self._leader_hint(hints))
 
     async def _produce_one(
         self,
         version: int,
-        topic: str,
+        topic: str | None,
         index: int,
-        records: memoryview | None,
+        records: bytes | None,
         acks: int,
         timeout_ms: int,
     ) -> tuple[ErrorCode, int]:
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID, -1
         error, _ = self._leads(topic, index)
         if error is not ErrorCode.NONE:
             return error, -1
@@ -204,7 +283,7 @@ class PartitionHandlers:
         try:
             if records is None:
                 raise DecodeError("null records")
-            batches = split_batches(records)
+            batches = split_batches(memoryview(records))
             for batch in batches:
                 if batch.compression == ZSTD and version < 7:
                     raise UnsupportedCompression("zstd needs Produce v7 (KIP-110)")
@@ -235,47 +314,45 @@ class PartitionHandlers:
 
     # -- Fetch ---------------------------------------------------------------------------
 
-    def fetch(self, header: RequestHeader, body: Reader) -> Awaitable[bytearray]:
-        version = header.api_version
-        body.int32()  # replica_id: consumers only
-        max_wait_ms = max(body.int32(), 0)
-        min_bytes = max(body.int32(), 0)
-        max_bytes = body.int32()
-        body.int8()  # isolation_level: no transactions, LSO = HW
-        session_id = session_epoch = 0
-        if version >= 7:
-            session_id, session_epoch = body.int32(), body.int32()
+    def fetch(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+        max_wait_ms = max(millis(request.max_wait), 0)
+        min_bytes = max(int(request.min_bytes), 0)
+        max_bytes = int(request.max_bytes)
         wanted: list[Wanted] = []
-        for _ in range(body.array_length()):
-            topic = body.string()
-            for _ in range(body.array_length()):
-                index = body.int32()
-                leader_epoch = body.int32() if version >= 9 else -1
-                offset = body.int64()
-                if version >= 5:
-                    body.int64()  # log_start_offset: followers only
-                wanted.append(Wanted(topic, index, offset, body.int32(), leader_epoch))
-        if version >= 7:
-            for _ in range(body.array_length()):  # forgotten topics: sessions only
-                body.string()
-                for _ in range(body.array_length()):
-                    body.int32()
+        for topic in request.topics:
+            topic_id = getattr(topic, "topic_id", None)
+            name = self._name_of(topic)
+            for part in topic.partitions:
+                wanted.append(
+                    Wanted(
+                        "" if name is None else name,
+                        int(part.partition),
+                        int(part.fetch_offset),
+                        int(part.partition_max_bytes),
+                        int(part.current_leader_epoch),
+                        topic_id,
+                    )
+                )
         if max_bytes < 1:
             raise DecodeError(f"fetch max_bytes {max_bytes}")
+        session_id = int(getattr(request, "session_id", 0))
+        session_epoch = int(getattr(request, "session_epoch", -1))
         if session_id or session_epoch > 0:
             # No fetch session is ever created (each answer says session 0), so a
             # client can only name one by mistake: answer as Kafka does for a lost one.
-            return _ready(_fetch_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
-        return self._fetch(version, wanted, min_bytes, max_bytes, max_wait_ms)
+            return _ready(
+                respond(request, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, responses=())
+            )
+        return self._fetch(request, wanted, min_bytes, max_bytes, max_wait_ms)
 
     async def _fetch(
         self,
-        version: int,
+        request: Any,
         wanted: list[Wanted],
         min_bytes: int,
         max_bytes: int,
         max_wait_ms: int,
-    ) -> bytearray:
+    ) -> Any:
         results = await self._read_all(wanted, max_bytes)
         ok = [error is ErrorCode.NONE for error, _ in results]
         readable = any(r.batches for error, r in results if error is ErrorCode.NONE)
@@ -299,21 +376,24 @@ class PartitionHandlers:
                 for wait in waits:
                     wait.cancel()
             results = await self._read_all(wanted, max_bytes)
-        return self._encode_fetch(version, wanted, results)
+        return self._fetch_answer(request, wanted, results)
 
-    def _fetch_error_for(self, w: Wanted) -> ErrorCode:
-        """What keeps a partition from being read: not led here, a negative offset, or
-        a leader epoch the client knows that is not the current one (Fetch v9+)."""
+    def _fetch_error_for(self, w: Wanted) -> tuple[ErrorCode, PartitionMetadata | None]:
+        """What keeps a partition from being read: an unknown topic id, not led here, a
+        negative offset, or a leader epoch the client knows that is not the current one
+        (Fetch v9+); and the partition, if there is one."""
+        if w.topic_id is not None and not w.topic:
+            return ErrorCode.UNKNOWN_TOPIC_ID, None
         error, p = self._leads(w.topic, w.partition)
         if error is not ErrorCode.NONE:
-            return error
+            return error, p
         if w.offset < 0:
-            return ErrorCode.OFFSET_OUT_OF_RANGE
+            return ErrorCode.OFFSET_OUT_OF_RANGE, p
         if w.leader_epoch >= 0 and p is not None and w.leader_epoch != p.leader_epoch:
             if w.leader_epoch < p.leader_epoch:
-                return ErrorCode.FENCED_LEADER_EPOCH
-            return ErrorCode.UNKNOWN_LEADER_EPOCH
-        return ErrorCode.NONE
+                return ErrorCode.FENCED_LEADER_EPOCH, p
+            return ErrorCode.UNKNOWN_LEADER_EPOCH, p
+        return ErrorCode.NONE, p
 
     async def _read_all(
         self, wanted: list[Wanted], max_bytes: int
@@ -322,7 +402,7 @@ class PartitionHandlers:
         budget = max_bytes  # the whole response's limit, shared by the partitions in order
         returned = False
         for w in wanted:
-            error = self._fetch_error_for(w)
+            error, _ = self._fetch_error_for(w)
             if error is not ErrorCode.NONE:
                 out.append((error, _NOTHING))
                 continue
@@ -342,60 +422,72 @@ class PartitionHandlers:
             out.append((result.error, result))
         return out
 
-    def _encode_fetch(
-        self, version: int, wanted: list[Wanted], results: list[tuple[ErrorCode, FetchResult]]
-    ) -> bytearray:
-        out = Writer().int32(0)  # throttle_time_ms
-        if version >= 7:
-            out.int16(ErrorCode.NONE.wire).int32(0)  # error, session_id 0: no session created
-        by_topic: dict[str, list[tuple[Wanted, ErrorCode, FetchResult]]] = {}
-        for w, (error, result) in zip(wanted, results, strict=True):
-            by_topic.setdefault(w.topic, []).append((w, error, result))
+    def _fetch_answer(
+        self, request: Any, wanted: list[Wanted], results: list[tuple[ErrorCode, FetchResult]]
+    ) -> Any:
+        version = int(request.__version__)
+        by_topic: dict[tuple[str, uuid.UUID | None], list[dict[str, Any]]] = {}
+        hints: list[tuple[ErrorCode, PartitionMetadata | None]] = []
         now_ms = int(time.time() * 1000)
-        out.int32(len(by_topic))
-        for topic, parts in by_topic.items():
-            out.string(topic).int32(len(parts))
-            for w, error, result in parts:
-                hw = result.high_watermark
-                section: bytes | bytearray = b""
-                codecs: set[int] = set()
-                if result.batches:
-                    section, codecs = _records_section(result.batches, w.offset, hw, now_ms)
-                if ZSTD in codecs and version < 10:
-                    # Kafka serves zstd batches to Fetch v10 and later only (KIP-110).
-                    error, section = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
-                out.int32(w.partition).int16(error.wire).int64(hw).int64(hw)
-                if version >= 5:
-                    out.int64(result.log_start_offset)
-                out.int32(-1)  # aborted_transactions: null
-                out.nullable_bytes(section)
-        return out.buf
+        for w, (error, result) in zip(wanted, results, strict=True):
+            hw = result.high_watermark
+            section: bytes | None = None
+            codecs: set[int] = set()
+            if result.batches:
+                section, codecs = _records_section(result.batches, w.offset, hw, now_ms)
+            if ZSTD in codecs and version < 10:
+                # Kafka serves zstd batches to Fetch v10 and later only (KIP-110).
+                error, section = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None
+            p = None
+            if error is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                p = self._fetch_error_for(w)[1]
+                hints.append((error, p))
+            by_topic.setdefault((w.topic, w.topic_id), []).append(
+                {
+                    "partition_index": w.partition,
+                    "error_code": error,
+                    "high_watermark": hw,
+                    "last_stable_offset": hw,  # no transactions: LSO = HW
+                    "log_start_offset": result.log_start_offset,
+                    "current_leader": self._current_leader(error, p),
+                    "aborted_transactions": None,
+                    "records": b"" if section is None else section,
+                }
+            )
+        responses = [
+            {"topic": name, "topic_id": topic_id, "partitions": parts}
+            for (name, topic_id), parts in by_topic.items()
+        ]
+        # session 0: no session created
+        return respond(
+            request,
+            error_code=ErrorCode.NONE,
+            session_id=0,
+            responses=responses,
+            node_endpoints=self._leader_hint(hints),
+        )
 
     # -- ListOffsets ---------------------------------------------------------------------
 
-    def list_offsets(self, header: RequestHeader, body: Reader) -> bytearray:
-        version = header.api_version
-        body.int32()  # replica_id
-        if version >= 2:
-            body.int8()  # isolation_level
-        out = Writer()
-        if version >= 2:
-            out.int32(0)  # throttle_time_ms
-        topics = body.array_length()
-        out.int32(topics)
-        for _ in range(topics):
-            topic = body.string()
-            count = body.array_length()
-            out.string(topic).int32(count)
-            for _ in range(count):
-                index = body.int32()
-                if version >= 4:
-                    body.int32()  # current_leader_epoch
-                error, found_at, offset, epoch = self._offset_for(topic, index, body.int64())
-                out.int32(index).int16(error.wire).int64(found_at).int64(offset)
-                if version >= 4:
-                    out.int32(epoch)
-        return out.buf
+    def list_offsets(self, header: RequestHeader, request: Any) -> Any:
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for part in topic.partitions:
+                error, found_at, offset, epoch = self._offset_for(
+                    topic.name, int(part.partition_index), int(part.timestamp)
+                )
+                partitions.append(
+                    {
+                        "partition_index": part.partition_index,
+                        "error_code": error,
+                        "timestamp": found_at,
+                        "offset": offset,
+                        "leader_epoch": epoch,
+                    }
+                )
+            topics.append({"name": topic.name, "partitions": partitions})
+        return respond(request, topics=topics)
 
     def _offset_for(
         self, topic: str, index: int, timestamp: int
@@ -406,17 +498,37 @@ class PartitionHandlers:
             return error, -1, -1, -1
         if p is None or p.leader is None:
             return ErrorCode.LEADER_NOT_AVAILABLE, -1, -1, -1
-        if timestamp == EARLIEST:
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return ErrorCode.NONE, -1, p.log_start_offset, p.leader_epoch
         if timestamp == LATEST:
             return ErrorCode.NONE, -1, p.high_watermark, p.leader_epoch
-        if timestamp < 0:  # -3 (max timestamp) and later ones need flexible versions
-            return ErrorCode.INVALID_REQUEST, -1, -1, -1
         batches = self.cluster.stored_batches(topic, index, p.log_start_offset, p.high_watermark)
-        found = _first_at_or_after(batches, timestamp, p.log_start_offset, p.high_watermark)
+        if timestamp == MAX_TIMESTAMP:
+            found = _largest_timestamp(batches, p.log_start_offset, p.high_watermark)
+        elif timestamp < 0:
+            # -5 (latest tiered) and -6 (earliest pending upload): nothing is tiered
+            # here, and Kafka answers those with no offset when nothing is
+            return ErrorCode.NONE, -1, -1, p.leader_epoch
+        else:
+            found = _first_at_or_after(batches, timestamp, p.log_start_offset, p.high_watermark)
         if found is None:  # nothing that late: Kafka answers no offset, not an error
             return ErrorCode.NONE, -1, -1, p.leader_epoch
         return ErrorCode.NONE, *found
+
+
+def _largest_timestamp(
+    batches: list[RecordBatch], start: int, end: int
+) -> tuple[int, int, int] | None:
+    """(timestamp, offset, epoch) of the first record in ``[start, end)`` with the largest
+    timestamp, as Kafka's ListOffsets answers MAX_TIMESTAMP (KIP-734)."""
+    best: tuple[int, int, int] | None = None
+    for batch in batches:
+        if batch.wire is None:
+            continue
+        for record in WireBatch(batch.wire).records():
+            if start <= record.offset < end and (best is None or record.timestamp > best[0]):
+                best = (record.timestamp, record.offset, batch.epoch)
+    return best
 
 
 def _first_at_or_after(
@@ -437,7 +549,7 @@ def _first_at_or_after(
 
 def _records_section(
     batches: list[RecordBatch], offset: int, hw: int, now_ms: int
-) -> tuple[bytearray, set[int]]:
+) -> tuple[bytes, set[int]]:
     """A fetch answer's records from ``offset`` up to the HW ``hw``: a batch a Kafka
     client produced goes back as it came (whole, as Kafka sends it, with the offset and
     epoch the log gave it); records written over HTTP, or in a batch a truncation cut,
@@ -456,4 +568,4 @@ def _records_section(
         records = batch.records[start - base : hw - base]
         if records:
             out += encode_batch(start, batch.epoch, [(r.key, r.value) for r in records], now_ms)
-    return out, codecs
+    return bytes(out), codecs
