@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from typing import Any, Final, Unpack
+from typing import Any, Unpack
 
 from purgatory.bus._bus import Bus, BusError, BusOptions
+from purgatory.errors import ErrorCode
 
 try:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -31,10 +32,6 @@ try:
     from aiokafka.protocol.metadata import MetadataRequest
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("KafkaBus needs aiokafka: pip install 'purgatory-aio[kafka]'") from exc
-
-#: Kafka's error code for a topic the broker does not have
-_UNKNOWN_TOPIC_OR_PARTITION: Final = 3
-
 
 class _Gap(ConnectionError):
     """Something happened that may have lost records: the subscription must end."""
@@ -271,7 +268,7 @@ class KafkaBus(Bus):
         for error_code, topic, _internal, partitions, *_ in answer.topics:
             if topic != self.topic:
                 continue
-            if error_code == _UNKNOWN_TOPIC_OR_PARTITION:
+            if error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.number:
                 raise BusError(
                     f"topic {self.topic!r} does not exist on {conn.host}:{conn.port}: create "
                     f"it (e.g. kafka-topics.sh --create, or `purgatory serve --topic "

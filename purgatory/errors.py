@@ -1,0 +1,86 @@
+"""The one set of error codes: the simulation, the Kafka wire, the trigger bus and the HTTP
+service all answer with an :class:`ErrorCode` (public: ``from purgatory.errors import
+ErrorCode``)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+
+class ErrorCode(enum.StrEnum):
+    """An error a request can end in, as Kafka's ``Errors`` has it: the value is Kafka's
+    name for it (what the HTTP service's JSON answers carry), ``number`` its code on the
+    Kafka wire. The refusals only the HTTP service makes have no Kafka number: None."""
+
+    number: int | None
+
+    @staticmethod
+    def _generate_next_value_(name: str, start: int, count: int, last: list[Any]) -> str:
+        return name  # auto(): the value is the member's own name
+
+    def __new__(cls, name: str, number: int | None) -> ErrorCode:
+        member = str.__new__(cls, name)
+        member._value_ = name
+        member.number = number
+        return member
+
+    @property
+    def wire(self) -> int:
+        """What a Kafka response carries: ``number``, or UNKNOWN_SERVER_ERROR's for an
+        error Kafka has no number for (as Kafka answers an error it has no code for)."""
+        return -1 if self.number is None else self.number
+
+    UNKNOWN_SERVER_ERROR = enum.auto(), -1
+    NONE = enum.auto(), 0
+    OFFSET_OUT_OF_RANGE = enum.auto(), 1
+    CORRUPT_MESSAGE = enum.auto(), 2
+    UNKNOWN_TOPIC_OR_PARTITION = enum.auto(), 3
+    LEADER_NOT_AVAILABLE = enum.auto(), 5
+    NOT_LEADER_OR_FOLLOWER = enum.auto(), 6
+    REQUEST_TIMED_OUT = enum.auto(), 7
+    BROKER_NOT_AVAILABLE = enum.auto(), 8
+    COORDINATOR_NOT_AVAILABLE = enum.auto(), 15
+    INVALID_TOPIC_EXCEPTION = enum.auto(), 17
+    NOT_ENOUGH_REPLICAS = enum.auto(), 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = enum.auto(), 20
+    INVALID_REQUIRED_ACKS = enum.auto(), 21
+    ILLEGAL_GENERATION = enum.auto(), 22
+    INCONSISTENT_GROUP_PROTOCOL = enum.auto(), 23
+    INVALID_GROUP_ID = enum.auto(), 24
+    UNKNOWN_MEMBER_ID = enum.auto(), 25
+    INVALID_SESSION_TIMEOUT = enum.auto(), 26
+    REBALANCE_IN_PROGRESS = enum.auto(), 27
+    UNSUPPORTED_VERSION = enum.auto(), 35
+    TOPIC_ALREADY_EXISTS = enum.auto(), 36
+    INVALID_PARTITIONS = enum.auto(), 37
+    INVALID_REPLICATION_FACTOR = enum.auto(), 38
+    INVALID_REPLICA_ASSIGNMENT = enum.auto(), 39
+    INVALID_CONFIG = enum.auto(), 40
+    INVALID_REQUEST = enum.auto(), 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = enum.auto(), 45
+    INVALID_PRODUCER_EPOCH = enum.auto(), 47
+    INVALID_TXN_STATE = enum.auto(), 48
+    KAFKA_STORAGE_ERROR = enum.auto(), 56
+    FETCH_SESSION_ID_NOT_FOUND = enum.auto(), 70
+    FENCED_LEADER_EPOCH = enum.auto(), 74
+    UNKNOWN_LEADER_EPOCH = enum.auto(), 75
+    UNSUPPORTED_COMPRESSION_TYPE = enum.auto(), 76
+    MEMBER_ID_REQUIRED = enum.auto(), 79
+    PREFERRED_LEADER_NOT_AVAILABLE = enum.auto(), 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = enum.auto(), 83
+    ELECTION_NOT_NEEDED = enum.auto(), 84
+    INVALID_RECORD = enum.auto(), 87
+    UNKNOWN_TOPIC_ID = enum.auto(), 100
+    # The HTTP service's own refusals (its limits, its routes, its access rules).
+    NOT_FOUND = enum.auto(), None
+    METHOD_NOT_ALLOWED = enum.auto(), None
+    INVALID_HOST = enum.auto(), None
+    UNAUTHORIZED = enum.auto(), None
+    UNSUPPORTED_MEDIA_TYPE = enum.auto(), None
+    REQUEST_TIMEOUT = enum.auto(), None
+    REQUEST_TOO_LARGE = enum.auto(), None
+    TOO_MANY_TOPICS = enum.auto(), None
+    TOO_MANY_CONNECTIONS = enum.auto(), None
+    TOO_MANY_PENDING_REQUESTS = enum.auto(), None
+    TOO_MANY_BYTES_IN_FLIGHT = enum.auto(), None
