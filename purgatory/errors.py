@@ -62,6 +62,7 @@ class ErrorCode(enum.StrEnum):
     INVALID_PRODUCER_EPOCH = enum.auto(), 47
     INVALID_TXN_STATE = enum.auto(), 48
     KAFKA_STORAGE_ERROR = enum.auto(), 56
+    GROUP_ID_NOT_FOUND = enum.auto(), 69
     FETCH_SESSION_ID_NOT_FOUND = enum.auto(), 70
     FENCED_LEADER_EPOCH = enum.auto(), 74
     UNKNOWN_LEADER_EPOCH = enum.auto(), 75
