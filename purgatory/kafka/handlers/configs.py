@@ -1,24 +1,32 @@
-"""DescribeConfigs 0-3 (the non-flexible versions): the configs of a topic, and of the
-broker asked, that the simulation actually follows, with Kafka's names.
+"""DescribeConfigs 1-4: the configs of a topic, and of the broker asked, that the
+simulation actually follows, with Kafka's names (see :mod:`.settings`).
 
 A topic has ``retention.ms`` and ``retention.bytes`` (its own if it was created with
 them, else the brokers'), ``cleanup.policy`` (always ``delete``: nothing is compacted),
 ``min.insync.replicas`` (the brokers', for every topic) and ``message.timestamp.type``
 (``CreateTime``: batches keep the producer's timestamps). A broker (resource name: its
 id) has the settings those come from, and topic creation's. Nothing here can be altered
-over the wire, so every config is read-only. An unknown topic is answered
-UNKNOWN_TOPIC_OR_PARTITION, another broker's id or another resource type
-INVALID_REQUEST, each with its reason.
+over the wire, so every config is read-only. A null or empty list of keys asks for every
+config, as in Kafka. An unknown topic is answered UNKNOWN_TOPIC_OR_PARTITION, another
+broker's id or another resource type INVALID_REQUEST, each with its reason. No
+documentation is kept (null, v3+).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import IntEnum
-from typing import Final, NamedTuple, final
+from typing import Any, Final, final
 
-from purgatory.kafka.codec import Reader, Writer
+from purgatory.kafka.handlers.settings import (
+    Config,
+    ConfigType,
+    broker_setting,
+    log_settings,
+    topic_configs,
+)
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode, SimulationError
@@ -31,56 +39,12 @@ class Resource(IntEnum):
     BROKER = 4
 
 
-class Source(IntEnum):
-    """Where a config's value comes from (Kafka's ConfigSource)."""
-
-    TOPIC_CONFIG = 1
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-
-
-class ConfigType(IntEnum):
-    """A config's type (Kafka's ConfigType, DescribeConfigs v3+)."""
-
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    LONG = 5
-    LIST = 7
-
-
-class Config(NamedTuple):
-    """One config entry; ``synonyms`` are where the value would come from otherwise, in
-    Kafka's order of precedence (name, value, source)."""
-
-    name: str
-    value: str
-    source: Source
-    type: ConfigType
-    synonyms: tuple[tuple[str, str, Source], ...] = ()
-
-
 #: topic creation's broker settings: Kafka's default, type
 _CREATION: Final[dict[str, tuple[object, ConfigType]]] = {
     "num.partitions": (1, ConfigType.INT),
     "default.replication.factor": (1, ConfigType.INT),
     "auto.create.topics.enable": (True, ConfigType.BOOLEAN),
 }
-
-
-def _broker_setting(name: str, value: object, kafka_default: object, kind: ConfigType) -> Config:
-    """A broker setting: from its static config when it differs from Kafka's default."""
-    text = str(value).lower() if isinstance(value, bool) else str(value)
-    source = Source.DEFAULT_CONFIG if value == kafka_default else Source.STATIC_BROKER_CONFIG
-    return Config(name, text, source, kind, ((name, text, source),))
-
-
-def _topic_setting(name: str, value: int, broker: Config) -> Config:
-    """A topic config that falls back on the broker setting ``broker``."""
-    if str(value) == broker.value:
-        return Config(name, broker.value, broker.source, broker.type, broker.synonyms)
-    own = (name, str(value), Source.TOPIC_CONFIG)
-    return Config(name, str(value), Source.TOPIC_CONFIG, broker.type, (own, *broker.synonyms))
 
 
 @final
@@ -95,40 +59,29 @@ class ConfigHandlers:
         self.creation = creation
 
     def apis(self) -> ApiTable:
-        return {ApiKey.DESCRIBE_CONFIGS: Api(0, 3, self.describe_configs)}
+        return {
+            ApiKey.DESCRIBE_CONFIGS: Api(*versions(ApiKey.DESCRIBE_CONFIGS), self.describe_configs)
+        }
 
     def _broker_configs(self) -> list[Config]:
-        log, creation = self.cluster.log_defaults, self.creation
+        log, creation = log_settings(self.cluster), self.creation
         return [
-            _broker_setting("log.retention.ms", log.retention_ms, 604_800_000, ConfigType.LONG),
-            _broker_setting("log.retention.bytes", log.retention_bytes, -1, ConfigType.LONG),
-            _broker_setting(
-                "min.insync.replicas", self.cluster.min_insync_replicas, 1, ConfigType.INT
-            ),
+            log["log.retention.ms"],
+            log["log.retention.bytes"],
+            log["min.insync.replicas"],
             *(
-                _broker_setting(name, creation[name], kafka_default, kind)
+                broker_setting(name, creation[name], kafka_default, kind)
                 for name, (kafka_default, kind) in _CREATION.items()
             ),
-            _broker_setting("log.cleanup.policy", "delete", "delete", ConfigType.LIST),
-            _broker_setting(
-                "log.message.timestamp.type", "CreateTime", "CreateTime", ConfigType.STRING
-            ),
+            log["log.cleanup.policy"],
+            log["log.message.timestamp.type"],
         ]
 
     def _topic_configs(self, name: str) -> list[Config]:
         config = self.cluster.topic_config(name)
         if config is None:
             raise SimulationError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
-        broker = {c.name: c for c in self._broker_configs()}
-        return [
-            _topic_setting("retention.ms", config.retention_ms, broker["log.retention.ms"]),
-            _topic_setting(
-                "retention.bytes", config.retention_bytes, broker["log.retention.bytes"]
-            ),
-            broker["log.cleanup.policy"]._replace(name="cleanup.policy"),
-            broker["min.insync.replicas"],
-            broker["log.message.timestamp.type"]._replace(name="message.timestamp.type"),
-        ]
+        return topic_configs(self.cluster, config)
 
     def _configs(self, resource_type: int, name: str) -> list[Config]:
         if resource_type == Resource.TOPIC:
@@ -146,44 +99,44 @@ class ConfigHandlers:
             f"resource type {resource_type}: only topics (2) and brokers (4) are described",
         )
 
-    def describe_configs(self, header: RequestHeader, body: Reader) -> bytearray:
-        version = header.api_version
-        resources: list[tuple[int, str, list[str] | None]] = []
-        for _ in range(body.array_length()):
-            resource_type, name = body.int8(), body.string()
-            count = body.nullable_array_length()
-            keys = None if count is None else [body.string() for _ in range(count)]
-            resources.append((resource_type, name, keys))
-        synonyms = version >= 1 and body.int8() != 0
-        if version >= 3:
-            body.int8()  # include_documentation: none is kept
-        out = Writer().int32(0).int32(len(resources))  # throttle_time_ms
-        for resource_type, name, keys in resources:
+    def describe_configs(self, header: RequestHeader, request: Any) -> Any:
+        synonyms = request.include_synonyms
+        results = []
+        for resource in request.resources:
+            keys = resource.configuration_keys
             try:
                 configs = [
-                    c for c in self._configs(resource_type, name) if keys is None or c.name in keys
+                    _entry(config, synonyms)
+                    for config in self._configs(resource.resource_type, resource.resource_name)
+                    if not keys or config.name in keys
                 ]
                 error, message = ErrorCode.NONE, None
             except SimulationError as refused:
                 configs, error, message = [], refused.code, refused.message
-            out.int16(error.wire).string(message).int8(resource_type).string(name)
-            out.int32(len(configs))
-            for config in configs:
-                _encode(out, version, config, synonyms)
-        return out.buf
+            results.append(
+                {
+                    "error_code": error,
+                    "error_message": message,
+                    "resource_type": resource.resource_type,
+                    "resource_name": resource.resource_name,
+                    "configs": configs,
+                }
+            )
+        return respond(request, results=results)
 
 
-def _encode(out: Writer, version: int, config: Config, synonyms: bool) -> None:
-    out.string(config.name).string(config.value).int8(1)  # read_only
-    if version == 0:
-        out.int8(config.source is Source.DEFAULT_CONFIG)  # is_default
-    else:
-        out.int8(config.source)
-    out.int8(0)  # is_sensitive
-    if version >= 1:
-        listed = config.synonyms if synonyms else ()
-        out.int32(len(listed))
-        for name, value, source in listed:
-            out.string(name).string(value).int8(source)
-    if version >= 3:
-        out.int8(config.type).string(None)  # documentation
+def _entry(config: Config, synonyms: bool) -> dict[str, Any]:
+    """One DescribeConfigs entry: read-only, not sensitive, undocumented."""
+    return {
+        "name": config.name,
+        "value": config.value,
+        "read_only": True,
+        "config_source": config.source,
+        "is_sensitive": False,
+        "synonyms": [
+            {"name": name, "value": value, "source": source}
+            for name, value, source in (config.synonyms if synonyms else ())
+        ],
+        "config_type": config.type,
+        "documentation": None,
+    }

@@ -1,21 +1,23 @@
-"""DeleteRecords 0-1 (the non-flexible versions): an admin client moves partitions' log
-start forward, and each answer waits in the leader's DeleteRecords purgatory (Kafka's
-DelayedDeleteRecords) until every live replica's log start has passed the offset.
+"""DeleteRecords 0-2: an admin client moves partitions' log start forward, and each answer
+waits in the leader's DeleteRecords purgatory (Kafka's DelayedDeleteRecords) until every
+live replica's log start has passed the offset.
 
 Sent to each partition's leader, as Kafka's admin clients do; another broker answers
 NOT_LEADER_OR_FOLLOWER. Offset -1 means the high watermark; another negative offset or
 one above the high watermark is OFFSET_OUT_OF_RANGE; one at or below the log start
-deletes nothing and is answered at once, as by Kafka.
+deletes nothing and is answered at once, as by Kafka. A negative timeout is malformed:
+the connection closes.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Final, final
+from typing import Any, Final, final
 
-from purgatory.kafka.codec import DecodeError, Reader, Writer
+from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster, DeleteRecordsRequest, DeleteRecordsResult
 from purgatory.sim.errors import ErrorCode
@@ -33,37 +35,42 @@ class DeleteRecordsHandlers:
         self.broker_id = broker_id
 
     def apis(self) -> ApiTable:
-        return {ApiKey.DELETE_RECORDS: Api(0, 1, self.delete_records)}
+        return {ApiKey.DELETE_RECORDS: Api(*versions(ApiKey.DELETE_RECORDS), self.delete_records)}
 
-    def delete_records(self, header: RequestHeader, body: Reader) -> Awaitable[bytearray]:
+    def delete_records(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
         # A partition named twice keeps its last offset, as Kafka reads the request.
-        wanted: dict[tuple[str, int], int] = {}
-        for _ in range(body.array_length()):
-            topic = body.string()
-            for _ in range(body.array_length()):
-                index = body.int32()
-                wanted[topic, index] = body.int64()
-        timeout_ms = body.int32()
+        wanted = {
+            (topic.name, p.partition_index): p.offset
+            for topic in request.topics
+            for p in topic.partitions
+        }
+        timeout_ms = millis(request.timeout)
         if timeout_ms < 0:
             raise DecodeError(f"negative timeout {timeout_ms}")
-        return self._delete_all(wanted, timeout_ms)
+        return self._delete_all(request, wanted, timeout_ms)
 
-    async def _delete_all(self, wanted: dict[tuple[str, int], int], timeout_ms: int) -> bytearray:
+    async def _delete_all(
+        self, request: Any, wanted: dict[tuple[str, int], int], timeout_ms: int
+    ) -> Any:
         results = await asyncio.gather(
             *(
                 self._delete(topic, index, offset, timeout_ms)
                 for (topic, index), offset in wanted.items()
             )
         )
-        by_topic: dict[str, list[tuple[int, DeleteRecordsResult]]] = {}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, index), result in zip(wanted, results, strict=True):
-            by_topic.setdefault(topic, []).append((index, result))
-        out = Writer().int32(0).int32(len(by_topic))  # throttle_time_ms
-        for topic, answers in by_topic.items():
-            out.string(topic).int32(len(answers))
-            for index, result in answers:
-                out.int32(index).int64(result.low_watermark).int16(result.error.wire)
-        return out.buf
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition_index": index,
+                    "low_watermark": result.low_watermark,
+                    "error_code": result.error,
+                }
+            )
+        return respond(
+            request,
+            topics=[{"name": topic, "partitions": answers} for topic, answers in by_topic.items()],
+        )
 
     async def _delete(
         self, topic: str, index: int, offset: int, timeout_ms: int

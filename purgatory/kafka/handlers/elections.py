@@ -1,17 +1,20 @@
-"""ElectLeaders (API key 43, versions 0-1): Kafka's admin request for preferred and unclean
+"""ElectLeaders (API key 43, versions 0-2): Kafka's admin request for preferred and unclean
 leader elections, answered through the cluster's ElectLeader purgatory.
 
 Any broker takes the request (the cluster parks it on the controller's broker, the one
-Metadata names); a null partition list means every partition, as in Kafka.
+Metadata names); a null partition list means every partition, as in Kafka. v0 has no
+election type (it is a preferred election) and no top-level error. An unknown election
+type, a negative timeout or partition index is malformed: the connection closes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Final, final
+from typing import Any, Final, final
 
-from purgatory.kafka.codec import DecodeError, Reader, Writer
+from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult
 from purgatory.sim.errors import ErrorCode
@@ -28,42 +31,40 @@ class ElectionHandlers:
         self.cluster = cluster
 
     def apis(self) -> ApiTable:
-        return {ApiKey.ELECT_LEADERS: Api(0, 1, self.elect_leaders)}
+        return {ApiKey.ELECT_LEADERS: Api(*versions(ApiKey.ELECT_LEADERS), self.elect_leaders)}
 
-    def elect_leaders(self, header: RequestHeader, body: Reader) -> Awaitable[bytearray]:
-        version = header.api_version
-        election_type = body.int8() if version >= 1 else 0
-        count = body.nullable_array_length()
-        partitions: list[tuple[str, int]] = []
-        if count is None:
+    def elect_leaders(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+        election_type = request.election_type if header.api_version >= 1 else 0
+        if request.topic_partitions is None:
             topics = self.cluster.metadata().topics
             partitions = [(t.name, p.partition) for t in topics for p in t.partitions]
-        for _ in range(count or 0):
-            topic = body.string()
-            partitions += [(topic, body.int32()) for _ in range(body.array_length())]
-        timeout_ms = body.int32()
+        else:
+            partitions = [
+                (t.topic, index) for t in request.topic_partitions for index in t.partitions
+            ]
+        timeout_ms = millis(request.timeout)
         if election_type not in _ELECTION_TYPES:
             raise DecodeError(f"election type {election_type}")
         if timeout_ms < 0 or any(index < 0 for _, index in partitions):
             raise DecodeError("negative timeout or partition")
-        request = ElectLeadersRequest(partitions, _ELECTION_TYPES[election_type], timeout_ms)
-        return self._elect(version, request)
+        election = ElectLeadersRequest(partitions, _ELECTION_TYPES[election_type], timeout_ms)
+        return self._elect(request, election)
 
-    async def _elect(self, version: int, request: ElectLeadersRequest) -> bytearray:
-        result = await self.cluster.elect_leaders(request)
-        return _encode(version, result)
+    async def _elect(self, request: Any, election: ElectLeadersRequest) -> Any:
+        result = await self.cluster.elect_leaders(election)
+        return respond(request, error_code=result.error, replica_election_results=_by_topic(result))
 
 
-def _encode(version: int, result: ElectLeadersResult) -> bytearray:
-    by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
+def _by_topic(result: ElectLeadersResult) -> list[dict[str, Any]]:
+    """Each partition's answer, grouped by topic; a refusal carries its code's name."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
     for answer in result.partitions:
-        by_topic.setdefault(answer.topic, []).append((answer.partition, answer.error))
-    out = Writer().int32(0)  # throttle_time_ms
-    if version >= 1:
-        out.int16(result.error.wire)
-    out.int32(len(by_topic))
-    for topic, answers in by_topic.items():
-        out.string(topic).int32(len(answers))
-        for index, code in answers:
-            out.int32(index).int16(code.wire).string(None if code is ErrorCode.NONE else code.value)
-    return out.buf
+        code = answer.error
+        by_topic.setdefault(answer.topic, []).append(
+            {
+                "partition_id": answer.partition,
+                "error_code": code,
+                "error_message": None if code is ErrorCode.NONE else code.value,
+            }
+        )
+    return [{"topic": topic, "partition_result": answers} for topic, answers in by_topic.items()]

@@ -1,29 +1,40 @@
-"""CreateTopics 0-4 and DeleteTopics 0-3 (the non-flexible versions), and the topic
-creation a Metadata request asks for when the broker allows it (Kafka's
-``auto.create.topics.enable``).
+"""CreateTopics 2-7 and DeleteTopics 1-6, and the topic creation a Metadata request asks
+for when the broker allows it (Kafka's ``auto.create.topics.enable``).
 
 Any broker takes them (a KRaft broker forwards them to the controller; here there is one
-cluster state). Refusals carry Kafka's codes and, from CreateTopics v1, its reason:
-a name repeated in one request INVALID_REQUEST, a bad name INVALID_TOPIC_EXCEPTION, an
-existing one TOPIC_ALREADY_EXISTS, partitions or replication factor 0 or below -1
-INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR, an assignment together with either
-INVALID_REQUEST, a bad assignment INVALID_REPLICA_ASSIGNMENT, a topic config the
-simulation does not keep INVALID_CONFIG.
+cluster state). CreateTopics refusals carry Kafka's codes and its reason: a name repeated
+in one request INVALID_REQUEST, a bad name INVALID_TOPIC_EXCEPTION, an existing one
+TOPIC_ALREADY_EXISTS, partitions or replication factor 0 or below -1 INVALID_PARTITIONS /
+INVALID_REPLICATION_FACTOR, an assignment together with either INVALID_REQUEST, a bad
+assignment INVALID_REPLICA_ASSIGNMENT, a topic config the simulation does not keep
+INVALID_CONFIG. From v5 a created topic's answer carries its partitions, replication
+factor and configs (those DescribeConfigs reports, by name), validate_only's too; from v7
+its topic id (the zero id for validate_only: nothing was created; Kafka names one it never
+uses).
+
+DeleteTopics answers an unknown name UNKNOWN_TOPIC_OR_PARTITION and a name repeated in one
+request INVALID_REQUEST, once. v6 names each topic by name or by id: an unknown id is
+UNKNOWN_TOPIC_ID; an entry with both or neither, an id given twice, or a name whose topic's
+id is also given, INVALID_REQUEST, as Kafka checks them. Answers come in request order
+(Kafka shuffles them); from v5 with a reason, from v6 with the topic's id.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, NamedTuple, final
+from typing import Any, Final, NamedTuple, final
 
-from purgatory.kafka.codec import Reader, Writer
+from purgatory.kafka.handlers.settings import topic_configs
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.log import LogConfig
 from purgatory.sim.validate import check_int, check_topic_name
 
 #: CreateTopics' "use the broker's default" for partitions and replication factor (v4+)
@@ -74,6 +85,31 @@ class NewTopic(NamedTuple):
     assignment: list[tuple[int, list[int]]]
     configs: list[tuple[str, str | None]]
 
+    @classmethod
+    def of(cls, topic: Any) -> NewTopic:
+        """The entry of a CreateTopics request (kio's ``CreatableTopic``)."""
+        return cls(
+            topic.name,
+            topic.num_partitions,
+            topic.replication_factor,
+            [(a.partition_index, list(a.broker_ids)) for a in topic.assignments],
+            [(c.name, c.value) for c in topic.configs],
+        )
+
+
+class Created(NamedTuple):
+    """What a CreateTopics entry created (or would create, validate_only): its id (None
+    for validate_only), partitions, replication factor and retention."""
+
+    topic_id: uuid.UUID | None
+    partitions: int
+    replication_factor: int
+    config: LogConfig
+
+
+#: one CreateTopics answer: the error, its reason, what was created (None on error)
+_Answer = tuple[ErrorCode, str | None, Created | None]
+
 
 @final
 class TopicHandlers:
@@ -85,56 +121,72 @@ class TopicHandlers:
 
     def apis(self) -> ApiTable:
         return {
-            ApiKey.CREATE_TOPICS: Api(0, 4, self.create_topics),
-            ApiKey.DELETE_TOPICS: Api(0, 3, self.delete_topics),
+            ApiKey.CREATE_TOPICS: Api(*versions(ApiKey.CREATE_TOPICS), self.create_topics),
+            ApiKey.DELETE_TOPICS: Api(*versions(ApiKey.DELETE_TOPICS), self.delete_topics),
         }
 
     # -- CreateTopics ----------------------------------------------------------------------
 
-    def create_topics(self, header: RequestHeader, body: Reader) -> Awaitable[bytearray]:
-        version = header.api_version
-        topics = [_read_new_topic(body) for _ in range(body.array_length())]
-        body.int32()  # timeout_ms: creation is immediate
-        validate_only = version >= 1 and body.int8() != 0
-        return self._create_topics(version, topics, validate_only)
+    def create_topics(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+        """Creation is immediate: the request's timeout is not waited on."""
+        return self._create_topics(request)
 
-    async def _create_topics(
-        self, version: int, topics: list[NewTopic], validate_only: bool
-    ) -> bytearray:
-        answers = await self._create_each(topics, validate_only)
-        out = Writer()
-        if version >= 2:
-            out.int32(0)  # throttle_time_ms
-        out.int32(len(answers))
-        for name, (error, message) in answers.items():
-            out.string(name).int16(error.wire)
-            if version >= 1:
-                out.string(message)
-        return out.buf
+    async def _create_topics(self, request: Any) -> Any:
+        topics = [NewTopic.of(topic) for topic in request.topics]
+        answers = await self._create_each(topics, request.validate_only)
+        return respond(
+            request,
+            topics=[self._result(name, *answer) for name, answer in answers.items()],
+        )
 
-    async def _create_each(
-        self, topics: list[NewTopic], validate_only: bool
-    ) -> dict[str, tuple[ErrorCode, str | None]]:
+    def _result(
+        self, name: str, error: ErrorCode, message: str | None, created: Created | None
+    ) -> dict[str, Any]:
+        """One topic's answer; the fields of later versions are dropped by ``respond``."""
+        if created is None:  # Kafka's defaults: no id, -1 partitions and factor, no configs
+            return {"name": name, "error_code": error, "error_message": message, "configs": []}
+        configs = sorted(topic_configs(self.cluster, created.config), key=lambda c: c.name)
+        return {
+            "name": name,
+            "topic_id": created.topic_id,
+            "error_code": error,
+            "error_message": message,
+            "num_partitions": created.partitions,
+            "replication_factor": created.replication_factor,
+            "configs": [
+                {
+                    "name": config.name,
+                    "value": config.value,
+                    "read_only": True,  # as DescribeConfigs says: nothing can be altered
+                    "config_source": config.source,
+                    "is_sensitive": False,
+                }
+                for config in configs
+            ],
+        }
+
+    async def _create_each(self, topics: list[NewTopic], validate_only: bool) -> dict[str, _Answer]:
         """One answer per name, in request order; a name given twice is refused whole,
         as Kafka does, since it cannot tell which entry was meant."""
         named = Counter(topic.name for topic in topics)
-        answers: dict[str, tuple[ErrorCode, str | None]] = {}
+        answers: dict[str, _Answer] = {}
         for topic in topics:
             if named[topic.name] > 1:
                 answers[topic.name] = (
                     ErrorCode.INVALID_REQUEST,
                     f"topic {topic.name!r} is named {named[topic.name]} times in one request",
+                    None,
                 )
                 continue
             try:
-                await self._create(topic, validate_only)
+                created = await self._create(topic, validate_only)
             except SimulationError as refused:
-                answers[topic.name] = (refused.code, refused.message)
+                answers[topic.name] = (refused.code, refused.message, None)
             else:
-                answers[topic.name] = (ErrorCode.NONE, None)
+                answers[topic.name] = (ErrorCode.NONE, None, created)
         return answers
 
-    async def _create(self, topic: NewTopic, validate_only: bool) -> None:
+    async def _create(self, topic: NewTopic, validate_only: bool) -> Created:
         """Create ``topic`` (or only check it); raises SimulationError with Kafka's code."""
         check_topic_name(topic.name)
         if topic.name in self.cluster.topics:
@@ -143,8 +195,13 @@ class TopicHandlers:
             )
         partitions, replication_factor, assignment = self._layout(topic)
         retention_bytes, retention_ms = self._retention(topic.configs)
+        defaults = self.cluster.log_defaults
+        config = LogConfig(
+            defaults.retention_bytes if retention_bytes is None else retention_bytes,
+            defaults.retention_ms if retention_ms is None else retention_ms,
+        )
         if validate_only:
-            return
+            return Created(None, partitions, replication_factor, config)
         await self.cluster.create_topic(
             topic.name,
             partitions,
@@ -153,6 +210,8 @@ class TopicHandlers:
             retention_bytes=retention_bytes,
             retention_ms=retention_ms,
         )
+        topic_id = self.cluster.topic_id(topic.name)
+        return Created(topic_id, partitions, replication_factor, config)
 
     def _layout(self, topic: NewTopic) -> tuple[int, int, list[list[int]] | None]:
         """Partitions, replication factor and replica assignment (None: round-robin)."""
@@ -253,43 +312,80 @@ class TopicHandlers:
 
     # -- DeleteTopics ----------------------------------------------------------------------
 
-    def delete_topics(self, header: RequestHeader, body: Reader) -> Awaitable[bytearray]:
-        names = [body.string() for _ in range(body.array_length())]
-        body.int32()  # timeout_ms: deletion is immediate
-        return self._delete_topics(header.api_version, names)
+    def delete_topics(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+        """Deletion is immediate: the request's timeout is not waited on."""
+        if header.api_version >= 6:
+            entries = [(t.name, _given(t.topic_id)) for t in request.topics]
+        else:
+            entries = [(name, None) for name in request.topic_names]
+        return self._delete_topics(request, entries)
 
-    async def _delete_topics(self, version: int, names: list[str]) -> bytearray:
-        named = Counter(names)
-        answers: dict[str, ErrorCode] = {}
-        for name in names:
-            if named[name] > 1:
-                answers[name] = ErrorCode.INVALID_REQUEST
-                continue
-            try:
-                await self.cluster.delete_topic(name)
-            except SimulationError as refused:
-                answers[name] = refused.code
-            else:
-                answers[name] = ErrorCode.NONE
-        out = Writer()
-        if version >= 1:
-            out.int32(0)  # throttle_time_ms
-        out.int32(len(answers))
-        for name, error in answers.items():
-            out.string(name).int16(error.wire)
-        return out.buf
+    async def _delete_topics(
+        self, request: Any, entries: list[tuple[str | None, uuid.UUID | None]]
+    ) -> Any:
+        """One answer per entry, in request order; a name or id given twice is answered
+        once. Every name and id is resolved before anything is deleted, as by Kafka."""
+        names = Counter(name for name, topic_id in entries if topic_id is None and name is not None)
+        ids = Counter(
+            topic_id for name, topic_id in entries if name is None and topic_id is not None
+        )
+        resolved = {name: self.cluster.topic_id(name) for name in names}
+        answers: list[dict[str, Any]] = []
+        answered: set[str | uuid.UUID] = set()
+
+        def answer(
+            name: str | None, topic_id: uuid.UUID | None, error: ErrorCode, message: str | None
+        ) -> None:
+            answers.append(
+                {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
+            )
+
+        for name, topic_id in entries:
+            if name is not None and topic_id is not None:
+                answer(
+                    name, topic_id, ErrorCode.INVALID_REQUEST, "name a topic or its id, not both"
+                )
+            elif name is None and topic_id is None:
+                answer(None, None, ErrorCode.INVALID_REQUEST, "name a topic or its id")
+            elif name is not None:
+                if name in answered:
+                    continue
+                answered.add(name)
+                own_id = resolved[name]
+                if names[name] > 1:
+                    message = f"topic {name!r} is named {names[name]} times in one request"
+                    answer(name, None, ErrorCode.INVALID_REQUEST, message)
+                elif own_id is not None and own_id in ids:
+                    message = f"topic {name!r} is also named by its id {own_id} in this request"
+                    answer(name, None, ErrorCode.INVALID_REQUEST, message)
+                else:
+                    answer(name, own_id, *await self._delete(name))
+            elif topic_id is not None:
+                if topic_id in answered:
+                    continue
+                answered.add(topic_id)
+                named = self.cluster.topic_name(topic_id)
+                if ids[topic_id] > 1:
+                    message = f"topic id {topic_id} is named {ids[topic_id]} times in one request"
+                    answer(None, topic_id, ErrorCode.INVALID_REQUEST, message)
+                elif named is None:
+                    message = f"no topic has id {topic_id}"
+                    answer(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, message)
+                else:
+                    answer(named, topic_id, *await self._delete(named))
+        return respond(request, responses=answers)
+
+    async def _delete(self, name: str) -> tuple[ErrorCode, str | None]:
+        try:
+            await self.cluster.delete_topic(name)
+        except SimulationError as refused:
+            return refused.code, refused.message
+        return ErrorCode.NONE, None
 
 
-def _read_new_topic(body: Reader) -> NewTopic:
-    name = body.string()
-    partitions = body.int32()
-    replication_factor = body.int16()
-    assignment = []
-    for _ in range(body.array_length()):
-        index = body.int32()
-        assignment.append((index, [body.int32() for _ in range(body.array_length())]))
-    configs = [(body.string(), body.nullable_string()) for _ in range(body.array_length())]
-    return NewTopic(name, partitions, replication_factor, assignment, configs)
+def _given(topic_id: uuid.UUID | None) -> uuid.UUID | None:
+    """A request's topic id, None for none (the zero id, which kio may read as None)."""
+    return None if topic_id is None or topic_id.int == 0 else topic_id
 
 
 def _uniform(replicas: list[list[int]], brokers: Iterable[int]) -> bool:
