@@ -24,6 +24,7 @@ from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
+from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
 from purgatory.sim import Cluster
 
@@ -114,6 +115,11 @@ class KafkaFrontDoor:
         server = self._servers.pop(broker_id, None)
         if server is not None:
             await server.close()
+
+    def advertised(self) -> dict[ApiKey, tuple[int, int]]:
+        """The APIs and versions every listener answers (what ApiVersions says)."""
+        server = next(iter(self._servers.values()), None)
+        return {} if server is None else server.supported()
 
     def listening(self, broker_id: int) -> bool:
         return broker_id in self._servers
