@@ -186,15 +186,27 @@ class GroupCoordinator:
         return future
 
     def sync(
-        self, group_id: str, generation: int, member_id: str, assignments: dict[str, bytes]
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        assignments: dict[str, bytes],
+        *,
+        protocol_type: str | None = None,
+        protocol: str | None = None,
     ) -> SyncResult | asyncio.Future[SyncResult]:
-        """SyncGroup: the leader's assignments go out to every member once it sends them."""
+        """SyncGroup: the leader's assignments go out to every member once it sends them.
+        A ``protocol_type`` or ``protocol`` given (SyncGroup v5+) must be the group's."""
         group = self.groups.get(group_id)
         member = None if group is None else group.members.get(member_id)
         if group is None or member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, b""
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION, b""
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol is not None and protocol != group.protocol
+        ):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, b""
         if group.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS, b""
         self._beat(group, member)

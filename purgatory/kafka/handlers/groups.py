@@ -1,27 +1,34 @@
-"""DescribeGroups 0-4 and ListGroups 0-2 (the non-flexible versions): what the group
-coordinator and the offset store know of each consumer group.
+"""DescribeGroups 0-6 and ListGroups 0-5 (every version Kafka 4.x has, the flexible ones
+included): what the group coordinator and the offset store know of each consumer group.
 
 A group that only committed offsets (consumers that ``assign()`` their partitions) is a
 group too, Empty with no protocol type, as in Kafka. Admin clients ask every broker for
 ListGroups and merge the answers, so each broker lists only the groups it coordinates
 (the broker FindCoordinator names), and each group is listed once.
+
+As Kafka 4.x answers them: DescribeGroups v6+ answers a group nobody knows
+GROUP_ID_NOT_FOUND with a message (before v6: no error, state Dead); ListGroups v4+
+names each group's state and takes a filter of states, v5+ its type (every group here is
+a ``classic`` one) and a filter of types, both filters case-insensitive.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, final
+from typing import Any, Final, final
 
-from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import Group, GroupState
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim.errors import ErrorCode
 
 #: a group the coordinator does not know (DescribeGroups before v6 answers it NONE)
 DEAD: Final = "Dead"
+#: the type of every group here (Kafka's classic group protocol: JoinGroup/SyncGroup)
+CLASSIC: Final = "classic"
 #: "not computed" in DescribeGroups v3+, as Kafka answers when not asked for them
 _NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 
@@ -45,8 +52,8 @@ class GroupHandlers:
 
     def apis(self) -> ApiTable:
         return {
-            ApiKey.DESCRIBE_GROUPS: Api(0, 4, self.describe_groups),
-            ApiKey.LIST_GROUPS: Api(0, 2, self.list_groups),
+            ApiKey.DESCRIBE_GROUPS: Api(*versions(ApiKey.DESCRIBE_GROUPS), self.describe_groups),
+            ApiKey.LIST_GROUPS: Api(*versions(ApiKey.LIST_GROUPS), self.list_groups),
         }
 
     def _known(self) -> dict[str, Group | None]:
@@ -56,54 +63,67 @@ class GroupHandlers:
             known.setdefault(group, None)
         return known
 
-    def describe_groups(self, header: RequestHeader, body: Reader) -> bytearray:
-        version = header.api_version
-        names = [body.string() for _ in range(body.array_length())]
-        if version >= 3:
-            body.int8()  # include_authorized_operations: no ACLs here
+    def describe_groups(self, header: RequestHeader, request: Any) -> Any:
         known = self._known()
-        out = Writer()
-        if version >= 1:
-            out.int32(0)  # throttle_time_ms
-        out.int32(len(names))
-        for name in names:
-            out.int16(ErrorCode.NONE.wire).string(name)
-            if name not in known:
-                out.string(DEAD).string("").string("").int32(0)
+        described = []
+        for name in request.groups:
+            if name in known:
+                described.append({"group_id": name, **_describe(known[name])})
+            elif header.api_version >= 6:
+                described.append(
+                    {
+                        "group_id": name,
+                        "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                        "error_message": f"Group {name} not found.",
+                    }
+                )
             else:
-                _describe(out, version, known[name])
-            if version >= 3:
-                out.int32(_NO_AUTHORIZED_OPERATIONS)
-        return out.buf
+                described.append({"group_id": name, "group_state": DEAD})
+        for group in described:  # no ACLs here: not computed, whether asked or not
+            group["authorized_operations"] = _NO_AUTHORIZED_OPERATIONS
+        return respond(request, groups=described)
 
-    def list_groups(self, header: RequestHeader, body: Reader) -> bytearray:
-        mine = [
-            (name, "" if group is None else group.protocol_type)
-            for name, group in self._known().items()
-            if self.coordinator_of(name) == self.broker_id
-        ]
-        out = Writer()
-        if header.api_version >= 1:
-            out.int32(0)  # throttle_time_ms
-        out.int16(ErrorCode.NONE.wire).int32(len(mine))
-        for name, protocol_type in mine:
-            out.string(name).string(protocol_type)
-        return out.buf
+    def list_groups(self, header: RequestHeader, request: Any) -> Any:
+        version = header.api_version
+        states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
+        types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
+        listed = []
+        for name, group in self._known().items():
+            if self.coordinator_of(name) != self.broker_id:
+                continue
+            state = GroupState.EMPTY if group is None else group.state
+            if (states and state.value.lower() not in states) or (types and CLASSIC not in types):
+                continue
+            listed.append(
+                {
+                    "group_id": name,
+                    "protocol_type": "" if group is None else group.protocol_type,
+                    "group_state": state.value,
+                    "group_type": CLASSIC,
+                }
+            )
+        return respond(request, error_code=ErrorCode.NONE, groups=listed)
 
 
-def _describe(out: Writer, version: int, group: Group | None) -> None:
+def _describe(group: Group | None) -> dict[str, Any]:
     """State, protocol type, protocol and members; as Kafka, a member's subscription and
     assignment only once the group is Stable (before, they are being decided)."""
     if group is None:  # offsets committed, never joined
-        out.string(GroupState.EMPTY.value).string("").string("").int32(0)
-        return
+        return {"group_state": GroupState.EMPTY.value, "protocol_type": "", "protocol_data": ""}
     stable = group.state is GroupState.STABLE
-    out.string(group.state.value).string(group.protocol_type)
-    out.string(group.protocol if stable else "").int32(len(group.members))
-    for member in group.members.values():
-        out.string(member.member_id)
-        if version >= 4:
-            out.string(None)  # group_instance_id: static membership is not kept
-        out.string(member.client_id).string("")  # client_host: not kept
-        out.nullable_bytes(member.metadata(group.protocol) if stable else b"")
-        out.nullable_bytes(member.assignment if stable else b"")
+    return {
+        "group_state": group.state.value,
+        "protocol_type": group.protocol_type,
+        "protocol_data": group.protocol if stable else "",
+        "members": [
+            {
+                "member_id": member.member_id,
+                "group_instance_id": None,  # static membership is not kept
+                "client_id": member.client_id,
+                "client_host": "",  # not kept
+                "member_metadata": member.metadata(group.protocol) if stable else b"",
+                "member_assignment": member.assignment if stable else b"",
+            }
+            for member in group.members.values()
+        ],
+    }

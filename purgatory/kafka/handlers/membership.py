@@ -1,6 +1,20 @@
-"""JoinGroup 0-5, SyncGroup 0-3, Heartbeat 0-3 and LeaveGroup 0-3 on the wire (the
-non-flexible versions), answered by the
+"""JoinGroup 0-9, SyncGroup 0-5, Heartbeat 0-4 and LeaveGroup 0-5 on the wire (every
+version Kafka 4.x has, the flexible ones included), answered by the
 :class:`~purgatory.kafka.coordinator.group_coordinator.GroupCoordinator`.
+
+As Kafka's broker answers them:
+
+* JoinGroup v4+ answers a member's first join (no member id) MEMBER_ID_REQUIRED with its
+  id (KIP-394); v7+ names the protocol type as well as the protocol chosen (null on an
+  error); v8's ``reason`` is taken and not kept; v9's ``skip_assignment`` is always false
+  (only a static leader may skip the assignment, KIP-814).
+* SyncGroup v5+ checks the protocol type and name the member gives (INCONSISTENT_GROUP_PROTOCOL
+  if they are not the group's) and answers them.
+* LeaveGroup v3+ lets several members leave at once, each with its own answer; a group the
+  coordinator does not know is answered UNKNOWN_MEMBER_ID at the top, as Kafka does.
+
+Static membership (``group_instance_id``) is not kept: the field is accepted and a member
+with one is treated as a dynamic member.
 
 JoinGroup and SyncGroup may park until the rebalance gets that far; the connection server
 keeps the answers of a connection in request order meanwhile.
@@ -10,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar, final
+from typing import Any, TypeVar, final
 
-from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import JoinResult, SyncResult
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim.errors import ErrorCode
 
@@ -31,101 +45,108 @@ class MembershipHandlers:
 
     def apis(self) -> ApiTable:
         return {
-            ApiKey.JOIN_GROUP: Api(0, 5, self.join_group),
-            ApiKey.SYNC_GROUP: Api(0, 3, self.sync_group),
-            ApiKey.HEARTBEAT: Api(0, 3, self.heartbeat),
-            ApiKey.LEAVE_GROUP: Api(0, 3, self.leave_group),
+            ApiKey.JOIN_GROUP: Api(*versions(ApiKey.JOIN_GROUP), self.join_group),
+            ApiKey.SYNC_GROUP: Api(*versions(ApiKey.SYNC_GROUP), self.sync_group),
+            ApiKey.HEARTBEAT: Api(*versions(ApiKey.HEARTBEAT), self.heartbeat),
+            ApiKey.LEAVE_GROUP: Api(*versions(ApiKey.LEAVE_GROUP), self.leave_group),
         }
 
-    def join_group(self, header: RequestHeader, body: Reader) -> bytearray | Awaitable[bytearray]:
-        version = header.api_version
-        group_id = body.string()
-        session_timeout_ms = body.int32()
+    def join_group(self, header: RequestHeader, request: Any) -> Any | Awaitable[Any]:
+        session_timeout_ms = millis(request.session_timeout)
         # v0 has no rebalance timeout: Kafka uses the session timeout for both
-        rebalance_timeout_ms = body.int32() if version >= 1 else session_timeout_ms
-        member_id = body.string()
-        if version >= 5:
-            body.nullable_string()  # group_instance_id: static membership is not kept
-        protocol_type = body.string()
-        protocols = [
-            (body.string(), bytes(body.nullable_bytes() or b"")) for _ in range(body.array_length())
-        ]
+        rebalance_timeout_ms = (
+            millis(request.rebalance_timeout) if header.api_version >= 1 else session_timeout_ms
+        )
         answer = self.coordinator.join(
-            group_id,
-            member_id,
+            request.group_id,
+            request.member_id,
             header.client_id or "",
             session_timeout_ms,
             rebalance_timeout_ms,
-            protocol_type,
-            protocols,
-            require_known_id=version >= 4,
+            request.protocol_type,
+            [(protocol.name, protocol.metadata) for protocol in request.protocols],
+            require_known_id=header.api_version >= 4,
         )
         if isinstance(answer, JoinResult):
-            return _encode_join(version, answer)
-        return _later(answer, lambda result: _encode_join(version, result))
+            return self._joined(request, answer)
+        return _later(answer, lambda result: self._joined(request, result))
 
-    def sync_group(self, header: RequestHeader, body: Reader) -> bytearray | Awaitable[bytearray]:
-        version = header.api_version
-        group_id = body.string()
-        generation = body.int32()
-        member_id = body.string()
-        if version >= 3:
-            body.nullable_string()  # group_instance_id
-        assignments = {}
-        for _ in range(body.array_length()):
-            member = body.string()  # read before the value: `d[k()] = v()` calls v first
-            assignments[member] = bytes(body.nullable_bytes() or b"")
-        answer = self.coordinator.sync(group_id, generation, member_id, assignments)
+    def _joined(self, request: Any, result: JoinResult) -> Any:
+        ok = result.error is ErrorCode.NONE
+        group = self.coordinator.groups.get(request.group_id)
+        return respond(
+            request,
+            error_code=result.error,
+            generation_id=result.generation,
+            # null on an error (v7+; the versions before have "" there)
+            protocol_type=group.protocol_type if ok and group is not None else None,
+            protocol_name=result.protocol if ok else None,
+            leader=result.leader,
+            skip_assignment=False,
+            member_id=result.member_id,
+            members=[
+                {"member_id": member_id, "group_instance_id": None, "metadata": metadata}
+                for member_id, metadata in result.members
+            ],
+        )
+
+    def sync_group(self, header: RequestHeader, request: Any) -> Any | Awaitable[Any]:
+        v5 = header.api_version >= 5
+        assignments = {a.member_id: a.assignment for a in request.assignments}
+        answer = self.coordinator.sync(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            assignments,
+            protocol_type=request.protocol_type if v5 else None,
+            protocol=request.protocol_name if v5 else None,
+        )
+        # What a successful answer names (v5+): the generation's, known by now if the
+        # member may sync at all; a later rebalance answers this one with an error.
+        group = self.coordinator.groups.get(request.group_id)
+        chosen = (None, None) if group is None else (group.protocol_type, group.protocol)
         if isinstance(answer, tuple):
-            return _encode_sync(version, answer)
-        return _later(answer, lambda result: _encode_sync(version, result))
+            return _synced(request, answer, chosen)
+        return _later(answer, lambda result: _synced(request, result, chosen))
 
-    def heartbeat(self, header: RequestHeader, body: Reader) -> bytearray:
-        group_id = body.string()
-        generation = body.int32()
-        member_id = body.string()
-        if header.api_version >= 3:
-            body.nullable_string()  # group_instance_id
-        error = self.coordinator.heartbeat(group_id, generation, member_id)
-        return _throttle(header.api_version).int16(error.wire).buf
+    def heartbeat(self, header: RequestHeader, request: Any) -> Any:
+        error = self.coordinator.heartbeat(
+            request.group_id, request.generation_id, request.member_id
+        )
+        return respond(request, error_code=error)
 
-    def leave_group(self, header: RequestHeader, body: Reader) -> bytearray:
-        version = header.api_version
-        group_id = body.string()
-        if version <= 2:
-            [error] = self.coordinator.leave(group_id, [body.string()])
-            return _throttle(version).int16(error.wire).buf
-        members: list[tuple[str, str | None]] = []
-        for _ in range(body.array_length()):
-            members.append((body.string(), body.nullable_string()))
-        errors = self.coordinator.leave(group_id, [member_id for member_id, _ in members])
-        out = _throttle(version).int16(ErrorCode.NONE.wire).int32(len(members))
-        for (member_id, instance_id), error in zip(members, errors, strict=True):
-            out.string(member_id).string(instance_id).int16(error.wire)
-        return out.buf
-
-
-def _throttle(version: int) -> Writer:
-    """Every response here starts with throttle_time_ms from v1 on (JoinGroup: v2)."""
-    return Writer().int32(0) if version >= 1 else Writer()
+    def leave_group(self, header: RequestHeader, request: Any) -> Any:
+        if header.api_version <= 2:
+            [error] = self.coordinator.leave(request.group_id, [request.member_id])
+            return respond(request, error_code=error)
+        if request.group_id not in self.coordinator.groups:
+            return respond(request, error_code=ErrorCode.UNKNOWN_MEMBER_ID)
+        errors = self.coordinator.leave(request.group_id, [m.member_id for m in request.members])
+        return respond(
+            request,
+            error_code=ErrorCode.NONE,
+            members=[
+                {
+                    "member_id": member.member_id,
+                    "group_instance_id": member.group_instance_id,
+                    "error_code": error,
+                }
+                for member, error in zip(request.members, errors, strict=True)
+            ],
+        )
 
 
-async def _later(future: asyncio.Future[T], encode: Callable[[T], bytearray]) -> bytearray:
-    return encode(await future)
+async def _later(future: asyncio.Future[T], answer: Callable[[T], Any]) -> Any:
+    return answer(await future)
 
 
-def _encode_join(version: int, result: JoinResult) -> bytearray:
-    out = Writer().int32(0) if version >= 2 else Writer()
-    out.int16(result.error.wire).int32(result.generation).string(result.protocol)
-    out.string(result.leader).string(result.member_id).int32(len(result.members))
-    for member_id, metadata in result.members:
-        out.string(member_id)
-        if version >= 5:
-            out.string(None)  # group_instance_id
-        out.nullable_bytes(metadata)
-    return out.buf
-
-
-def _encode_sync(version: int, result: SyncResult) -> bytearray:
+def _synced(request: Any, result: SyncResult, chosen: tuple[str | None, str | None]) -> Any:
     error, assignment = result
-    return _throttle(version).int16(error.wire).nullable_bytes(assignment).buf
+    protocol_type, protocol = chosen if error is ErrorCode.NONE else (None, None)
+    return respond(
+        request,
+        error_code=error,
+        protocol_type=protocol_type,
+        protocol_name=protocol,
+        assignment=assignment,
+    )

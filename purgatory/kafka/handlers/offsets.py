@@ -1,91 +1,161 @@
 """OffsetCommit and OffsetFetch: what a consumer with a ``group.id`` commits and reads back,
 kept in the :class:`~purgatory.kafka.coordinator.offsets.OffsetStore`. A member of a group
 commits for its current generation, as the group coordinator checks.
+
+Every version Kafka 4.x has, the flexible ones included: OffsetCommit 2-10 and OffsetFetch
+1-10 (OffsetFetch v8+ asks for several groups at once). Version 10 of both names topics by
+id (KIP-848's consumers), so it is served only with a ``topics`` that maps ids to names
+(the cluster); without one the handlers serve up to v9. A topic id nobody knows is
+answered UNKNOWN_TOPIC_ID in each of its partitions.
+
+As Kafka keeps them, a commit's null metadata is kept as "" (fetched back "", not null),
+and OffsetCommit v9+ answers a commit with a generation for a group nobody knows
+GROUP_ID_NOT_FOUND (the versions before: ILLEGAL_GENERATION).
 """
 
 from __future__ import annotations
 
-from typing import final
+import uuid
+from typing import Any, Protocol, final
 
-from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim.errors import ErrorCode
+
+#: the first version of each API that names topics by id
+_TOPIC_IDS = 10
+
+
+class TopicIds(Protocol):
+    """Topic ids and names both ways (a :class:`~purgatory.sim.Cluster` is one)."""
+
+    def topic_id(self, name: str) -> uuid.UUID | None: ...
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
 
 
 @final
 class OffsetHandlers:
-    """OffsetCommit 2-7 and OffsetFetch 1-5 over one store and one group coordinator."""
+    """OffsetCommit 2-10 and OffsetFetch 1-10 over one store and one group coordinator;
+    v10 (topic ids) only with ``topics``."""
 
-    def __init__(self, offsets: OffsetStore, coordinator: GroupCoordinator) -> None:
+    def __init__(
+        self, offsets: OffsetStore, coordinator: GroupCoordinator, topics: TopicIds | None = None
+    ) -> None:
         self.offsets = offsets
         self.coordinator = coordinator
+        self.topics = topics
 
     def apis(self) -> ApiTable:
+        def served(key: ApiKey) -> tuple[int, int]:
+            low, high = versions(key)
+            return low, high if self.topics is not None else min(high, _TOPIC_IDS - 1)
+
         return {
-            ApiKey.OFFSET_COMMIT: Api(2, 7, self.offset_commit),
-            ApiKey.OFFSET_FETCH: Api(1, 5, self.offset_fetch),
+            ApiKey.OFFSET_COMMIT: Api(*served(ApiKey.OFFSET_COMMIT), self.offset_commit),
+            ApiKey.OFFSET_FETCH: Api(*served(ApiKey.OFFSET_FETCH), self.offset_fetch),
         }
 
-    def offset_commit(self, header: RequestHeader, body: Reader) -> bytearray:
-        version = header.api_version
-        group = body.string()
-        generation = body.int32()
-        member_id = body.string()
-        if version <= 4:
-            body.int64()  # retention_time_ms
-        if version >= 7:
-            body.nullable_string()  # group_instance_id
-        commits: list[tuple[str, int, Committed]] = []
-        for _ in range(body.array_length()):
-            topic = body.string()
-            for _ in range(body.array_length()):
-                index = body.int32()
-                offset = body.int64()
-                epoch = body.int32() if version >= 6 else -1
-                commits.append((topic, index, Committed(offset, epoch, body.nullable_string())))
-        # A member of a group commits for its generation; assign() consumers with -1.
-        error = self.coordinator.commit_error(group, generation, member_id)
-        out = Writer()
-        if version >= 3:
-            out.int32(0)  # throttle_time_ms
-        by_topic: dict[str, list[int]] = {}
-        for topic, index, position in commits:
-            if error is ErrorCode.NONE:
-                self.offsets.commit(group, topic, index, position)
-            by_topic.setdefault(topic, []).append(index)
-        out.int32(len(by_topic))
-        for topic, indexes in by_topic.items():
-            out.string(topic).int32(len(indexes))
-            for index in indexes:
-                out.int32(index).int16(error.wire)
-        return out.buf
+    def _name(self, topic_id: uuid.UUID | None) -> str | None:
+        if topic_id is None or self.topics is None:
+            return None
+        return self.topics.topic_name(topic_id)
 
-    def offset_fetch(self, header: RequestHeader, body: Reader) -> bytearray:
+    def offset_commit(self, header: RequestHeader, request: Any) -> Any:
         version = header.api_version
-        group = body.string()
-        count = body.nullable_array_length()
-        wanted: dict[str, list[int]] = {}
-        if count is None:  # every partition the group committed
-            wanted = self.offsets.partitions(group)
+        group = request.group_id
+        generation = request.generation_id_or_member_epoch
+        error = self._commit_error(version, group, generation, request.member_id)
+        answered = []
+        for topic in request.topics:
+            name = self._name(topic.topic_id) if version >= _TOPIC_IDS else topic.name
+            topic_error = error if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
+            for partition in topic.partitions:
+                if topic_error is ErrorCode.NONE:
+                    assert name is not None
+                    epoch = partition.committed_leader_epoch if version >= 6 else -1
+                    metadata = partition.committed_metadata
+                    position = Committed(
+                        partition.committed_offset, epoch, "" if metadata is None else metadata
+                    )
+                    self.offsets.commit(group, name, partition.partition_index, position)
+            answered.append(
+                {
+                    "name": name or "",
+                    "topic_id": topic.topic_id if version >= _TOPIC_IDS else None,
+                    "partitions": [
+                        {"partition_index": p.partition_index, "error_code": topic_error}
+                        for p in topic.partitions
+                    ],
+                }
+            )
+        return respond(request, topics=answered)
+
+    def _commit_error(self, version: int, group: str, generation: int, member_id: str) -> ErrorCode:
+        """A member of a group commits for its generation; assign() consumers with -1."""
+        error = self.coordinator.commit_error(group, generation, member_id)
+        nobody_knows = group not in self.coordinator.groups and group not in self.offsets.groups()
+        if error is ErrorCode.ILLEGAL_GENERATION and nobody_knows and version >= 9:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        return error
+
+    def offset_fetch(self, header: RequestHeader, request: Any) -> Any:
+        version = header.api_version
+        if version >= 8:
+            return respond(
+                request,
+                groups=[
+                    self._fetched(version, group.group_id, group.topics) for group in request.groups
+                ],
+            )
+        fetched = self._fetched(version, request.group_id, request.topics)
+        return respond(request, topics=fetched["topics"], error_code=ErrorCode.NONE)
+
+    def _fetched(self, version: int, group: str, topics: Any) -> dict[str, Any]:
+        """One group's committed offsets: of the partitions asked for, or (``topics``
+        null) of every partition it committed."""
+        by_id = version >= _TOPIC_IDS
+        answered = []
+        if topics is None:
+            for name, indexes in self.offsets.partitions(group).items():
+                topic_id = self.topics.topic_id(name) if by_id and self.topics else None
+                if by_id and topic_id is None:
+                    continue  # the topic is gone: it has no id to be named by
+                answered.append(self._positions(group, name, topic_id, indexes))
         else:
-            for _ in range(count):
-                topic = body.string()
-                wanted[topic] = [body.int32() for _ in range(body.array_length())]
-        out = Writer()
-        if version >= 3:
-            out.int32(0)  # throttle_time_ms
-        out.int32(len(wanted))
-        for topic, indexes in wanted.items():
-            out.string(topic).int32(len(indexes))
-            for index in indexes:
-                offset, epoch, metadata = self.offsets.position(group, topic, index)
-                out.int32(index).int64(offset)
-                if version >= 5:
-                    out.int32(epoch)
-                out.string(metadata).int16(ErrorCode.NONE.wire)
-        if version >= 2:
-            out.int16(ErrorCode.NONE.wire)
-        return out.buf
+            for topic in topics:
+                asked: str | None = self._name(topic.topic_id) if by_id else topic.name
+                topic_id = topic.topic_id if by_id else None
+                answered.append(self._positions(group, asked, topic_id, topic.partition_indexes))
+        return {"group_id": group, "topics": answered, "error_code": ErrorCode.NONE}
+
+    def _positions(
+        self, group: str, name: str | None, topic_id: uuid.UUID | None, indexes: Any
+    ) -> dict[str, Any]:
+        partitions = []
+        for index in indexes:
+            if name is None:  # an id nobody knows
+                partitions.append(
+                    {
+                        "partition_index": index,
+                        "committed_offset": -1,
+                        "committed_leader_epoch": -1,
+                        "metadata": "",
+                        "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                    }
+                )
+                continue
+            offset, epoch, metadata = self.offsets.position(group, name, index)
+            partitions.append(
+                {
+                    "partition_index": index,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": epoch,
+                    "metadata": "" if metadata is None else metadata,
+                    "error_code": ErrorCode.NONE,
+                }
+            )
+        return {"name": name or "", "topic_id": topic_id, "partitions": partitions}
