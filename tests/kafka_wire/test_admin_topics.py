@@ -1,10 +1,14 @@
 """CreateTopics, DeleteTopics and Metadata's auto-creation: asked directly with requests
-that kafka-python's own schemas encode, and through the three real admin clients."""
+that kafka-python's own schemas encode (every version served), over a socket with kio's,
+and through the three real admin clients."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import inspect
+import io
+import uuid
 from typing import Any
 
 import pytest
@@ -15,48 +19,85 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
 )
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kio.schema.create_topics.v7 import request as create_v7
+from kio.schema.delete_topics.v6 import request as delete_v6
+from kio.schema.errors import ErrorCode as KioError
+from kio.serial import entity_reader, entity_writer
 
-from purgatory.kafka.codec import Reader
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
-from purgatory.kafka.protocol import RequestHeader
+from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.schemas import encode_response, read_request, response_type, versions
 from purgatory.kafka.server import ApiTable, ProtocolStats
 from purgatory.sim import Cluster, ProduceRequest
 
 TIMEOUT = 30.0
+CREATE = versions(ApiKey.CREATE_TOPICS)
+DELETE = versions(ApiKey.DELETE_TOPICS)
 
 
 async def ask(apis: ApiTable, request: Any, response_class: Any) -> Any:
-    """Send ``request`` (kafka-python's) to the handler ``apis`` has for its key and
-    version, and decode the answer with ``response_class`` (kafka-python's)."""
+    """Send ``request`` (kafka-python's, which encodes it) to the handler ``apis`` has for
+    its key and version, as the server does (decoded with kio, the answer encoded with
+    kio), and decode the answer frame with ``response_class`` (kafka-python's)."""
     version = request.API_VERSION
-    low, high, handler = apis[request.API_KEY]
+    low, high, handler = apis[ApiKey(request.API_KEY)]
     assert low <= version <= high, f"{type(request).__name__} v{version} not served"
-    answer = handler(RequestHeader(request.API_KEY, version, 1, "c"), Reader(request.encode()))
+    request.with_header(correlation_id=1, client_id="c")
+    frame = bytes(request.encode(header=True))
+    header, body = read_request(frame, ApiKey(request.API_KEY), version)
+    answer = handler(header, body)
     if inspect.isawaitable(answer):
         answer = await answer
-    return response_class[version].decode(bytes(answer))
+    frame = encode_response(1, answer)
+    return response_class[version].decode(frame, header=True, framed=True)
+
+
+async def over_a_socket(address: tuple[str, int], request: Any) -> Any:
+    """Send kio's ``request`` to a listener and read its answer with kio."""
+    key, version = int(request.__api_key__), int(request.__version__)
+    header_type = request.__header_schema__
+    out = io.BytesIO()
+    header = header_type(
+        request_api_key=key, request_api_version=version, correlation_id=9, client_id="kio"
+    )
+    entity_writer(header_type)(out, header)
+    entity_writer(type(request))(out, request)
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        writer.write(len(out.getvalue()).to_bytes(4, "big") + out.getvalue())
+        size = int.from_bytes(await reader.readexactly(4), "big")
+        frame = await reader.readexactly(size)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    cls = response_type(ApiKey(key), version)
+    answer_header, used = entity_reader(cls.__header_schema__)(frame, 0)
+    assert answer_header.correlation_id == 9
+    response, size = entity_reader(cls)(frame, used)  # (value, bytes read)
+    assert used + size == len(frame)
+    return response
 
 
 def _create(version: int, *topics: tuple[Any, ...], validate_only: bool = False) -> Any:
-    fields: dict[str, Any] = {"topics": list(topics), "timeout_ms": 1000}
-    if version >= 1:
-        fields["validate_only"] = validate_only
-    return CreateTopicsRequest[version](**fields)
+    return CreateTopicsRequest[version](
+        topics=list(topics), timeout_ms=1000, validate_only=validate_only
+    )
 
 
 def _answers(response: Any) -> dict[str, tuple[int, str | None]]:
-    return {t.name: (t.error_code, getattr(t, "error_message", None)) for t in response.topics}
+    return {t.name: (t.error_code, t.error_message) for t in response.topics}
 
 
 @pytest.mark.asyncio
-async def test_create_topics_answers_each_bad_entry_with_kafkas_code() -> None:
+@pytest.mark.parametrize("version", [4, CREATE[1]])
+async def test_create_topics_answers_each_bad_entry_with_kafkas_code(version: int) -> None:
     async with Cluster(brokers=3, seed=1) as cluster:
         await cluster.create_topic("exists", 1, 1)
         apis = TopicHandlers(cluster, TopicDefaults(num_partitions=2)).apis()
         request = _create(
-            4,
+            version,
             ("ok", 3, 2, [], [("retention.ms", "60000"), ("cleanup.policy", "delete")]),
             ("twice", 1, 1, [], []),
             ("twice", 2, 1, [], []),
@@ -76,7 +117,8 @@ async def test_create_topics_answers_each_bad_entry_with_kafkas_code() -> None:
             ("defaults", -1, -1, [], []),
             ("assigned", -1, -1, [(1, [2, 0]), (0, [1, 2])], []),
         )
-        answers = _answers(await ask(apis, request, CreateTopicsResponse))
+        response = await ask(apis, request, CreateTopicsResponse)
+        answers = _answers(response)
         assert {name: code for name, (code, _) in answers.items()} == {
             "ok": 0,
             "twice": 42,  # INVALID_REQUEST, answered once
@@ -104,10 +146,31 @@ async def test_create_topics_answers_each_bad_entry_with_kafkas_code() -> None:
         assert cluster.topic_config("ok").retention_ms == 60_000
         assert [len(p.replicas) for p in cluster.topics["defaults"]] == [1, 1]  # the defaults
         assert [p.replicas for p in cluster.topics["assigned"]] == [(1, 2), (2, 0)]
+        if version < 5:
+            return
+        # v5+: the created topic as created, its configs as DescribeConfigs has them
+        by_name = {t.name: t for t in response.topics}
+        shapes = {n: (t.num_partitions, t.replication_factor) for n, t in by_name.items()}
+        assert (shapes["ok"], shapes["defaults"], shapes["assigned"]) == ((3, 2), (2, 1), (2, 2))
+        assert shapes["exists"] == (-1, -1)  # Kafka's defaults for a refusal
+        assert by_name["exists"].configs == []
+        configs = {c.name: (c.value, c.config_source) for c in by_name["ok"].configs}
+        assert configs == {
+            "cleanup.policy": ("delete", 5),  # DEFAULT_CONFIG
+            "message.timestamp.type": ("CreateTime", 5),
+            "min.insync.replicas": ("1", 5),
+            "retention.bytes": ("-1", 5),
+            "retention.ms": ("60000", 1),  # TOPIC_CONFIG: its own
+        }
+        assert [c.name for c in by_name["ok"].configs] == sorted(configs)  # as Kafka sorts
+        if version >= 7:
+            assert by_name["ok"].topic_id == cluster.topic_id("ok")
+            assert by_name["assigned"].topic_id == cluster.topic_id("assigned")
+            assert by_name["exists"].topic_id is None  # the zero id: none for a refusal
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("version", range(CREATE[0], CREATE[1] + 1))
 async def test_every_create_topics_version_creates_and_validate_only_does_not(
     version: int,
 ) -> None:
@@ -115,26 +178,131 @@ async def test_every_create_topics_version_creates_and_validate_only_does_not(
         apis = TopicHandlers(cluster).apis()
         created = await ask(apis, _create(version, ("a", 2, 1, [], [])), CreateTopicsResponse)
         assert [(t.name, t.error_code) for t in created.topics] == [("a", 0)]
-        if version >= 1:
-            checked = _create(version, ("b", 1, 1, [], []), validate_only=True)
-            answer = await ask(apis, checked, CreateTopicsResponse)
-            assert [(t.name, t.error_code) for t in answer.topics] == [("b", 0)]
+        checked = _create(version, ("b", 3, 1, [], [("retention.ms", "5")]), validate_only=True)
+        answer = await ask(apis, checked, CreateTopicsResponse)
+        assert [(t.name, t.error_code) for t in answer.topics] == [("b", 0)]
         assert sorted(cluster.topics) == ["a"]
+        if version >= 5:  # what would have been created
+            [b] = answer.topics
+            assert (b.num_partitions, b.replication_factor) == (3, 1)
+            assert ("retention.ms", "5") in [(c.name, c.value) for c in b.configs]
+        if version >= 7:
+            assert created.topics[0].topic_id == cluster.topic_id("a") is not None
+            assert answer.topics[0].topic_id is None  # nothing was created
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", range(DELETE[0], DELETE[1] + 1))
 async def test_delete_topics_deletes_and_answers_unknown_and_repeated_names(version: int) -> None:
     async with Cluster(brokers=3, seed=1) as cluster:
         for name in ("a", "b"):
             await cluster.create_topic(name, 2, 3)
         await cluster.produce(ProduceRequest("a", 0, [(None, b"x")]))
+        a_id = cluster.topic_id("a")
         apis = TopicHandlers(cluster).apis()
-        request = DeleteTopicsRequest[version](topic_names=["a", "nope", "b", "b"], timeout_ms=1000)
+        names = ["a", "nope", "b", "b"]
+        if version >= 6:  # by name or id
+            request = DeleteTopicsRequest[version](
+                topics=[(name, None) for name in names], timeout_ms=1000
+            )
+        else:
+            request = DeleteTopicsRequest[version](topic_names=names, timeout_ms=1000)
         response = await ask(apis, request, DeleteTopicsResponse)
         assert {r.name: r.error_code for r in response.responses} == {"a": 0, "nope": 3, "b": 42}
         assert sorted(cluster.topics) == ["b"]
         assert cluster.log_space.used == 0  # a's records went with it
+        if version >= 5:
+            messages = {r.name: r.error_message for r in response.responses}
+            assert messages == {
+                "a": None,
+                "nope": "no topic 'nope'",
+                "b": "topic 'b' is named 2 times in one request",
+            }
+        if version >= 6:
+            ids = {r.name: r.topic_id for r in response.responses}
+            assert ids == {"a": a_id, "nope": None, "b": None}
+
+
+@pytest.mark.asyncio
+async def test_delete_topics_v6_names_topics_by_id_as_kafka_checks_them() -> None:
+    async with Cluster(brokers=1, seed=1) as cluster:
+        for name in ("by-id", "twice", "named-and-id", "both"):
+            await cluster.create_topic(name, 1, 1)
+        ids = {name: cluster.topic_id(name) for name in cluster.topics}
+        unknown = uuid.UUID(int=7)
+        request = DeleteTopicsRequest[6](
+            topics=[
+                (None, ids["by-id"]),
+                (None, unknown),
+                (None, ids["twice"]),
+                (None, ids["twice"]),
+                ("named-and-id", None),
+                (None, ids["named-and-id"]),
+                ("both", ids["both"]),
+                (None, None),
+            ],
+            timeout_ms=1000,
+        )
+        apis = TopicHandlers(cluster).apis()
+        response = await ask(apis, request, DeleteTopicsResponse)
+        assert [(r.name, r.topic_id, r.error_code) for r in response.responses] == [
+            ("by-id", ids["by-id"], 0),
+            (None, unknown, 100),  # UNKNOWN_TOPIC_ID
+            (None, ids["twice"], 42),  # INVALID_REQUEST, answered once
+            ("named-and-id", None, 42),  # its id is given too: the name is refused...
+            ("named-and-id", ids["named-and-id"], 0),  # ...the id deletes it
+            ("both", ids["both"], 42),  # a name and an id in one entry
+            (None, None, 42),  # neither
+        ]
+        assert all(r.error_message for r in response.responses if r.error_code)
+        assert sorted(cluster.topics) == ["both", "twice"]
+        # created again, a topic is another topic: its old id is unknown
+        await cluster.create_topic("by-id", 1, 1)
+        assert cluster.topic_id("by-id") not in (None, ids["by-id"])
+        request = DeleteTopicsRequest[6](topics=[(None, ids["by-id"])], timeout_ms=1000)
+        again = await ask(apis, request, DeleteTopicsResponse)
+        assert [r.error_code for r in again.responses] == [100]
+        assert "by-id" in cluster.topics
+
+
+@pytest.mark.asyncio
+async def test_flexible_create_and_delete_round_trip_over_a_socket(door: KafkaFrontDoor) -> None:
+    """CreateTopics v7 and DeleteTopics v6, built and read with kio, through a listener."""
+    address = door.addresses[1]
+    create = create_v7.CreateTopicsRequest(
+        topics=(
+            create_v7.CreatableTopic(
+                name="flex",
+                num_partitions=-1,
+                replication_factor=3,
+                assignments=(),
+                configs=(create_v7.CreatableTopicConfig(name="retention.bytes", value="1000"),),
+            ),
+        ),
+        timeout=datetime.timedelta(seconds=5),
+        validate_only=False,
+    )
+    created = await over_a_socket(address, create)
+    [topic] = created.topics
+    assert (topic.name, topic.error_code, topic.error_message) == ("flex", KioError.none, None)
+    assert topic.topic_id == door.cluster.topic_id("flex")
+    assert (topic.num_partitions, topic.replication_factor) == (1, 3)
+    assert {c.name: c.value for c in topic.configs}["retention.bytes"] == "1000"
+    delete = delete_v6.DeleteTopicsRequest(
+        topics=(delete_v6.DeleteTopicState(name=None, topic_id=topic.topic_id),),
+        timeout=datetime.timedelta(seconds=5),
+    )
+    deleted = await over_a_socket(address, delete)
+    [answer] = deleted.responses
+    assert (answer.name, answer.topic_id, answer.error_code) == (
+        "flex",
+        topic.topic_id,
+        KioError.none,
+    )
+    assert sorted(door.cluster.topics) == ["t"]
+    assert door.stats.requests["CREATE_TOPICS", CREATE[1]] == 1
+    assert door.stats.requests["DELETE_TOPICS", DELETE[1]] == 1
+    assert not door.stats.bad_input
 
 
 def _metadata(version: int, names: list[str], allow: bool) -> Any:
@@ -261,8 +429,8 @@ async def test_each_admin_client_creates_and_deletes_topics(
     refusal = "invalid rf" if client == "confluent-kafka" else "exists"
     assert seen == [refusal, short, "t"]
     assert sorted(door.cluster.topics) == ["t"]  # deleted again
-    assert door.stats.requests["CREATE_TOPICS"] >= 1
-    assert door.stats.requests["DELETE_TOPICS"] == 1
+    assert door.stats.requests_of("CREATE_TOPICS") >= 1
+    assert door.stats.requests_of("DELETE_TOPICS") == 1
     assert not door.stats.bad_input
 
 
