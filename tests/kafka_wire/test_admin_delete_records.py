@@ -5,19 +5,34 @@ passed the offset."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import inspect
+import io
 import time
+from typing import Any
 
 import pytest
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
+from kio.schema.delete_records.v2 import request as v2
+from kio.schema.errors import ErrorCode as KioError
+from kio.serial import entity_reader, entity_writer
 
-from purgatory.kafka.codec import DecodeError, Reader
+from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
-from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.schemas import encode_response, read_request, response_type, versions
 from purgatory.sim import Cluster, Latency, ProduceRequest
 
 TIMEOUT = 30.0
+LOW, HIGH = versions(ApiKey.DELETE_RECORDS)
+
+
+def _typed(request: Any) -> tuple[Any, Any]:
+    """kafka-python's ``request`` as the server hands it to a handler: kio's."""
+    request.with_header(correlation_id=1, client_id="c")
+    frame = bytes(request.encode(header=True))
+    return read_request(frame, ApiKey.DELETE_RECORDS, request.API_VERSION)
 
 
 async def _delete(
@@ -28,10 +43,12 @@ async def _delete(
     for topic, index, offset in partitions:
         by_topic.setdefault(topic, []).append((index, offset))
     request = DeleteRecordsRequest[version](topics=list(by_topic.items()), timeout_ms=5000)
-    header = RequestHeader(ApiKey.DELETE_RECORDS, version, 1, "c")
-    answer = handlers.delete_records(header, Reader(request.encode()))
+    low, high, handler = handlers.apis()[ApiKey.DELETE_RECORDS]
+    assert low <= version <= high
+    answer = handler(*_typed(request))
     assert inspect.isawaitable(answer)
-    response = DeleteRecordsResponse[version].decode(bytes(await answer))
+    frame = encode_response(1, await answer)
+    response = DeleteRecordsResponse[version].decode(frame, header=True, framed=True)
     return {
         (t.name, p.partition_index): (p.error_code, p.low_watermark)
         for t in response.topics
@@ -40,7 +57,7 @@ async def _delete(
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("version", range(LOW, HIGH + 1))
 async def test_delete_records_answers_as_kafka_for_each_offset_and_partition(version: int) -> None:
     async with Cluster(brokers=3, seed=1) as cluster:
         await cluster.create_topic("t", 3, 3, assignment=[[0, 1, 2], [0, 2, 1], [1, 0, 2]])
@@ -83,12 +100,64 @@ async def test_delete_records_answers_as_kafka_for_each_offset_and_partition(ver
 async def test_a_negative_timeout_is_malformed() -> None:
     async with Cluster(brokers=1, seed=1) as cluster:
         await cluster.create_topic("t", 1, 1)
-        request = DeleteRecordsRequest[1](topics=[("t", [(0, 0)])], timeout_ms=-1)
+        request = DeleteRecordsRequest[HIGH](topics=[("t", [(0, 0)])], timeout_ms=-1)
         handlers = DeleteRecordsHandlers(cluster, 0)
         with pytest.raises(DecodeError, match="timeout"):
-            handlers.delete_records(
-                RequestHeader(ApiKey.DELETE_RECORDS, 1, 1, "c"), Reader(request.encode())
-            )
+            handlers.delete_records(*_typed(request))
+
+
+@pytest.mark.asyncio
+async def test_flexible_delete_records_round_trips_over_a_socket(door: KafkaFrontDoor) -> None:
+    """DeleteRecords at its highest version, built and read with kio, sent to the leader."""
+    cluster = door.cluster
+    for _ in range(5):
+        await cluster.produce(ProduceRequest("t", 1, [(None, b"v")]))
+    leader = cluster.partition("t", 1).leader
+    request = v2.DeleteRecordsRequest(
+        topics=(
+            v2.DeleteRecordsTopic(
+                name="t",
+                partitions=(
+                    v2.DeleteRecordsPartition(partition_index=1, offset=3),
+                    v2.DeleteRecordsPartition(partition_index=9, offset=0),
+                ),
+            ),
+        ),
+        timeout=datetime.timedelta(seconds=5),
+    )
+    assert request.__version__ == HIGH
+    assert request.__flexible__
+    out = io.BytesIO()
+    header_type = request.__header_schema__
+    header = header_type(
+        request_api_key=ApiKey.DELETE_RECORDS,
+        request_api_version=HIGH,
+        correlation_id=5,
+        client_id="kio",
+    )
+    entity_writer(header_type)(out, header)
+    entity_writer(type(request))(out, request)
+    async with asyncio.timeout(TIMEOUT):
+        reader, writer = await asyncio.open_connection(*door.addresses[leader])
+        try:
+            writer.write(len(out.getvalue()).to_bytes(4, "big") + out.getvalue())
+            frame = await reader.readexactly(int.from_bytes(await reader.readexactly(4), "big"))
+        finally:
+            writer.close()
+            await writer.wait_closed()
+    cls = response_type(ApiKey.DELETE_RECORDS, HIGH)
+    answer_header, used = entity_reader(cls.__header_schema__)(frame, 0)
+    response, size = entity_reader(cls)(frame, used)
+    assert (answer_header.correlation_id, used + size) == (5, len(frame))
+    [topic] = response.topics
+    assert topic.name == "t"
+    assert [(p.partition_index, p.low_watermark, p.error_code) for p in topic.partitions] == [
+        (1, 3, KioError.none),
+        (9, -1, KioError.unknown_topic_or_partition),
+    ]
+    p = cluster.partition("t", 1)
+    assert [p.logs[b].log_start_offset for b in p.replicas] == [3] * 3
+    assert door.stats.requests["DELETE_RECORDS", HIGH] == 1
 
 
 def _confluent_delete(bootstrap: str, offset: int) -> tuple[int, float]:
