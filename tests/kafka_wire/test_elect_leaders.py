@@ -1,18 +1,29 @@
 """ElectLeaders over the Kafka protocol: kafka-python's admin client asks for a preferred
-election, which waits in the ElectLeader purgatory until the preferred replica leads."""
+election, which waits in the ElectLeader purgatory until the preferred replica leads; every
+version through kafka-python's encoding, the highest over a socket with kio."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import io
+from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient
+from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
+from kio.schema.elect_leaders.v2 import request as v2
+from kio.schema.errors import ErrorCode as KioError
+from kio.serial import entity_reader, entity_writer
 
-from purgatory.kafka.codec import Reader, Writer
+from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.elections import ElectionHandlers
-from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.schemas import encode_response, read_request, response_type, versions
 from purgatory.sim.errors import ErrorCode
+
+LOW, HIGH = versions(ApiKey.ELECT_LEADERS)
 
 
 def _elect(bootstrap: str, partitions: dict[str, list[int]]) -> object:
@@ -49,21 +60,80 @@ async def test_kafka_python_admin_moves_leadership_back_to_the_preferred_replica
     assert elect == 1  # it parked until broker 0 led
 
 
+def _typed(request: Any) -> tuple[Any, Any]:
+    """kafka-python's ``request`` as the server hands it to a handler: kio's."""
+    request.with_header(correlation_id=1, client_id="c")
+    frame = bytes(request.encode(header=True))
+    return read_request(frame, ApiKey.ELECT_LEADERS, request.API_VERSION)
+
+
 @pytest.mark.asyncio
-async def test_v1_wire_answer_names_each_partition_and_a_null_list_means_all(
-    door: KafkaFrontDoor,
+@pytest.mark.parametrize("version", range(LOW, HIGH + 1))
+async def test_every_version_answers_each_partition_and_a_null_list_means_all(
+    door: KafkaFrontDoor, version: int
 ) -> None:
-    body = Writer().int8(0).int32(-1).int32(1000).buf  # preferred, every partition
-    header = RequestHeader(ApiKey.ELECT_LEADERS, 1, 7, "c")
-    answer = Reader(await ElectionHandlers(door.cluster).elect_leaders(header, Reader(body)))
-    assert answer.int32() == 0  # throttle
-    assert answer.int16() == ErrorCode.NONE.number
-    assert answer.int32() == 1
-    assert answer.string() == "t"
-    assert answer.int32() == 2
-    results = [(answer.int32(), answer.int16(), answer.nullable_string()) for _ in range(2)]
+    fields: dict[str, Any] = {"topic_partitions": None, "timeout_ms": 1000}  # every partition
+    if version >= 1:
+        fields["election_type"] = 0  # preferred (v0 has no type: always preferred)
+    low, high, handler = ElectionHandlers(door.cluster).apis()[ApiKey.ELECT_LEADERS]
+    assert low <= version <= high
+    frame = encode_response(7, await handler(*_typed(ElectLeadersRequest[version](**fields))))
+    answer = ElectLeadersResponse[version].decode(frame, header=True, framed=True)
+    if version >= 1:
+        assert answer.error_code == ErrorCode.NONE.number
+    [topic] = answer.replica_election_results
+    assert topic.topic == "t"
+    results = [(p.partition_id, p.error_code, p.error_message) for p in topic.partition_result]
     assert results == [
         (0, ErrorCode.ELECTION_NOT_NEEDED.number, "ELECTION_NOT_NEEDED"),
         (1, ErrorCode.ELECTION_NOT_NEEDED.number, "ELECTION_NOT_NEEDED"),
     ]
-    assert answer.remaining == 0
+
+
+@pytest.mark.asyncio
+async def test_an_unknown_election_type_is_malformed(door: KafkaFrontDoor) -> None:
+    request = ElectLeadersRequest[HIGH](election_type=2, topic_partitions=None, timeout_ms=1000)
+    with pytest.raises(DecodeError, match="election type"):
+        ElectionHandlers(door.cluster).elect_leaders(*_typed(request))
+
+
+@pytest.mark.asyncio
+async def test_flexible_elect_leaders_round_trips_over_a_socket(door: KafkaFrontDoor) -> None:
+    """ElectLeaders at its highest version, built and read with kio: an unclean election
+    where the leader is alive is not needed, and a partition nobody has is unknown."""
+    request = v2.ElectLeadersRequest(
+        election_type=1,
+        topic_partitions=(v2.TopicPartitions(topic="t", partitions=(1, 5)),),
+        timeout=datetime.timedelta(seconds=5),
+    )
+    assert request.__version__ == HIGH
+    assert request.__flexible__
+    out = io.BytesIO()
+    header_type = request.__header_schema__
+    header = header_type(
+        request_api_key=ApiKey.ELECT_LEADERS,
+        request_api_version=HIGH,
+        correlation_id=3,
+        client_id="kio",
+    )
+    entity_writer(header_type)(out, header)
+    entity_writer(type(request))(out, request)
+    async with asyncio.timeout(30):
+        reader, writer = await asyncio.open_connection(*door.addresses[2])
+        try:
+            writer.write(len(out.getvalue()).to_bytes(4, "big") + out.getvalue())
+            frame = await reader.readexactly(int.from_bytes(await reader.readexactly(4), "big"))
+        finally:
+            writer.close()
+            await writer.wait_closed()
+    cls = response_type(ApiKey.ELECT_LEADERS, HIGH)
+    answer_header, used = entity_reader(cls.__header_schema__)(frame, 0)
+    response, size = entity_reader(cls)(frame, used)
+    assert (answer_header.correlation_id, used + size) == (3, len(frame))
+    assert response.error_code == KioError.none
+    [topic] = response.replica_election_results
+    assert topic.topic == "t"
+    codes = {p.partition_id: p.error_code for p in topic.partition_result}
+    assert codes == {1: KioError.election_not_needed, 5: KioError.unknown_topic_or_partition}
+    assert door.stats.requests["ELECT_LEADERS", HIGH] == 1
+    assert not door.stats.bad_input
