@@ -1,9 +1,11 @@
 """The group coordinator's state machine, on virtual time: generations, rebalances parked
-in DelayedJoin, sessions ended by DelayedHeartbeat, and Kafka's error codes."""
+in DelayedJoin, sessions ended by DelayedHeartbeat, and Kafka's error codes; then every version
+of the group APIs on the wire (membership, DescribeGroups, ListGroups, offsets)."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,6 +14,9 @@ import pytest_asyncio
 
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import GroupState, JoinResult
+from purgatory.kafka.coordinator.offsets import Committed
+from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.schemas import kio_error
 from purgatory.sim.errors import ErrorCode
 
 SESSION_MS = 10_000
@@ -268,85 +273,592 @@ async def test_close_answers_parked_joins_and_syncs(coordinator) -> None:
     assert (await second).error == ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
+# -- on the wire -------------------------------------------------------------------------
+#
+# Requests go over a real socket to an embedded cluster's broker. kafka-python's classes
+# (generated from Kafka's schemas, independently of kio) encode each version's request and
+# decode its answer: the oracle of every version. kio itself round-trips the highest.
+
+
+class Wire:
+    """One connection to a broker of an embedded cluster."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.correlation = 0
+
+    async def _exchange(self, frame: bytes) -> bytes:
+        self.writer.write(frame)
+        size = int.from_bytes(await self.reader.readexactly(4), "big")
+        return await self.reader.readexactly(size)
+
+    async def ask(self, request: Any, response: Any) -> Any:
+        """A kafka-python request (its version set) and the class of its answer."""
+        self.correlation += 1
+        request.with_header(correlation_id=self.correlation, client_id="tester")
+        frame = await self._exchange(bytes(request.encode(header=True, framed=True)))
+        answer = response.decode(frame, version=request.API_VERSION, header=True)
+        assert answer.header.correlation_id == self.correlation
+        return answer
+
+    async def kio(self, request: Any) -> Any:
+        """A kio request, answered with kio's response of its version."""
+        from kio.serial import entity_reader, entity_writer
+
+        from purgatory.kafka.schemas import response_type
+
+        self.correlation += 1
+        header_type = request.__header_schema__
+        header = header_type(
+            request_api_key=request.__api_key__,
+            request_api_version=request.__version__,
+            correlation_id=self.correlation,
+            client_id="tester",
+        )
+        out = io.BytesIO()
+        entity_writer(header_type)(out, header)
+        entity_writer(type(request))(out, request)
+        body = out.getvalue()
+        frame = await self._exchange(len(body).to_bytes(4, "big") + body)
+        cls = response_type(request.__api_key__, request.__version__)
+        answer_header, size = entity_reader(cls.__header_schema__)(frame, 0)
+        assert answer_header.correlation_id == self.correlation
+        answer, read = entity_reader(cls)(frame, size)
+        assert size + read == len(frame)
+        return answer
+
+
+@pytest_asyncio.fixture
+async def wire(door: Any) -> AsyncIterator[Wire]:
+    reader, writer = await asyncio.open_connection(*door.addresses[0])
+    try:
+        yield Wire(reader, writer)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+def kio_request(key: Any, version: int, **values: Any) -> Any:
+    from purgatory.kafka.schemas import build, request_type
+
+    return build(request_type(key, version), values)
+
+
+async def kp_join(wire: Wire, version: int, member_id: str = "", group: str = "g") -> Any:
+    from kafka.protocol.consumer.group import JoinGroupRequest, JoinGroupResponse
+
+    protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"r")
+    request = JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=SESSION_MS,
+        rebalance_timeout_ms=REBALANCE_MS,
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=[protocol],
+        reason="test",
+        version=version,
+    )
+    return await wire.ask(request, JoinGroupResponse)
+
+
+async def kp_member(wire: Wire, version: int, group: str = "g") -> Any:
+    """A member that joined (with the id MEMBER_ID_REQUIRED gave it, v4+) and leads."""
+    member_id = ""
+    if version >= 4:
+        first = await kp_join(wire, version, group=group)
+        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED.number
+        assert first.generation_id == -1
+        if version >= 7:
+            assert (first.protocol_type, first.protocol_name) == (None, None)
+        member_id = first.member_id
+    joined = await kp_join(wire, version, member_id, group=group)
+    assert joined.error_code == 0
+    return joined
+
+
+async def kp_sync(wire: Wire, version: int, joined: Any, **protocol: Any) -> Any:
+    from kafka.protocol.consumer.group import SyncGroupRequest, SyncGroupResponse
+
+    assignment = SyncGroupRequest.SyncGroupRequestAssignment(
+        member_id=joined.member_id, assignment=b"plan"
+    )
+    request = SyncGroupRequest(
+        group_id="g",
+        generation_id=joined.generation_id,
+        member_id=joined.member_id,
+        group_instance_id=None,
+        assignments=[assignment],
+        version=version,
+        **protocol,
+    )
+    return await wire.ask(request, SyncGroupResponse)
+
+
 @pytest.mark.asyncio
-@pytest.mark.parametrize("version", range(6))
-async def test_membership_on_the_wire_decodes_with_kafka_python(coordinator, version: int) -> None:
-    """JoinGroup v0-5 and SyncGroup, Heartbeat, LeaveGroup v0-3, one member's life, with
-    kafka-python's own encoders and decoders as the oracle."""
+@pytest.mark.parametrize("version", range(10))
+async def test_membership_every_version_on_the_wire(wire: Wire, door: Any, version: int) -> None:
+    """JoinGroup v0-9 with SyncGroup, Heartbeat and LeaveGroup at the nearest version each
+    has (0-5, 0-4, 0-5): one member's life, decoded by kafka-python."""
     from kafka.protocol.consumer.group import (
         HeartbeatRequest,
         HeartbeatResponse,
-        JoinGroupRequest,
-        JoinGroupResponse,
         LeaveGroupRequest,
         LeaveGroupResponse,
-        SyncGroupRequest,
-        SyncGroupResponse,
     )
 
-    from purgatory.kafka.codec import Reader
-    from purgatory.kafka.handlers.membership import MembershipHandlers
-    from purgatory.kafka.protocol import ApiKey, RequestHeader
-
-    wire = MembershipHandlers(coordinator)
-    small = min(version, 3)
-
-    async def call(handler: Any, key: ApiKey, v: int, request: Any, response: Any) -> Any:
-        answer = handler(RequestHeader(key, v, 1, "client"), Reader(request.encode()))
-        if not isinstance(answer, bytearray):
-            answer = await answer
-        return response[v].decode(bytes(answer))
-
-    def join_request(member_id: str) -> Any:
-        fields: dict[str, Any] = {
-            "group_id": "g",
-            "session_timeout_ms": SESSION_MS,
-            "member_id": member_id,
-            "protocol_type": "consumer",
-            "protocols": [("range", b"r")],
-        }
-        if version >= 1:
-            fields["rebalance_timeout_ms"] = REBALANCE_MS
-        if version >= 5:
-            fields["group_instance_id"] = None
-        return JoinGroupRequest[version](**fields)
-
-    member_id = ""
-    if version >= 4:
-        first = await call(
-            wire.join_group, ApiKey.JOIN_GROUP, version, join_request(""), JoinGroupResponse
-        )
-        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED.number
-        member_id = first.member_id
-    joined = await call(
-        wire.join_group, ApiKey.JOIN_GROUP, version, join_request(member_id), JoinGroupResponse
-    )
-    assert joined.error_code == 0
-    assert (joined.generation_id, joined.protocol_name) == (1, "range")
-    assert joined.leader == joined.member_id
-    assert [(m.member_id, m.metadata) for m in joined.members] == [(joined.member_id, b"r")]
-    if version >= 4:
-        assert joined.member_id == member_id
+    joined = await kp_member(wire, version)
     me = joined.member_id
+    assert me.startswith("tester-")
+    assert (joined.generation_id, joined.protocol_name, joined.leader) == (1, "range", me)
+    assert [(m.member_id, m.metadata) for m in joined.members] == [(me, b"r")]
+    if version >= 5:
+        assert joined.members[0].group_instance_id is None
+    if version >= 7:
+        assert joined.protocol_type == "consumer"
+    if version >= 9:
+        assert joined.skip_assignment is False
 
-    sync_fields: dict[str, Any] = {"group_id": "g", "generation_id": 1, "member_id": me}
-    if small >= 3:
-        sync_fields["group_instance_id"] = None
-    sync = SyncGroupRequest[small](**sync_fields, assignments=[(me, b"plan")])
-    synced = await call(wire.sync_group, ApiKey.SYNC_GROUP, small, sync, SyncGroupResponse)
+    sync_version = min(version, 5)
+    synced = await kp_sync(wire, sync_version, joined)
     assert (synced.error_code, synced.assignment) == (0, b"plan")
+    if sync_version >= 5:
+        assert (synced.protocol_type, synced.protocol_name) == ("consumer", "range")
 
-    beat_fields = dict(sync_fields)
-    beat = HeartbeatRequest[small](**beat_fields)
-    beaten = await call(wire.heartbeat, ApiKey.HEARTBEAT, small, beat, HeartbeatResponse)
-    assert beaten.error_code == 0
+    beat_version = min(version, 4)
+    beat = HeartbeatRequest(
+        group_id="g", generation_id=1, member_id=me, group_instance_id=None, version=beat_version
+    )
+    assert (await wire.ask(beat, HeartbeatResponse)).error_code == 0
 
-    if small >= 3:
-        leave = LeaveGroupRequest[small](group_id="g", members=[(me, None)])
+    leave_version = min(version, 5)
+    if leave_version >= 3:
+        identity = LeaveGroupRequest.MemberIdentity(member_id=me, group_instance_id=None)
+        leave = LeaveGroupRequest(group_id="g", members=[identity], version=leave_version)
     else:
-        leave = LeaveGroupRequest[small](group_id="g", member_id=me)
-    left = await call(wire.leave_group, ApiKey.LEAVE_GROUP, small, leave, LeaveGroupResponse)
+        leave = LeaveGroupRequest(group_id="g", member_id=me, version=leave_version)
+    left = await wire.ask(leave, LeaveGroupResponse)
     assert left.error_code == 0
-    if small >= 3:
+    if leave_version >= 3:
         assert [(m.member_id, m.error_code) for m in left.members] == [(me, 0)]
-    assert coordinator.groups["g"].members == {}
+    assert door.coordinator.groups["g"].members == {}
+    assert door.stats.requests["JOIN_GROUP", version] == (2 if version >= 4 else 1)
+
+
+@pytest.mark.asyncio
+async def test_sync_group_v5_checks_the_protocol_it_is_given(wire: Wire) -> None:
+    joined = await kp_member(wire, 9)
+    wrong = await kp_sync(wire, 5, joined, protocol_type="consumer", protocol_name="sticky")
+    assert wrong.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL.number
+    assert (wrong.protocol_type, wrong.protocol_name, wrong.assignment) == (None, None, b"")
+    other = await kp_sync(wire, 5, joined, protocol_type="connect", protocol_name=None)
+    assert other.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL.number
+    right = await kp_sync(wire, 5, joined, protocol_type="consumer", protocol_name="range")
+    assert (right.error_code, right.protocol_name, right.assignment) == (0, "range", b"plan")
+
+
+@pytest.mark.asyncio
+async def test_leave_group_v3_plus_answers_each_member_and_an_unknown_group_at_the_top(
+    wire: Wire, door: Any
+) -> None:
+    one = await kp_member(wire, 3)  # v3: no MEMBER_ID_REQUIRED
+    await kp_sync(wire, 3, one)
+    # a second member, on a connection of its own: its join parks until the first rejoins
+    reader, writer = await asyncio.open_connection(*door.addresses[1])
+    try:
+        second = asyncio.ensure_future(kp_join(Wire(reader, writer), 3))
+        while len(door.coordinator.groups["g"].members) < 2:  # noqa: ASYNC110 (no event)
+            await asyncio.sleep(0.01)
+        await kp_join(wire, 3, one.member_id)
+        two = await second
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    assert len(door.coordinator.groups["g"].members) == 2
+
+    leave = kio_request(
+        ApiKey.LEAVE_GROUP,
+        5,
+        group_id="g",
+        members=[
+            {"member_id": one.member_id, "group_instance_id": None, "reason": "done"},
+            {"member_id": "nobody", "group_instance_id": "i-1"},
+            {"member_id": two.member_id},
+        ],
+    )
+    left = await wire.kio(leave)
+    assert left.error_code == kio_error(ErrorCode.NONE)
+    assert [(m.member_id, m.group_instance_id, m.error_code) for m in left.members] == [
+        (one.member_id, None, kio_error(ErrorCode.NONE)),
+        ("nobody", "i-1", kio_error(ErrorCode.UNKNOWN_MEMBER_ID)),
+        (two.member_id, None, kio_error(ErrorCode.NONE)),
+    ]
+    assert door.coordinator.groups["g"].members == {}
+    unknown = await wire.kio(
+        kio_request(ApiKey.LEAVE_GROUP, 5, group_id="nowhere", members=[{"member_id": "m"}])
+    )
+    assert (unknown.error_code, unknown.members) == (kio_error(ErrorCode.UNKNOWN_MEMBER_ID), ())
+
+
+@pytest.mark.asyncio
+async def test_membership_round_trips_kio_at_the_highest_versions(wire: Wire) -> None:
+    """JoinGroup v9, SyncGroup v5, Heartbeat v4, LeaveGroup v5 (flexible), with kio."""
+    first = await wire.kio(
+        kio_request(
+            ApiKey.JOIN_GROUP,
+            9,
+            group_id="g",
+            session_timeout=SESSION_MS,
+            rebalance_timeout=REBALANCE_MS,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[{"name": "range", "metadata": b"r"}],
+            reason="starting",
+        )
+    )
+    assert first.error_code == kio_error(ErrorCode.MEMBER_ID_REQUIRED)
+    joined = await wire.kio(
+        kio_request(
+            ApiKey.JOIN_GROUP,
+            9,
+            group_id="g",
+            session_timeout=SESSION_MS,
+            rebalance_timeout=REBALANCE_MS,
+            member_id=first.member_id,
+            protocol_type="consumer",
+            protocols=[{"name": "range", "metadata": b"r"}],
+        )
+    )
+    me = first.member_id
+    assert joined.error_code == kio_error(ErrorCode.NONE)
+    assert (joined.protocol_type, joined.protocol_name, joined.leader) == ("consumer", "range", me)
+    assert (joined.member_id, joined.skip_assignment) == (me, False)
+    assert [(m.member_id, m.metadata) for m in joined.members] == [(me, b"r")]
+    synced = await wire.kio(
+        kio_request(
+            ApiKey.SYNC_GROUP,
+            5,
+            group_id="g",
+            generation_id=joined.generation_id,
+            member_id=me,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=[{"member_id": me, "assignment": b"plan"}],
+        )
+    )
+    assert (synced.error_code, synced.assignment) == (kio_error(ErrorCode.NONE), b"plan")
+    assert (synced.protocol_type, synced.protocol_name) == ("consumer", "range")
+    beat = await wire.kio(
+        kio_request(ApiKey.HEARTBEAT, 4, group_id="g", generation_id=9, member_id=me)
+    )
+    assert beat.error_code == kio_error(ErrorCode.ILLEGAL_GENERATION)
+    left = await wire.kio(
+        kio_request(ApiKey.LEAVE_GROUP, 5, group_id="g", members=[{"member_id": me}])
+    )
+    assert [m.error_code for m in left.members] == [kio_error(ErrorCode.NONE)]
+
+
+# -- DescribeGroups, ListGroups ----------------------------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", range(7))
+async def test_describe_groups_every_version(wire: Wire, door: Any, version: int) -> None:
+    from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
+
+    joined = await kp_member(wire, 9)
+    await kp_sync(wire, 5, joined)
+    door.offsets.commit("assigner", "t", 0, Committed(5, -1, ""))
+    request = DescribeGroupsRequest(
+        groups=["g", "assigner", "nowhere"], include_authorized_operations=True, version=version
+    )
+    g, assigner, nowhere = (await wire.ask(request, DescribeGroupsResponse)).groups
+    assert (g.error_code, g.group_id, g.group_state) == (0, "g", "Stable")
+    assert (g.protocol_type, g.protocol_data) == ("consumer", "range")
+    [member] = g.members
+    assert (member.member_id, member.client_id) == (joined.member_id, "tester")
+    assert (member.member_metadata, member.member_assignment) == (b"r", b"plan")
+    if version >= 3:
+        assert g.authorized_operations is None  # kafka-python's reading of -2**31
+    assert (assigner.error_code, assigner.group_state, assigner.members) == (0, "Empty", [])
+    if version >= 6:
+        assert nowhere.error_code == ErrorCode.GROUP_ID_NOT_FOUND.number
+        assert (nowhere.error_message, nowhere.group_state) == ("Group nowhere not found.", "")
+    else:
+        assert (nowhere.error_code, nowhere.group_state) == (0, "Dead")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", range(6))
+async def test_list_groups_every_version_with_its_filters(
+    wire: Wire, door: Any, version: int
+) -> None:
+    from kafka.protocol.admin.groups import ListGroupsRequest, ListGroupsResponse
+
+    names = [f"g{i}" for i in range(8)]
+    for name in names[:4]:
+        await kp_member(wire, 9, group=name)  # CompletingRebalance: nobody synced
+    for name in names[4:]:
+        door.offsets.commit(name, "t", 0, Committed(1, -1, ""))  # Empty
+
+    async def listed(**filters: Any) -> dict[str, tuple[str, ...]]:
+        groups: dict[str, tuple[str, ...]] = {}
+        for broker in door.addresses:  # each broker lists the groups it coordinates
+            reader, writer = await asyncio.open_connection(*door.addresses[broker])
+            try:
+                request = ListGroupsRequest(version=version, **filters)
+                answer = await Wire(reader, writer).ask(request, ListGroupsResponse)
+            finally:
+                writer.close()
+                await writer.wait_closed()
+            assert answer.error_code == 0
+            for group in answer.groups:
+                values = [group.protocol_type]
+                if version >= 4:
+                    values.append(group.group_state)
+                if version >= 5:
+                    values.append(group.group_type)
+                groups[group.group_id] = tuple(values)
+        return groups
+
+    every = await listed()
+    assert sorted(every) == names
+    assert every["g0"] == ("consumer", "CompletingRebalance", "classic")[: max(1, version - 2)]
+    assert every["g4"] == ("", "Empty", "classic")[: max(1, version - 2)]
+    if version >= 4:
+        assert sorted(await listed(states_filter=[" EMPTY"])) == names[4:]
+        assert sorted(await listed(states_filter=["Stable"])) == []
+    if version >= 5:
+        assert sorted(await listed(types_filter=["Classic"])) == names
+        assert await listed(types_filter=["consumer"]) == {}
+
+
+@pytest.mark.asyncio
+async def test_describe_and_list_groups_round_trip_kio_at_the_highest_versions(
+    wire: Wire, door: Any
+) -> None:
+    door.offsets.commit("g", "t", 0, Committed(1, -1, ""))
+    described = await wire.kio(
+        kio_request(
+            ApiKey.DESCRIBE_GROUPS, 6, groups=["g", "x"], include_authorized_operations=False
+        )
+    )
+    assert [(g.group_id, g.error_code, g.group_state) for g in described.groups] == [
+        ("g", kio_error(ErrorCode.NONE), "Empty"),
+        ("x", kio_error(ErrorCode.GROUP_ID_NOT_FOUND), ""),
+    ]
+    listed = await wire.kio(kio_request(ApiKey.LIST_GROUPS, 5, states_filter=["empty"]))
+    assert listed.error_code == kio_error(ErrorCode.NONE)
+    assert [(g.group_id, g.group_state, g.group_type) for g in listed.groups] in (
+        [("g", "Empty", "classic")],
+        [],  # another broker coordinates it
+    )
+
+
+# -- OffsetCommit, OffsetFetch -----------------------------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", range(2, 10))
+async def test_offset_commit_and_fetch_every_version(wire: Wire, door: Any, version: int) -> None:
+    """OffsetCommit v2-9 and OffsetFetch v1-9, decoded by kafka-python: a null metadata is
+    fetched back "", as Kafka keeps it."""
+    from kafka.protocol.consumer.group import (
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+    )
+
+    topic_type = OffsetCommitRequest.OffsetCommitRequestTopic
+    partition_type = topic_type.OffsetCommitRequestPartition
+    partitions = [
+        partition_type(
+            partition_index=0, committed_offset=7, committed_leader_epoch=3, committed_metadata="m"
+        ),
+        partition_type(partition_index=1, committed_offset=9, committed_metadata=None),
+    ]
+    commit = OffsetCommitRequest(
+        group_id="simple",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        retention_time_ms=-1,
+        topics=[topic_type(name="t", partitions=partitions)],
+        version=version,
+    )
+    committed = await wire.ask(commit, OffsetCommitResponse)
+    [topic] = committed.topics
+    assert topic.name == "t"
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(0, 0), (1, 0)]
+    epoch = 3 if version >= 6 else -1
+    assert door.offsets.position("simple", "t", 0) == Committed(7, epoch, "m")
+    assert door.offsets.position("simple", "t", 1) == Committed(9, -1, "")
+
+    # a generation for a group nobody knows: GROUP_ID_NOT_FOUND from v9, before ILLEGAL_GENERATION
+    stranger = OffsetCommitRequest(
+        group_id="stranger",
+        generation_id_or_member_epoch=3,
+        member_id="m",
+        retention_time_ms=-1,
+        topics=[topic_type(name="t", partitions=partitions[:1])],
+        version=version,
+    )
+    refused = (await wire.ask(stranger, OffsetCommitResponse)).topics[0].partitions[0].error_code
+    expected = ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
+    assert refused == expected.number
+    assert "stranger" not in door.offsets.groups()
+
+    for fetch_version in {version - 1, version, min(version + 1, 9)}:
+        wanted = [("t", [0, 1, 2])]
+        if fetch_version >= 8:
+            group_type = OffsetFetchRequest.OffsetFetchRequestGroup
+            topics = [
+                group_type.OffsetFetchRequestTopics(name=name, partition_indexes=indexes)
+                for name, indexes in wanted
+            ]
+            fetch = OffsetFetchRequest(
+                groups=[
+                    group_type(group_id="simple", topics=topics),
+                    group_type(group_id="simple", topics=None),
+                    group_type(group_id="nobody", topics=None),
+                ],
+                version=fetch_version,
+            )
+            answer = await wire.ask(fetch, OffsetFetchResponse)
+            asked, every, nobody = answer.groups
+            assert [g.error_code for g in answer.groups] == [0, 0, 0]
+            assert (nobody.group_id, nobody.topics) == ("nobody", [])
+            got = asked.topics
+            assert [
+                (p.partition_index, p.committed_offset) for p in every.topics[0].partitions
+            ] == [
+                (0, 7),
+                (1, 9),
+            ]
+        else:
+            topic_fetch = OffsetFetchRequest.OffsetFetchRequestTopic
+            fetch = OffsetFetchRequest(
+                group_id="simple",
+                topics=[topic_fetch(name=n, partition_indexes=i) for n, i in wanted],
+                version=fetch_version,
+            )
+            answer = await wire.ask(fetch, OffsetFetchResponse)
+            if fetch_version >= 2:
+                assert answer.error_code == 0
+            got = answer.topics
+        [topic] = got
+        assert topic.name == "t"
+        fetched = [
+            (p.partition_index, p.committed_offset, p.metadata, p.error_code)
+            for p in topic.partitions
+        ]
+        assert fetched == [(0, 7, "m", 0), (1, 9, "", 0), (2, -1, "", 0)]
+        if fetch_version >= 5:
+            assert [p.committed_leader_epoch for p in topic.partitions] == [epoch, -1, -1]
+
+
+@pytest.mark.asyncio
+async def test_offsets_round_trip_kio_at_the_highest_versions_served(wire: Wire, door: Any) -> None:
+    """The highest versions the front door serves (v9 without a topic map, v10 with),
+    flexible, with kio."""
+    from purgatory.kafka.handlers.offsets import OffsetHandlers
+
+    served = OffsetHandlers(door.offsets, door.coordinator).apis()
+    commit_version = served[ApiKey.OFFSET_COMMIT].high
+    fetch_version = served[ApiKey.OFFSET_FETCH].high
+    topic = {"name": "t", "topic_id": door.cluster.topic_id("t")}
+    committed = await wire.kio(
+        kio_request(
+            ApiKey.OFFSET_COMMIT,
+            commit_version,
+            group_id="g",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                {
+                    **topic,
+                    "partitions": [
+                        {"partition_index": 1, "committed_offset": 4, "committed_metadata": None}
+                    ],
+                }
+            ],
+        )
+    )
+    [answered] = committed.topics
+    assert [(p.partition_index, p.error_code) for p in answered.partitions] == [
+        (1, kio_error(ErrorCode.NONE))
+    ]
+    fetched = await wire.kio(
+        kio_request(
+            ApiKey.OFFSET_FETCH,
+            fetch_version,
+            groups=[{"group_id": "g", "topics": [{**topic, "partition_indexes": [1]}]}],
+        )
+    )
+    [group] = fetched.groups
+    [partition] = group.topics[0].partitions
+    assert (partition.committed_offset, partition.metadata) == (4, "")
+
+
+@pytest.mark.asyncio
+async def test_offsets_v10_name_topics_by_id_given_a_topic_map(door: Any) -> None:
+    """OffsetCommit and OffsetFetch v10 (topic ids) are served only with a map of topic
+    ids; an id nobody knows is answered UNKNOWN_TOPIC_ID."""
+    import uuid
+
+    from purgatory.kafka.handlers.offsets import OffsetHandlers
+    from purgatory.kafka.protocol import RequestHeader
+
+    assert OffsetHandlers(door.offsets, door.coordinator).apis()[ApiKey.OFFSET_COMMIT].high == 9
+    handlers = OffsetHandlers(door.offsets, door.coordinator, door.cluster)
+    apis = handlers.apis()
+    assert (apis[ApiKey.OFFSET_COMMIT].high, apis[ApiKey.OFFSET_FETCH].high) == (10, 10)
+    known = door.cluster.topic_id("t")
+    unknown = uuid.uuid4()
+
+    def header(key: ApiKey) -> RequestHeader:
+        return RequestHeader(key, 10, 1, "c")
+
+    partitions = [{"partition_index": 0, "committed_offset": 3, "committed_metadata": "x"}]
+    commit = kio_request(
+        ApiKey.OFFSET_COMMIT,
+        10,
+        group_id="g",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            {"topic_id": known, "partitions": partitions},
+            {"topic_id": unknown, "partitions": partitions},
+        ],
+    )
+    answer = handlers.offset_commit(header(ApiKey.OFFSET_COMMIT), commit)
+    assert [(t.topic_id, t.partitions[0].error_code) for t in answer.topics] == [
+        (known, kio_error(ErrorCode.NONE)),
+        (unknown, kio_error(ErrorCode.UNKNOWN_TOPIC_ID)),
+    ]
+    assert door.offsets.position("g", "t", 0) == Committed(3, -1, "x")
+    door.offsets.commit("g", "gone", 0, Committed(1, -1, ""))  # a topic with no id (deleted)
+    fetch = kio_request(
+        ApiKey.OFFSET_FETCH,
+        10,
+        groups=[
+            {
+                "group_id": "g",
+                "topics": [
+                    {"topic_id": known, "partition_indexes": [0]},
+                    {"topic_id": unknown, "partition_indexes": [0]},
+                ],
+            },
+            {"group_id": "g", "topics": None},
+        ],
+    )
+    asked, every = handlers.offset_fetch(header(ApiKey.OFFSET_FETCH), fetch).groups
+    assert [
+        (t.topic_id, t.partitions[0].committed_offset, t.partitions[0].error_code)
+        for t in asked.topics
+    ] == [
+        (known, 3, kio_error(ErrorCode.NONE)),
+        (unknown, -1, kio_error(ErrorCode.UNKNOWN_TOPIC_ID)),
+    ]
+    assert [t.topic_id for t in every.topics] == [known]  # "gone" has no id to be named by
