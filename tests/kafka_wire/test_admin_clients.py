@@ -6,6 +6,7 @@ Plus the answers for what no client sends on its own: unknown groups and resourc
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 from typing import Any
 
@@ -18,15 +19,18 @@ from kafka.protocol.admin import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
+from kio.schema.describe_configs.v4 import request as describe_v4
+from kio.schema.errors import ErrorCode as KioError
+from kio.serial import entity_reader, entity_writer
 
-from purgatory.kafka.codec import Reader
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults
-from purgatory.kafka.protocol import RequestHeader
+from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.schemas import encode_response, read_request, response_type, versions
 from purgatory.sim import Cluster
 
 TIMEOUT = 60.0
@@ -34,9 +38,13 @@ RECORDS = 10
 
 
 def _ask(handler: Any, request: Any, response_class: Any) -> Any:
+    """Hand kafka-python's ``request`` to ``handler`` as the server does (decoded with
+    kio) and decode the answer (encoded with kio) with ``response_class``."""
     version = request.API_VERSION
-    answer = handler(RequestHeader(request.API_KEY, version, 1, "c"), Reader(request.encode()))
-    return response_class[version].decode(bytes(answer))
+    request.with_header(correlation_id=1, client_id="c")
+    frame = bytes(request.encode(header=True))
+    answer = handler(*read_request(frame, ApiKey(request.API_KEY), version))
+    return response_class[version].decode(encode_response(1, answer), header=True, framed=True)
 
 
 class Seen(dict[str, Any]):
@@ -225,17 +233,19 @@ async def test_groups_are_described_and_listed_as_kafka_does_for_every_version()
         await coordinator.close()
 
 
+CONFIGS = versions(ApiKey.DESCRIBE_CONFIGS)
+
+
 def _describe_configs(version: int, resources: list[tuple[int, str]]) -> Any:
-    fields: dict[str, Any] = {"resources": [(t, n, None) for t, n in resources]}
-    if version >= 1:
-        fields["include_synonyms"] = True
-    if version >= 3:
-        fields["include_documentation"] = False
-    return DescribeConfigsRequest[version](**fields)
+    return DescribeConfigsRequest[version](
+        resources=[(t, n, None) for t, n in resources],
+        include_synonyms=True,
+        include_documentation=False,
+    )
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", range(CONFIGS[0], CONFIGS[1] + 1))
 async def test_describe_configs_answers_sources_synonyms_and_refusals(version: int) -> None:
     async with Cluster(brokers=3, seed=1, log_retention_ms=60_000) as cluster:
         await cluster.create_topic("own", 1, 1, retention_ms=1000)
@@ -262,15 +272,90 @@ async def test_describe_configs_answers_sources_synonyms_and_refusals(version: i
     broker = {c.name: c.value for c in results[4, "1"].configs}
     assert broker["log.retention.ms"] == "60000"
     assert broker["auto.create.topics.enable"] == "false"
-    if version == 0:
-        assert not own["retention.ms"].is_default
-        assert default["cleanup.policy"].is_default
-    else:
-        assert own["retention.ms"].config_source == 1  # TOPIC_CONFIG
-        assert default["retention.ms"].config_source == 4  # STATIC_BROKER_CONFIG
-        assert [(s.name, s.value, s.source) for s in own["retention.ms"].synonyms] == [
-            ("retention.ms", "1000", 1),
-            ("log.retention.ms", "60000", 4),
-        ]
+    assert own["retention.ms"].config_source == 1  # TOPIC_CONFIG
+    assert default["retention.ms"].config_source == 4  # STATIC_BROKER_CONFIG
+    assert default["cleanup.policy"].config_source == 5  # DEFAULT_CONFIG
+    assert [(s.name, s.value, s.source) for s in own["retention.ms"].synonyms] == [
+        ("retention.ms", "1000", 1),
+        ("log.retention.ms", "60000", 4),
+    ]
     if version >= 3:
         assert own["retention.ms"].config_type == 5  # LONG
+        assert own["retention.ms"].documentation is None
+
+
+@pytest.mark.asyncio
+async def test_describe_configs_lists_the_keys_asked_and_every_one_for_none() -> None:
+    async with Cluster(brokers=1, seed=1) as cluster:
+        await cluster.create_topic("t", 1, 1)
+        handlers = ConfigHandlers(cluster, 0, TopicDefaults().settings())
+        request = DescribeConfigsRequest[CONFIGS[1]](
+            resources=[
+                (2, "t", ["retention.ms", "no.such.config"]),
+                (2, "t", []),  # empty: every config, as Kafka reads it
+                (2, "t", None),
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        response = _ask(handlers.describe_configs, request, DescribeConfigsResponse)
+    listed = [[c.name for c in r.configs] for r in response.results]
+    every = [
+        "retention.ms",
+        "retention.bytes",
+        "cleanup.policy",
+        "min.insync.replicas",
+        "message.timestamp.type",
+    ]
+    assert listed == [["retention.ms"], every, every]
+    assert all(not c.synonyms for r in response.results for c in r.configs)  # not asked
+
+
+@pytest.mark.asyncio
+async def test_flexible_describe_configs_round_trips_over_a_socket(door: KafkaFrontDoor) -> None:
+    """DescribeConfigs at its highest version, built and read with kio, through a listener."""
+    request = describe_v4.DescribeConfigsRequest(
+        resources=(
+            describe_v4.DescribeConfigsResource(
+                resource_type=2, resource_name="t", configuration_keys=None
+            ),
+            describe_v4.DescribeConfigsResource(
+                resource_type=4, resource_name="2", configuration_keys=("num.partitions",)
+            ),
+        ),
+        include_synonyms=True,
+        include_documentation=True,
+    )
+    assert request.__version__ == CONFIGS[1]
+    assert request.__flexible__
+    out = io.BytesIO()
+    header_type = request.__header_schema__
+    header = header_type(
+        request_api_key=ApiKey.DESCRIBE_CONFIGS,
+        request_api_version=CONFIGS[1],
+        correlation_id=4,
+        client_id="kio",
+    )
+    entity_writer(header_type)(out, header)
+    entity_writer(type(request))(out, request)
+    async with asyncio.timeout(TIMEOUT):
+        reader, writer = await asyncio.open_connection(*door.addresses[2])
+        try:
+            writer.write(len(out.getvalue()).to_bytes(4, "big") + out.getvalue())
+            frame = await reader.readexactly(int.from_bytes(await reader.readexactly(4), "big"))
+        finally:
+            writer.close()
+            await writer.wait_closed()
+    cls = response_type(ApiKey.DESCRIBE_CONFIGS, CONFIGS[1])
+    answer_header, used = entity_reader(cls.__header_schema__)(frame, 0)
+    response, size = entity_reader(cls)(frame, used)
+    assert (answer_header.correlation_id, used + size) == (4, len(frame))
+    topic, broker = response.results
+    assert (topic.resource_name, topic.error_code) == ("t", KioError.none)
+    assert (broker.resource_name, broker.error_code) == ("2", KioError.none)
+    configs = {c.name: c for c in topic.configs}
+    assert configs["cleanup.policy"].value == "delete"
+    assert configs["cleanup.policy"].config_type == 7  # LIST
+    assert [(c.name, c.value) for c in broker.configs] == [("num.partitions", "1")]
+    assert door.stats.requests["DESCRIBE_CONFIGS", CONFIGS[1]] == 1
+    assert not door.stats.bad_input
