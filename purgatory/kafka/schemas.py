@@ -330,10 +330,18 @@ def _matching_array(
     return None
 
 
+#: The fields, besides those of :data:`_SAME`, that say which entity an entry is about:
+#: newer versions name topics by id alone (Produce v13, Fetch v13+), FindCoordinator v4+
+#: its coordinators by key.
+_KEYS: Final = frozenset(
+    {"group_id", "member_id", "resource_name", "transactional_id", "topic_id", "key"}
+)
+
+
 @cache
 def _key_names(cls: type, aliases: bool = False) -> frozenset[str]:
     names = {f.name for f in shape_of(cls).every if f.kind in (Kind.FIXED, Kind.STRING)}
-    names &= set(_SAME) | {"group_id", "member_id", "resource_name", "transactional_id"}
+    names &= set(_SAME) | _KEYS
     if aliases:
         names |= {alias for name in names for alias in _SAME.get(name, ())}
     return frozenset(names)

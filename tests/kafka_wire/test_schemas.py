@@ -232,19 +232,12 @@ def _every_version() -> list[tuple[ApiKey, int]]:
     return [(key, v) for key in ApiKey for v in range(versions(key)[0], versions(key)[1] + 1)]
 
 
-#: versions whose error answer named no entry of a request naming topics by id (Produce
-#: v13, Fetch v13+) or coordinators by key (FindCoordinator v4+): fixed next
-_UNKEYED = {(ApiKey.PRODUCE, 13), (ApiKey.FIND_COORDINATOR, 4), (ApiKey.FIND_COORDINATOR, 5)}
-_UNKEYED |= {(ApiKey.FIND_COORDINATOR, 6), *((ApiKey.FETCH, v) for v in range(13, 19))}
-
-
 def _every_version_params() -> list[Any]:
     return [
         pytest.param(
             key,
             v,
             id=f"{key.name}-v{v}",
-            marks=[pytest.mark.xfail(strict=True)] if (key, v) in _UNKEYED else [],
         )
         for key, v in _every_version()
     ]
@@ -342,7 +335,6 @@ def _index(entry: Any) -> int:
     raise AssertionError(entry)
 
 
-@pytest.mark.xfail(strict=True, reason="FindCoordinator v4+ unkeyed: fixed next")
 def test_error_answers_name_the_request_s_entities() -> None:
     """Spot checks of the generic answer against what Kafka answers."""
     values = {"topic_data": [{"name": "t", "partition_data": [{"index": 2}, {"index": 5}]}]}
