@@ -61,7 +61,7 @@ class KafkaFrontDoor:
         self._shared: list[ApiTable] = [
             self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
-            OffsetHandlers(self.offsets, self.coordinator).apis(),
+            OffsetHandlers(self.offsets, self.coordinator, cluster).apis(),
             CoordinatorHandlers(self._coordinator_for, ProducerIds()).apis(),
             ElectionHandlers(cluster).apis(),
         ]

@@ -43,26 +43,20 @@ class OffsetHandlers:
     v10 (topic ids) only with ``topics``."""
 
     def __init__(
-        self, offsets: OffsetStore, coordinator: GroupCoordinator, topics: TopicIds | None = None
+        self, offsets: OffsetStore, coordinator: GroupCoordinator, topics: TopicIds
     ) -> None:
         self.offsets = offsets
         self.coordinator = coordinator
         self.topics = topics
 
     def apis(self) -> ApiTable:
-        def served(key: ApiKey) -> tuple[int, int]:
-            low, high = versions(key)
-            return low, high if self.topics is not None else min(high, _TOPIC_IDS - 1)
-
         return {
-            ApiKey.OFFSET_COMMIT: Api(*served(ApiKey.OFFSET_COMMIT), self.offset_commit),
-            ApiKey.OFFSET_FETCH: Api(*served(ApiKey.OFFSET_FETCH), self.offset_fetch),
+            ApiKey.OFFSET_COMMIT: Api(*versions(ApiKey.OFFSET_COMMIT), self.offset_commit),
+            ApiKey.OFFSET_FETCH: Api(*versions(ApiKey.OFFSET_FETCH), self.offset_fetch),
         }
 
     def _name(self, topic_id: uuid.UUID | None) -> str | None:
-        if topic_id is None or self.topics is None:
-            return None
-        return self.topics.topic_name(topic_id)
+        return None if topic_id is None else self.topics.topic_name(topic_id)
 
     def offset_commit(self, header: RequestHeader, request: Any) -> Any:
         version = header.api_version
