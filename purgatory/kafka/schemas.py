@@ -286,8 +286,11 @@ def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
     arrays = [f for f in source_fields if f.kind is Kind.ARRAY]
     used: set[str] = set()
     fields = shape_of(cls).every
-    # arrays of the same name first, then the others by shared keys, in order
-    pending = [f for f in fields if f.kind is Kind.ARRAY and f.item is not None]
+    # arrays of the same name first, then the others by shared keys, in order; only the
+    # arrays of entries that carry an error (configs, members, ... are left empty)
+    pending = [
+        f for f in fields if f.kind is Kind.ARRAY and f.item is not None and _has_error(f.item)
+    ]
     for field in sorted(pending, key=lambda f: f.name not in {a.name for a in arrays}):
         match = _matching_array(field, arrays, used)
         if match is not None:
@@ -305,6 +308,15 @@ def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
             if copied is not None:
                 values[field.name] = copied
     return values
+
+
+@cache
+def _has_error(cls: type) -> bool:
+    """Whether entries of ``cls`` carry an error code, themselves or in nested entries."""
+    return any(
+        f.kafka_type == "error_code" or (f.item is not None and _has_error(f.item))
+        for f in shape_of(cls).every
+    )
 
 
 def _is_entity(value: Any) -> bool:

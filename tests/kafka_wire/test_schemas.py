@@ -351,6 +351,24 @@ def test_error_answers_name_the_request_s_entities() -> None:
     assert [(g.group_id, int(g.error_code)) for g in answer.groups] == [("g", 15), ("h", 15)]
 
 
+def test_error_answers_list_only_entries_that_carry_the_error() -> None:
+    """As Kafka's: the configs a DescribeConfigs asked for, or those a CreateTopics set,
+    are not made up in the error answer (their entries have no error code to carry)."""
+    describe = build(
+        request_type(ApiKey.DESCRIBE_CONFIGS, 4),
+        {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": ["x"]}]},
+    )
+    [result] = error_response(describe, ErrorCode.INVALID_REQUEST).results
+    assert (result.resource_name, int(result.error_code), result.configs) == ("t", 42, ())
+    create = build(
+        request_type(ApiKey.CREATE_TOPICS, 7),
+        {"topics": [{"name": "t", "configs": [{"name": "retention.ms", "value": "1"}]}]},
+    )
+    [topic] = error_response(create, ErrorCode.REQUEST_TIMED_OUT).topics
+    assert (topic.name, int(topic.error_code)) == ("t", 7)
+    assert not topic.configs  # (nullable here: None)
+
+
 # -- the builder ----------------------------------------------------------------------------
 
 
