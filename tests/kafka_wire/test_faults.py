@@ -5,31 +5,33 @@ riding them out."""
 from __future__ import annotations
 
 import asyncio
+import io
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any, NamedTuple
 
 import pytest
 import pytest_asyncio
 from kafka.protocol.admin import (
-    CreateTopicsRequest,
     CreateTopicsResponse,
-    DeleteRecordsRequest,
     DeleteRecordsResponse,
-    DeleteTopicsRequest,
     DeleteTopicsResponse,
-    DescribeConfigsRequest,
     DescribeConfigsResponse,
-    DescribeGroupsRequest,
     DescribeGroupsResponse,
-    ListGroupsRequest,
+    ElectLeadersResponse,
     ListGroupsResponse,
 )
+from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kio.serial import entity_writer
 
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
-from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.faults import Faults
+from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import encode_batch
+from purgatory.kafka.schemas import build, request_type, respond, versions
 from purgatory.sim.errors import ErrorCode
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -88,7 +90,7 @@ async def test_error_before_answers_the_code_and_applies_nothing(kafka) -> None:
     rule = kafka.faults.add("Produce", error=NOT_LEADER)
     conn = await Connection.to(kafka)
     try:
-        assert await conn.produce(1, b"a") == (1, NOT_LEADER.number, -1)
+        assert (await conn.produce(1, b"a"))[:2] == (1, NOT_LEADER.number)
         assert await conn.produce(2, b"b") == (2, 0, 0)  # one-shot: gone after one hit
     finally:
         conn.close()
@@ -192,37 +194,54 @@ async def test_rules_match_broker_topic_version_and_client_and_can_be_kept(kafka
     assert kafka.front_door._servers[0].interceptor is None  # no rules: nothing looked at
 
 
-async def _ask(kafka: AsyncEmbeddedKafka, request: Any, response_class: Any) -> Any:
-    """``request`` (kafka-python's) on a raw connection to broker 0, its answer decoded."""
-    request.with_header(correlation_id=7, client_id="raw")
-    reader, writer = await asyncio.open_connection(*kafka.addresses[0])
+def _frame(key: ApiKey, version: int, values: dict[str, Any], correlation_id: int = 7) -> bytes:
+    """A request frame written by kio from Kafka's schema (client id ``raw``)."""
+    cls = request_type(key, version)
+    header = build(
+        cls.__header_schema__,
+        {
+            "request_api_key": key,
+            "request_api_version": version,
+            "correlation_id": correlation_id,
+            "client_id": "raw",
+        },
+    )
+    out = io.BytesIO()
+    entity_writer(cls.__header_schema__)(out, header)
+    entity_writer(cls)(out, build(cls, values))
+    payload = out.getvalue()
+    return len(payload).to_bytes(4, "big") + payload
+
+
+async def _ask(
+    kafka: AsyncEmbeddedKafka,
+    key: ApiKey,
+    version: int,
+    values: dict[str, Any],
+    response_class: Any,
+    broker: int = 0,
+) -> Any:
+    """A request of ``key`` v``version`` (written by kio) on a raw connection to
+    ``broker``, its answer decoded by kafka-python's ``response_class``."""
+    reader, writer = await asyncio.open_connection(*kafka.addresses[broker])
     try:
-        writer.write(bytes(request.encode(header=True, framed=True)))
+        writer.write(_frame(key, version, values))
         async with asyncio.timeout(5):
             size = int.from_bytes(await reader.readexactly(4), "big")
             frame = await reader.readexactly(size)
     finally:
         writer.close()
     assert int.from_bytes(frame[:4], "big") == 7
-    return response_class[request.API_VERSION].decode(frame[4:])
-
-
-def _describe_configs(version: int) -> Any:
-    fields: dict[str, Any] = {"resources": [(2, "t", None), (4, "0", ["num.partitions"])]}
-    if version >= 1:
-        fields["include_synonyms"] = True
-    if version >= 3:
-        fields["include_documentation"] = False
-    return DescribeConfigsRequest[version](**fields)
+    return response_class[version].decode(frame, header=True)
 
 
 class AdminCase(NamedTuple):
-    """An admin API's fault case: its served versions, the error injected, its request at
-    a version, the response schema, and what of the answer carries the code."""
+    """An admin API's fault case: the error injected, its request's values (for every
+    version: each version keeps the fields it has), the response schema, and what of the
+    answer carries the code."""
 
-    versions: range
-    error: ErrorCode
-    request: Callable[[int], Any]
+    error: ErrorCode | int
+    request: dict[str, Any]
     response: Any
     answers: Callable[[Any], Any]
     expected: Any
@@ -230,83 +249,195 @@ class AdminCase(NamedTuple):
 
 _ADMIN = {
     "CreateTopics": AdminCase(
-        range(5),
         ErrorCode.REQUEST_TIMED_OUT,
-        lambda v: CreateTopicsRequest[v](
-            topics=[("new", 1, 1, [], []), ("other", 2, 1, [(0, [1])], [("retention.ms", "1")])],
-            timeout_ms=1000,
-            **({"validate_only": False} if v >= 1 else {}),
-        ),
+        {
+            "topics": [
+                {"name": "new", "num_partitions": 1, "replication_factor": 1},
+                {
+                    "name": "other",
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                    "assignments": [{"partition_index": 0, "broker_ids": [1]}],
+                    "configs": [{"name": "retention.ms", "value": "1"}],
+                },
+            ],
+            "timeout": 1000,
+        },
         CreateTopicsResponse,
-        lambda r: [
-            (t.name, t.error_code, t.error_message if r.API_VERSION >= 1 else None)
-            for t in r.topics
-        ],
-        lambda v: [(name, 7, "REQUEST_TIMED_OUT" if v >= 1 else None) for name in ("new", "other")],
+        lambda r: [(t.name, t.error_code, t.error_message) for t in r.topics],
+        [(name, 7, "REQUEST_TIMED_OUT") for name in ("new", "other")],
     ),
     "DeleteTopics": AdminCase(
-        range(4),
         ErrorCode.REQUEST_TIMED_OUT,
-        lambda v: DeleteTopicsRequest[v](topic_names=["t"], timeout_ms=1000),
+        {"topic_names": ["t"], "topics": [{"name": "t"}], "timeout": 1000},  # v6: topics
         DeleteTopicsResponse,
         lambda r: [(t.name, t.error_code) for t in r.responses],
-        lambda v: [("t", 7)],
+        [("t", 7)],
     ),
     "DeleteRecords": AdminCase(
-        range(2),
         NOT_LEADER,
-        lambda v: DeleteRecordsRequest[v](topics=[("t", [(0, 1), (1, 0)])], timeout_ms=1000),
+        {
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {"partition_index": 0, "offset": 1},
+                        {"partition_index": 1, "offset": 0},
+                    ],
+                }
+            ],
+            "timeout": 1000,
+        },
         DeleteRecordsResponse,
-        lambda r: [(p.partition_index, p.error_code, p.low_watermark) for p in r.topics[0][1]],
-        lambda v: [(0, 6, -1), (1, 6, -1)],
+        lambda r: [
+            (t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions
+        ],
+        [("t", 0, 6), ("t", 1, 6)],
     ),
     "DescribeGroups": AdminCase(
-        range(5),
         ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        lambda v: DescribeGroupsRequest[v](groups=["g", "h"], include_authorized_operations=False),
+        {"groups": ["g", "h"]},
         DescribeGroupsResponse,
         lambda r: [(g.group_id, g.error_code, g.members) for g in r.groups],
-        lambda v: [("g", 15, []), ("h", 15, [])],
+        [("g", 15, []), ("h", 15, [])],
     ),
     "ListGroups": AdminCase(
-        range(3),
         ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        lambda v: ListGroupsRequest[v](),
+        {},
         ListGroupsResponse,
         lambda r: (r.error_code, r.groups),
-        lambda v: (15, []),
+        (15, []),
     ),
     "DescribeConfigs": AdminCase(
-        range(4),
         ErrorCode.INVALID_REQUEST,
-        _describe_configs,
+        {
+            "resources": [
+                {"resource_type": 2, "resource_name": "t", "configuration_keys": None},
+                {"resource_type": 4, "resource_name": "0", "configuration_keys": ["x"]},
+            ],
+            "include_synonyms": True,
+        },
         DescribeConfigsResponse,
-        lambda r: [(c.resource_name, c.error_code, c.error_message, c.configs) for c in r.results],
-        lambda v: [(name, 42, "INVALID_REQUEST", []) for name in ("t", "0")],
+        lambda r: [
+            (c.resource_type, c.resource_name, c.error_code, c.error_message, c.configs)
+            for c in r.results
+        ],
+        [(2, "t", 42, "INVALID_REQUEST", []), (4, "0", 42, "INVALID_REQUEST", [])],
+    ),
+    # APIs whose rules could not answer an error before the schemas derived every answer
+    "Metadata": AdminCase(
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        {"topics": [{"name": "t"}, {"name": "u"}]},
+        MetadataResponse,
+        lambda r: [(t.name, t.error_code, t.partitions) for t in r.topics],
+        [("t", 3, []), ("u", 3, [])],
+    ),
+    "ElectLeaders": AdminCase(
+        41,  # NOT_CONTROLLER: a number of Kafka's the simulation has no name for
+        {"topic_partitions": [{"topic": "t", "partitions": [0, 1]}], "timeout": 1000},
+        ElectLeadersResponse,
+        lambda r: [
+            (t.topic, p.partition_id, p.error_code)
+            for t in r.replica_election_results
+            for p in t.partition_result
+        ],
+        [("t", 0, 41), ("t", 1, 41)],
     ),
 }
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("api", list(_ADMIN))
-async def test_admin_apis_answer_an_injected_error_in_every_served_version(kafka, api) -> None:
+async def test_apis_answer_an_injected_error_in_every_served_version(kafka, api) -> None:
     """Kafka's response of each served version, decoded by kafka-python's schemas, with
     the code in every topic, partition, group or resource the request names; the request
     itself is not applied."""
     case = _ADMIN[api]
+    key = Faults().add(api, drop=True).api  # the name's key
     conn = await Connection.to(kafka)
     try:
         assert (await conn.produce(1, b"r"))[1] == 0  # one record that DeleteRecords could drop
     finally:
         conn.close()
-    for version in case.versions:
+    low, high = versions(key)
+    for version in range(low, high + 1):
         rule = kafka.faults.add(api, error=case.error, versions=(version, version))
-        response = await _ask(kafka, case.request(version), case.response)
-        assert case.answers(response) == case.expected(version), f"v{version}"
+        response = await _ask(kafka, key, version, case.request, case.response)
+        assert case.answers(response) == case.expected, f"v{version}"
         assert rule.hits == 1
     assert kafka.topics() == {"t": 2}  # nothing created or deleted
     assert kafka.describe("t", 0).log_start_offset == 0  # nothing deleted
-    assert [h.version for h in kafka.faults.history] == list(case.versions)
+    assert [h.version for h in kafka.faults.history] == list(range(low, high + 1))
+
+
+def _fetch_by_id(topic_id: uuid.UUID) -> dict[str, Any]:
+    """Fetch v13+ values naming topic ``topic_id`` partitions 0 and 1, no wait."""
+    partitions = [
+        {"partition": i, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for i in (0, 1)
+    ]
+    return {
+        "replica_id": -1,
+        "max_wait": 0,
+        "max_bytes": 1 << 20,
+        "session_epoch": -1,
+        "topics": [{"topic_id": topic_id, "partitions": partitions}],
+    }
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", [13, 18])
+async def test_topic_and_partition_filters_match_a_fetch_naming_its_topic_by_id(
+    kafka, version: int
+) -> None:
+    """Fetch v13+ names topics by id alone: the rules' topic filter looks the name up in
+    the cluster (the front door hands the faults ``cluster.topic_name``)."""
+    topic_id = kafka.front_door.cluster.topic_id("t")
+    assert topic_id is not None
+    values = _fetch_by_id(topic_id)
+    faults = kafka.faults
+    elsewhere = [
+        faults.add("Fetch", error=NOT_LEADER, topic="other"),
+        faults.add("Fetch", error=NOT_LEADER, topic="t", partition=2),
+    ]
+    response = await _ask(kafka, ApiKey.FETCH, version, values, FetchResponse)
+    assert response.error_code == 0  # no rule matched: served
+    [topic] = response.responses
+    served = [0 if kafka.leader("t", i) == 0 else NOT_LEADER.number for i in (0, 1)]
+    assert (topic.topic_id, [p.error_code for p in topic.partitions]) == (topic_id, served)
+    hit = faults.add("Fetch", error=NOT_LEADER, topic="t", partition=1)
+    response = await _ask(kafka, ApiKey.FETCH, version, values, FetchResponse)
+    assert response.error_code == NOT_LEADER.number
+    [topic] = response.responses
+    assert topic.topic_id == topic_id
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(0, 6), (1, 6)]
+    assert hit.hits == 1
+    assert [r.hits for r in elsewhere] == [0, 0]
+    unknown = _fetch_by_id(uuid.UUID(int=99))  # an id no topic has: no name to match
+    kept = faults.add("Fetch", error=NOT_LEADER, topic="t", times=None)
+    response = await _ask(kafka, ApiKey.FETCH, version, unknown, FetchResponse)
+    assert response.error_code == 0
+    assert kept.hits == 0
+
+
+def test_rules_act_on_typed_requests_and_answer_through_the_schemas() -> None:
+    """The fault-rule path without sockets: Faults.intercept with kio's request."""
+    faults = Faults()
+    rule = faults.add("ListOffsets", error=NOT_LEADER, partition=1)
+    values = {"topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]}
+    request = build(request_type(ApiKey.LIST_OFFSETS, 9), values)
+    header = RequestHeader(ApiKey.LIST_OFFSETS, 9, 3, "c")
+
+    def handler(header: RequestHeader, request: Any) -> Any:
+        return respond(request)
+
+    answer = faults.intercept(0, header, request, handler)
+    [topic] = answer.topics
+    assert [(p.partition_index, int(p.error_code)) for p in topic.partitions] == [(1, 6)]
+    assert not rule.active
+    assert faults.intercept(0, header, request, handler) == respond(request)
+    acks_0 = build(request_type(ApiKey.PRODUCE, 9), {"acks": 0})
+    faults.add("Produce", error=NOT_LEADER)
+    assert faults.intercept(0, RequestHeader(0, 9, 1, "c"), acks_0, handler) is None
 
 
 def test_a_real_admin_client_sees_injected_admin_errors() -> None:
@@ -341,8 +472,12 @@ def test_bad_rules_are_refused() -> None:
             faults.add("Produce", error=NOT_LEADER, drop=True)
         with pytest.raises(ValueError, match="unknown Kafka API"):
             faults.add("Produse", drop=True)
-        with pytest.raises(ValueError, match="no error answer for METADATA"):
-            faults.add("Metadata", error=NOT_LEADER)
+        with pytest.raises(ValueError, match="ApiVersions is never intercepted"):
+            faults.add("ApiVersions", error=NOT_LEADER)
+        with pytest.raises(ValueError, match="12345 is not a Kafka error code"):
+            faults.add("Produce", error=12345)
+        with pytest.raises(ValueError, match="error must be an ErrorCode"):
+            faults.add("Produce", error=True)
         with pytest.raises(ValueError, match="name no partitions"):
             faults.add("Heartbeat", drop=True, topic="t")
         with pytest.raises(ValueError, match="times must be"):
