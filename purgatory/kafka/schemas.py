@@ -198,53 +198,14 @@ def _convert(field: FieldShape, value: Any) -> Any:
     return value
 
 
-class _Plan(NamedTuple):
-    fields: tuple[FieldShape, ...]
-    names: frozenset[str]
-    #: every field name any version of the API has: a name outside it is a typo
-    known: frozenset[str]
-
-
-@cache
-def _known_names(key: int) -> frozenset[str]:
-    names: set[str] = set()
-    seen: set[type] = set()
-
-    def walk(cls: type) -> None:
-        if cls in seen:
-            return
-        seen.add(cls)
-        for field in shape_of(cls).every:
-            names.add(field.name)
-            if field.item is not None:
-                walk(field.item)
-
-    for version in schema_name_map[api_key_map[key]]:
-        walk(_entity(key, version, EntityType.response))
-        walk(_entity(key, version, EntityType.request))
-    return frozenset(names)
-
-
-@cache
-def _plan(cls: type) -> _Plan:
-    shape = shape_of(cls)
-    key = getattr(cls, "__api_key__", None)
-    known = _known_names(int(key)) if key is not None and int(key) in api_key_map else frozenset()
-    return _Plan(shape.every, frozenset(f.name for f in shape.every), known)
-
-
 def build(cls: type, values: Mapping[str, Any]) -> Any:
     """An instance of kio class ``cls`` from ``values``: nested structs and arrays of
     them may be given as mappings; names the class (this version) lacks are left out;
-    fields not given take their default, or a zero value. A name that no version of the
-    API has is a bug, and raises TypeError."""
-    plan = _plan(cls)
-    if plan.known:
-        extra = [name for name in values if name not in plan.names and name not in plan.known]
-        if extra:
-            raise TypeError(f"{cls.__qualname__} v{cls.__version__} has no field {extra}")  # type: ignore[attr-defined]
+    fields not given take their default, or a zero value. (Names are not checked against
+    every version of the API: that would load every version's module on first use, half
+    a second per API; the tests build every API at every version instead.)"""
     kwargs: dict[str, Any] = {}
-    for field in plan.fields:
+    for field in shape_of(cls).every:
         if field.name in values:
             kwargs[field.name] = _convert(field, values[field.name])
         elif field.default is MISSING:
