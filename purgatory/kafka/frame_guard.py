@@ -9,6 +9,7 @@ first, by the same schema (:mod:`purgatory.kafka.shapes`), without building a va
 
 * every length and count is checked against the bytes left (an element takes at least
   one byte), so nothing past the frame is ever sized;
+* a null array where the schema has no null is refused (kio would read it as None);
 * unknown tagged fields are cut out of the frame (their bytes and the count in front of
   them), which is then handed to kio as if the client had not sent them.
 
@@ -84,13 +85,15 @@ class _Walk:
         # an array: its count, checked against what is left, then each element
         if legacy:
             count, pos = _int(buf, pos, 4)
-            if count == -1:
-                return pos
         else:
             count, pos = _uvarint(buf, pos)
-            if count == 0:
-                return pos
             count -= 1
+        if count == -1:
+            # kio reads null as None whatever the schema says; Kafka refuses it where
+            # the field is not nullable
+            if not field.nullable:
+                raise DecodeError(f"{field.name}: null, and the field is not nullable")
+            return pos
         if count < 0 or count > len(buf) - pos:
             raise DecodeError(f"{field.name}: {count} elements with {len(buf) - pos} bytes left")
         item = field.item

@@ -430,3 +430,35 @@ def test_kio_writes_what_build_makes_for_every_request_and_read_request_reads_it
         read = read_request(out.getvalue(), key, version)
         assert read.body == request, (key, version)
         assert tuple(read.header) == (key, version, 9, "me")
+
+
+def test_a_null_array_where_the_schema_allows_none_is_a_decode_error() -> None:
+    """kio reads a null count as None whatever the schema says (a handler then iterates
+    None); Kafka refuses null for a non-nullable field, and so does the guard. Where the
+    schema allows null (Metadata v1+'s topics: every topic), it is read as None."""
+    header = struct.pack(">hhih", ApiKey.SYNC_GROUP, 3, 1, 1) + b"c"
+    legacy = (
+        header
+        + struct.pack(">h", 1)
+        + b"g"
+        + struct.pack(">i", 1)
+        + struct.pack(">h", 1)
+        + b"m"
+        + struct.pack(">h", -1)  # no group instance id
+        + struct.pack(">i", -1)  # assignments: null
+    )
+    with pytest.raises(DecodeError, match="assignments"):
+        read_request(legacy, ApiKey.SYNC_GROUP, 3)
+    flexible = (
+        _header(ApiKey.SYNC_GROUP, 4)
+        + _string("g")
+        + struct.pack(">i", 1)
+        + _string("m")
+        + b"\x00"  # no group instance id
+        + b"\x00"  # assignments: null
+        + _tagged()
+    )
+    with pytest.raises(DecodeError, match="assignments"):
+        read_request(flexible, ApiKey.SYNC_GROUP, 4)
+    every_topic = struct.pack(">hhih", ApiKey.METADATA, 1, 1, 1) + b"c" + struct.pack(">i", -1)
+    assert read_request(every_topic, ApiKey.METADATA, 1).body.topics is None
