@@ -329,7 +329,7 @@ class PartitionHandlers:
                         int(part.partition),
                         int(part.fetch_offset),
                         int(part.partition_max_bytes),
-                        int(part.current_leader_epoch),
+                        int(getattr(part, "current_leader_epoch", -1)),  # v9+
                         topic_id,
                     )
                 )
