@@ -1,77 +1,224 @@
-"""Every request decoder, fed garbage bodies, raises DecodeError or answers: nothing else."""
+"""Every served handler fed requests generated from Kafka's schemas at every served
+version, then mutated: it raises DecodeError or answers what encode_response writes, and
+so does the fault-rule path (an error rule on the same request); nothing else. Then the
+partition handlers' answers to particular requests, kafka-python's classes as the oracle.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
+import io
+import random
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.serial import entity_writer
+from kio.static.primitive import Records
 
-from purgatory.kafka.codec import DecodeError, Reader
-from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
-from purgatory.kafka.coordinator.offsets import OffsetStore
-from purgatory.kafka.coordinator.producer_ids import ProducerIds
-from purgatory.kafka.handlers.configs import ConfigHandlers
-from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
-from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
-from purgatory.kafka.handlers.groups import GroupHandlers
-from purgatory.kafka.handlers.membership import MembershipHandlers
-from purgatory.kafka.handlers.offsets import OffsetHandlers
+from purgatory.kafka.codec import DecodeError
+from purgatory.kafka.embedded import AsyncEmbeddedKafka
+from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.partitions import PartitionHandlers
-from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
+from purgatory.kafka.handlers.topics import TopicHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.record_batches import split_batches
+from purgatory.kafka.record_batches import encode_batch, split_batches
+from purgatory.kafka.schemas import build, encode_response, read_request, request_type
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, ProduceRequest
 from purgatory.sim import FetchRequest as FetchRequest_
+from purgatory.sim.errors import ErrorCode
+
+#: generated requests per served (API, version); each is fed whole and mutated
+EXAMPLES = 3
+#: mutations of each generated request
+MUTATIONS = 4
+#: how long a case may stay parked (a Fetch waiting, a JoinGroup rebalancing) before it
+#: is let go: decoding is done by then, which is the point
+PARK_S = 0.3
+
+_BATCH = encode_batch(0, 0, [(b"k", b"v")], 0)
+# kio's phantom types register hypothesis strategies; its record sets do not
+st.register_type_strategy(
+    Records, st.one_of(st.just(Records(_BATCH)), st.binary(max_size=80).map(Records))
+)
+
+
+def _frame(key: ApiKey, version: int, request: Any, correlation_id: int = 1) -> bytes:
+    """Header and body of a request (no size prefix), written by kio."""
+    cls = type(request)
+    header = build(
+        cls.__header_schema__,
+        {
+            "request_api_key": key,
+            "request_api_version": version,
+            "correlation_id": correlation_id,
+            "client_id": "fuzz",
+        },
+    )
+    out = io.BytesIO()
+    entity_writer(cls.__header_schema__)(out, header)
+    entity_writer(cls)(out, request)
+    return out.getvalue()
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value & ~0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+#: what replaces a few bytes at a random place: a huge or negative count or length
+_HUGE = [
+    b"\x7f\xff\xff\xff",
+    b"\x80\x00\x00\x00",
+    b"\xff\xff\xff\xfe",
+    b"\x7f\xff",
+    b"\xff\xfe",
+    _uvarint(2**35 - 1),
+    _uvarint(2**31),
+    _uvarint(1 << 20),
+]
+
+
+def _mutate(frame: bytes, rng: random.Random) -> tuple[str, bytes]:
+    """One mutation of a request frame past its api key and version (bytes 0-3, which
+    choose the schema): cut, bytes flipped, a huge count or length, trailing garbage."""
+    body = bytearray(frame)
+    start = 4
+    how = rng.randrange(4)
+    if how == 0:
+        return "cut", bytes(body[: rng.randrange(start, len(body))])
+    if how == 1:
+        for _ in range(rng.randint(1, 4)):
+            body[rng.randrange(start, len(body))] ^= 1 << rng.randrange(8)
+        return "flipped", bytes(body)
+    if how == 2:
+        at = rng.randrange(start, len(body))
+        huge = rng.choice(_HUGE)
+        body[at : at + len(huge)] = huge
+        return "huge count", bytes(body)
+    return "trailing garbage", bytes(body) + rng.randbytes(rng.randint(1, 16))
+
+
+class Case(NamedTuple):
+    key: ApiKey
+    version: int
+    how: str
+    frame: bytes
+
+
+def _drawer(key: ApiKey, version: int, cases: list[Case]) -> Callable[[], None]:
+    """A hypothesis run adding requests of ``key`` v``version`` to ``cases``."""
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.from_type(request_type(key, version)), st.randoms(use_true_random=False))
+    def draw(request: Any, rng: random.Random) -> None:
+        frame = _frame(key, version, request)
+        cases.append(Case(key, version, "whole", frame))
+        cases.extend(Case(key, version, *_mutate(frame, rng)) for _ in range(MUTATIONS))
+
+    return draw
+
+
+def _cases(served: dict[ApiKey, tuple[int, int]]) -> list[Case]:
+    """Requests generated from the schemas of every served version, whole and mutated."""
+    cases: list[Case] = []
+    for key, (low, high) in sorted(served.items()):
+        for version in range(low, high + 1):
+            _drawer(key, version, cases)()
+    return cases
+
+
+async def _answer(result: Any) -> Any:
+    """The handler's answer, awaited if parked (let go after PARK_S: None then)."""
+    if not inspect.isawaitable(result):
+        return result
+    future = asyncio.ensure_future(result)
+    done, _ = await asyncio.wait([future], timeout=PARK_S)
+    if not done:
+        future.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await future
+        return None
+    return future.result()
+
+
+async def _feed(case: Case, handler: Callable[..., Any], faults: Faults | None) -> str | None:
+    """What went wrong feeding ``case`` to ``handler`` (through ``faults`` if given), or
+    None: only DecodeError, or an answer encode_response writes, may come out."""
+    try:
+        header, body = read_request(case.frame, case.key, case.version)
+    except DecodeError:
+        return None
+    try:
+        if faults is None:
+            result = handler(header, body)
+        else:
+            result = faults.intercept(0, header, body, handler)
+        answer = await _answer(result)
+    except DecodeError:
+        return None
+    except Exception as exc:
+        return f"handler raised {exc!r}"
+    if answer is None:
+        return None
+    try:
+        encode_response(header.correlation_id, answer)
+    except Exception as exc:
+        return f"answer {type(answer).__name__} does not encode: {exc!r}"
+    return None
 
 
 @pytest.mark.asyncio
-async def test_garbage_bodies_raise_only_decode_error() -> None:
-    async with Cluster(brokers=3, seed=1) as cluster:
-        await cluster.create_topic("t", partitions=2, replication_factor=3)
-        topics = TopicHandlers(cluster, TopicDefaults(auto_create=True))
-        broker = PartitionHandlers(
-            cluster, 0, {0: ("h", 1), 1: ("h", 2), 2: ("h", 3)}, ProtocolStats(), topics.auto_create
-        )
-        members = GroupCoordinator()
-        offsets = OffsetStore()
-        tables = [
-            broker.apis(),
-            OffsetHandlers(offsets, members).apis(),
-            MembershipHandlers(members).apis(),
-            CoordinatorHandlers(lambda key: (0, "h", 1), ProducerIds()).apis(),
-            topics.apis(),
-            DeleteRecordsHandlers(cluster, 0).apis(),
-            GroupHandlers(members, offsets, 0, lambda key: 0).apis(),
-            ConfigHandlers(cluster, 0, topics.defaults.settings()).apis(),
-        ]
-        handlers = {key: api for table in tables for key, api in table.items()}
+async def test_generated_and_mutated_requests_only_decode_error_or_an_encodable_answer() -> None:
+    async with AsyncEmbeddedKafka(brokers=3, seed=1, topics={"t": (2, 3)}) as kafka:
+        # the handlers one listener of the front door serves, as it registered them
+        handlers = kafka.front_door._servers[0]._handlers
+        served = {ApiKey(key): (low, high) for key, (low, high, _) in handlers.items()}
+        assert set(served) == set(ApiKey) - {ApiKey.API_VERSIONS}
+        cases = _cases(served)
+        problems: list[str] = []
+        tried: set[tuple[ApiKey, int]] = set()
+        for case in cases:
+            handler = handlers[case.key][2]
+            faults = Faults()
+            faults.add(case.key, error=ErrorCode.REQUEST_TIMED_OUT, times=None)
+            for through in (None, faults):
+                problem = await _feed(case, handler, through)
+                if problem is not None:
+                    path = "fault rule" if through else "handler"
+                    problems.append(
+                        f"{case.key.name} v{case.version} {case.how} ({path}): {problem}"
+                    )
+            tried.add((case.key, case.version))
+    every = {(k, v) for k, (low, high) in served.items() for v in range(low, high + 1)}
+    assert tried == every
+    assert not problems, "\n".join(problems[:20])
 
-        @settings(
-            max_examples=400,
-            deadline=None,
-            suppress_health_check=[HealthCheck.function_scoped_fixture],
-        )
-        @given(st.sampled_from(sorted(handlers)), st.data(), st.binary(max_size=120))
-        def check(key: ApiKey, data: st.DataObject, body: bytes) -> None:
-            low, high, handler = handlers[key]
-            version = data.draw(st.integers(low, high))
-            tried.add(key)
-            try:
-                answer = handler(RequestHeader(key, version, 1, "c"), Reader(body))
-            except DecodeError:
-                return
-            if inspect.iscoroutine(answer):
-                answer.close()  # decoding is done; what it would park on is not the point
 
-        tried: set[ApiKey] = set()
-        try:
-            check()
-        finally:
-            await members.close()
-        assert tried == set(handlers)
+def _typed(request: Any) -> tuple[RequestHeader, Any]:
+    """kafka-python's request read as a listener reads it: through kio (header, body)."""
+    request.with_header(correlation_id=1, client_id="c")
+    return read_request(bytes(request.encode(header=True)), request.API_KEY, request.API_VERSION)
+
+
+def _decoded(response_class: Any, version: int, answer: Any) -> Any:
+    """A handler's answer as a client reads it: written by kio, read by kafka-python."""
+    return response_class[version].decode(encode_response(1, answer)[4:], header=True)
 
 
 @pytest.mark.asyncio
@@ -90,9 +237,8 @@ async def test_a_negative_fetch_offset_is_out_of_range_not_clamped() -> None:
             isolation_level=0,
             topics=[("t", [(0, -1, 1000)])],
         )
-        body = request.encode()
-        answer = await broker.fetch(RequestHeader(ApiKey.FETCH, 4, 1, "c"), Reader(body))
-    [topic] = FetchResponse[4].decode(bytes(answer)).responses
+        answer = await broker.fetch(*_typed(request))
+    [topic] = _decoded(FetchResponse, 4, answer).responses
     [partition] = topic.partitions
     assert partition.error_code == 1  # OFFSET_OUT_OF_RANGE
 
@@ -117,10 +263,8 @@ async def test_fetch_max_bytes_limits_the_whole_response() -> None:
             isolation_level=0,
             topics=[("t", [(0, 0, 100_000), (1, 0, 100_000)])],
         )
-        answer = await broker.fetch(
-            RequestHeader(ApiKey.FETCH, 4, 1, "c"), Reader(request.encode())
-        )
-    [topic] = FetchResponse[4].decode(bytes(answer)).responses
+        answer = await broker.fetch(*_typed(request))
+    [topic] = _decoded(FetchResponse, 4, answer).responses
     counts = [
         sum(b.record_count for b in split_batches(p.records)) if p.records else 0
         for p in topic.partitions
@@ -177,10 +321,9 @@ async def test_a_bad_batch_is_answered_corrupt_message_counted_and_logged_once(
         answers = []
         with caplog.at_level(logging.WARNING, logger="purgatory.kafka"):
             for _ in range(2):
-                header = RequestHeader(ApiKey.PRODUCE, 3, 1, "c")
-                answer = await broker.produce(header, Reader(request.encode()))
+                answer = await broker.produce(*_typed(request))
                 assert answer is not None
-                answers.append(ProduceResponse[3].decode(bytes(answer)))
+                answers.append(_decoded(ProduceResponse, 3, answer))
         assert cluster.partition("t", 0).hw == 0  # nothing appended
     for response in answers:
         [(_, [partition])] = [(t.name, t.partition_responses) for t in response.responses]
@@ -215,9 +358,7 @@ async def test_a_forged_batch_with_sound_framing_reads_corrupt_message_as_record
             timeout_ms=1000,
             topic_data=[("t", [(0, _recrc(bytes(forged)))])],
         )
-        answer = await broker.produce(
-            RequestHeader(ApiKey.PRODUCE, 3, 1, "c"), Reader(produce.encode())
-        )
+        answer = await broker.produce(*_typed(produce))
         assert answer is not None
         assert (await parked).error.name == "CORRUPT_MESSAGE"
         read = await cluster.fetch(FetchRequest_("t", 0, 0, 0, 1 << 20, 0))
@@ -253,7 +394,7 @@ async def test_a_produced_batch_is_fetched_back_byte_exact_and_http_records_enco
         produce = KafkaProduceRequest[3](
             transactional_id=None, acks=1, timeout_ms=1000, topic_data=[("t", [(0, sent)])]
         )
-        await broker.produce(RequestHeader(ApiKey.PRODUCE, 3, 1, "c"), Reader(produce.encode()))
+        await broker.produce(*_typed(produce))
         await cluster.produce(ProduceRequest("t", 0, [(b"k", b"last")]))
         fetch = FetchRequest[4](
             replica_id=-1,
@@ -263,9 +404,9 @@ async def test_a_produced_batch_is_fetched_back_byte_exact_and_http_records_enco
             isolation_level=0,
             topics=[("t", [(0, 0, 1 << 20)])],
         )
-        answer = await broker.fetch(RequestHeader(ApiKey.FETCH, 4, 2, "c"), Reader(fetch.encode()))
+        answer = await broker.fetch(*_typed(fetch))
         http_view = await cluster.fetch(FetchRequest_("t", 0, 0, 0, 1 << 20, 0))
-    [topic] = FetchResponse[4].decode(bytes(answer)).responses
+    [topic] = _decoded(FetchResponse, 4, answer).responses
     [partition] = topic.partitions
     first, middle, last = split_batches(partition.records)
     # The client's batch as it came: only its base offset (1) and epoch were stamped.
@@ -305,10 +446,8 @@ async def _fetch(broker: PartitionHandlers, version: int, **fields: object) -> o
         isolation_level=0,
         **fields,
     )
-    answer = await broker.fetch(
-        RequestHeader(ApiKey.FETCH, version, 1, "c"), Reader(request.encode())
-    )
-    return FetchResponse[version].decode(bytes(answer))
+    answer = await broker.fetch(*_typed(request))
+    return _decoded(FetchResponse, version, answer)
 
 
 @pytest.mark.asyncio
@@ -332,8 +471,7 @@ async def test_fetch_v7_to_v10_sessionless_leader_epochs_and_zstd() -> None:
             produce = KafkaProduceRequest[version](
                 transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[("t", [(0, zstd)])]
             )
-            header = RequestHeader(ApiKey.PRODUCE, version, 1, "c")
-            answers.append(await broker.produce(header, Reader(produce.encode())))
+            answers.append(await broker.produce(*_typed(produce)))
         epoch = cluster.partition("t", 0).leader_epoch
         assert epoch >= 1
         fresh = await _fetch(broker, 10, topics=partitions(epoch), **session)
@@ -344,7 +482,7 @@ async def test_fetch_v7_to_v10_sessionless_leader_epochs_and_zstd() -> None:
     from kafka.protocol.producer import ProduceResponse
 
     codes = [
-        ProduceResponse[v].decode(bytes(a)).responses[0].partition_responses[0].error_code
+        _decoded(ProduceResponse, v, a).responses[0].partition_responses[0].error_code
         for v, a in zip((6, 7), answers, strict=True)
     ]
     assert codes == [76, 0]  # UNSUPPORTED_COMPRESSION_TYPE before v7
@@ -401,9 +539,8 @@ async def test_create_topics_answers_any_request_with_a_kafka_code() -> None:
         drawn: list[object] = []
         draw()
         for request in drawn:
-            header = RequestHeader(ApiKey.CREATE_TOPICS, 4, 1, "c")
-            answer = await handlers.create_topics(header, Reader(request.encode()))  # type: ignore[attr-defined]
-            response = CreateTopicsResponse[4].decode(bytes(answer))
+            answer = await handlers.create_topics(*_typed(request))  # type: ignore[attr-defined]
+            response = _decoded(CreateTopicsResponse, 4, answer)
             assert {t.error_code for t in response.topics} <= codes
             for name in list(cluster.topics):
                 await cluster.delete_topic(name)
