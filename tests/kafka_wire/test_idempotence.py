@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from purgatory.kafka.codec import Reader
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import build, encode_response, request_type, response_type
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
@@ -37,19 +37,20 @@ def _batch(
 
 
 async def _produce(broker: PartitionHandlers, records: bytes) -> tuple[int, int]:
-    """Produce v7 of ``records`` to t-0 with acks=1: (error code, base offset)."""
-    from kafka.protocol.producer import ProduceRequest, ProduceResponse
-
-    request = ProduceRequest[7](
-        transactional_id=None, acks=1, timeout_ms=1000, topic_data=[("t", [(0, records)])]
+    """Produce v12 of ``records`` to t-0 with acks=1: (error code, base offset)."""
+    request = build(
+        request_type(ApiKey.PRODUCE, 12),
+        {
+            "acks": 1,
+            "timeout": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+        },
     )
-    answer = await broker.produce(
-        RequestHeader(ApiKey.PRODUCE, 7, 1, "c"), Reader(request.encode())
-    )
+    answer = await broker.produce(RequestHeader(ApiKey.PRODUCE, 12, 1, "c"), request)
     assert answer is not None
-    [topic] = ProduceResponse[7].decode(bytes(answer)).responses
+    [topic] = answer.responses
     [partition] = topic.partition_responses
-    return partition.error_code, partition.base_offset
+    return int(partition.error_code), partition.base_offset
 
 
 @pytest.mark.asyncio
@@ -76,27 +77,30 @@ async def test_produce_checks_sequences_with_kafkas_codes() -> None:
         assert values == [b"s0", b"s1", b"s2", b"s3", b"s0", b"s1", b"s77", b"s78"]
 
 
-@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("version", range(6))
 def test_init_producer_id_hands_out_fresh_ids_and_refuses_transactions(version: int) -> None:
-    from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
-
     handlers = CoordinatorHandlers(lambda key: (0, "h", 1), ProducerIds())
 
     def ask(transactional_id: str | None) -> Any:
-        request = InitProducerIdRequest[version](
-            transactional_id=transactional_id, transaction_timeout_ms=60_000
+        request = build(
+            request_type(ApiKey.INIT_PRODUCER_ID, version),
+            {"transactional_id": transactional_id, "transaction_timeout": 60_000},
         )
         header = RequestHeader(ApiKey.INIT_PRODUCER_ID, version, 1, "c")
-        answer = handlers.init_producer_id(header, Reader(request.encode()))
-        return InitProducerIdResponse[version].decode(bytes(answer))
+        answer = handlers.init_producer_id(header, request)
+        return read_response(encode_response(1, answer), ApiKey.INIT_PRODUCER_ID, version)
 
     first, second = ask(None), ask(None)
-    assert (first.error_code, first.producer_epoch, second.error_code) == (0, 0, 0)
+    first_code, second_code = int(first.error_code), int(second.error_code)
+    assert (first_code, first.producer_epoch, second_code) == (0, 0, 0)
     assert first.producer_id >= 0
     assert second.producer_id != first.producer_id
     for transactional_id in ("payments", ""):
         refused = ask(transactional_id)
-        assert (refused.error_code, refused.producer_id) == (ErrorCode.INVALID_REQUEST.number, -1)
+        assert (int(refused.error_code), refused.producer_id) == (
+            ErrorCode.INVALID_REQUEST.number,
+            -1,
+        )
 
 
 def _slow_one_follower(cluster: Cluster) -> tuple[int, int]:
@@ -208,3 +212,12 @@ async def test_aiokafka_idempotent_producer_writes_each_record_once_across_a_lea
             await producer.stop()
     assert cluster.partition("t", 0).leader != leader
     assert _partition_values(cluster) == [b"%d" % i for i in range(count)]
+
+
+def read_response(frame: bytes, key: ApiKey, version: int) -> Any:
+    """A response frame read back with kio (size and header skipped)."""
+    from kio.serial import entity_reader
+
+    cls = response_type(key, version)
+    _, size = entity_reader(cls.__header_schema__)(frame, 4)
+    return entity_reader(cls)(frame, 4 + size)[0]
