@@ -104,9 +104,9 @@ async def test_mutated_client_requests_never_break_a_handler(monkeypatch) -> Non
     corpus: list[bytes] = []
     original: Callable[..., object] = KafkaProtocolServer._dispatch
 
-    def recording(self: KafkaProtocolServer, frame: bytes) -> object:
+    def recording(self: KafkaProtocolServer, frame: bytes, *rest: object) -> object:
         corpus.append(frame)
-        return original(self, frame)
+        return original(self, frame, *rest)
 
     async with Cluster(brokers=3, seed=1) as cluster:
         await cluster.create_topic("t", partitions=2, replication_factor=3)
