@@ -3,9 +3,10 @@ broker: typed requests in, typed answers out, through the :class:`Cluster` facad
 
 Every version Kafka 4.x serves: Metadata 0-13, Produce 3-13, Fetch 4-18 (from v7 without
 fetch sessions: each answer says session 0, so clients send full fetches; from v13 topics
-named by id) and ListOffsets 1-11 (by timestamp too). A partition this broker does not
-lead is answered NOT_LEADER_OR_FOLLOWER, with the current leader where the version can
-say it (KIP-951), which sends clients back to Metadata after a failover.
+named by id), ListOffsets 1-11 (by timestamp too) and OffsetForLeaderEpoch 2-4. A
+partition this broker does not lead is answered NOT_LEADER_OR_FOLLOWER, with the current
+leader where the version can say it (KIP-951), which sends clients back to Metadata after
+a failover.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class PartitionHandlers:
                 (ApiKey.PRODUCE, self.produce),
                 (ApiKey.FETCH, self.fetch),
                 (ApiKey.LIST_OFFSETS, self.list_offsets),
+                (ApiKey.OFFSET_FOR_LEADER_EPOCH, self.offset_for_leader_epoch),
             ]
         }
 
@@ -489,6 +491,38 @@ class PartitionHandlers:
             topics.append({"name": topic.name, "partitions": partitions})
         return respond(request, topics=topics)
 
+    # -- OffsetForLeaderEpoch ------------------------------------------------------------
+
+    def offset_for_leader_epoch(self, header: RequestHeader, request: Any) -> Any:
+        """Where each asked epoch ended (KIP-101, KIP-320): consumers detect a log
+        truncated by an unclean election by comparing it with their position."""
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for part in topic.partitions:
+                error, p = self._leads(topic.topic, int(part.partition))
+                answer: dict[str, Any] = {"partition": part.partition, "error_code": error}
+                current = int(getattr(part, "current_leader_epoch", -1))
+                if error is ErrorCode.NONE and p is not None:
+                    if current >= 0 and current != p.leader_epoch:
+                        stale = current < p.leader_epoch
+                        answer["error_code"] = (
+                            ErrorCode.FENCED_LEADER_EPOCH
+                            if stale
+                            else ErrorCode.UNKNOWN_LEADER_EPOCH
+                        )
+                    else:
+                        batches = self.cluster.stored_batches(
+                            topic.topic, p.partition, p.log_start_offset, p.log_end_offset
+                        )
+                        epoch, end = _epoch_end(
+                            batches, int(part.leader_epoch), p.leader_epoch, p.log_end_offset
+                        )
+                        answer |= {"leader_epoch": epoch, "end_offset": end}
+                partitions.append(answer)
+            topics.append({"topic": topic.topic, "partitions": partitions})
+        return respond(request, topics=topics)
+
     def _offset_for(
         self, topic: str, index: int, timestamp: int
     ) -> tuple[ErrorCode, int, int, int]:
@@ -514,6 +548,22 @@ class PartitionHandlers:
         if found is None:  # nothing that late: Kafka answers no offset, not an error
             return ErrorCode.NONE, -1, -1, p.leader_epoch
         return ErrorCode.NONE, *found
+
+
+def _epoch_end(
+    batches: list[RecordBatch], epoch: int, current_epoch: int, end: int
+) -> tuple[int, int]:
+    """(the largest epoch at or below ``epoch``, the offset where it ended), as Kafka's
+    leader epoch cache answers it: the start of the first later epoch, or the log end for
+    the current one; (-1, -1) for an epoch older than every batch kept."""
+    if epoch >= current_epoch:
+        return current_epoch, end
+    known = -1
+    for batch in batches:
+        if batch.epoch > epoch:
+            return (known, batch.base_offset) if known >= 0 else (-1, -1)
+        known = batch.epoch
+    return (known, end) if known >= 0 else (current_epoch, end)
 
 
 def _largest_timestamp(
