@@ -33,6 +33,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("KafkaBus needs aiokafka: pip install 'purgatory-aio[kafka]'") from exc
 
+
 class _Gap(ConnectionError):
     """Something happened that may have lost records: the subscription must end."""
 

@@ -411,7 +411,8 @@ def _partitions(request: Any, topic_name: Callable[[uuid.UUID], str | None]) -> 
     out: Partitions = []
 
     def walk(entity: Any) -> None:
-        for f in shape_of(type(entity)).every:
+        cls: type = type(entity)
+        for f in shape_of(cls).every:
             if f.item is None or f.kind is not Kind.ARRAY:
                 continue
             for item in getattr(entity, f.name) or ():

@@ -21,6 +21,7 @@ from __future__ import annotations
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.shapes import FIXED_WIDTH, FieldShape, Kind, shape_of
 
+
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     value = shift = 0
     for _ in range(5):

@@ -35,8 +35,8 @@ class ProtocolCollector(Collector):
             "Kafka connections by the client software they announced (ApiVersions v3+)",
             labels=["software", "version"],
         )
-        for (software, version), count in sorted(self._stats.clients.items()):
-            clients.add_metric([software, version], count)
+        for (software, software_version), count in sorted(self._stats.clients.items()):
+            clients.add_metric([software, software_version], count)
         bad = CounterMetricFamily(
             "purgatory_kafka_bad_input",
             "Kafka protocol input refused (the connection closed or an error answered)",

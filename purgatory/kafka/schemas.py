@@ -58,7 +58,8 @@ def versions(key: ApiKey) -> tuple[int, int]:
 
 @cache
 def _entity(key: int, version: int, kind: EntityType) -> type:
-    path = schema_name_map[api_key_map[key]][version][kind]
+    paths: Mapping[Any, str] = schema_name_map[api_key_map[key]][version]
+    path = paths[kind]
     resolved = resolve_name(path)
     assert isinstance(resolved, type)
     return resolved
@@ -91,7 +92,7 @@ def peek(frame: bytes) -> RequestHeader:
 @cache
 def _readers(key: int, version: int) -> tuple[type, type, Callable[..., Any], Callable[..., Any]]:
     body = _entity(key, version, EntityType.request)
-    header = body.__header_schema__
+    header: type = body.__header_schema__  # type: ignore[attr-defined]
     return header, body, entity_reader(header), entity_reader(body)
 
 
@@ -116,7 +117,8 @@ def _writers(cls: type) -> tuple[Callable[..., Any], Callable[..., Any], type]:
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """The frame of a response: size, the response header its class names, the body."""
-    write_header, write_body, header = _writers(type(response))
+    cls: type = type(response)
+    write_header, write_body, header = _writers(cls)
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     write_header(out, header(correlation_id=correlation_id))
@@ -243,7 +245,8 @@ def error_response(request: Any, error: Any) -> Any:
 def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
     """Values for a ``cls`` built from the request entity ``source``."""
     values: dict[str, Any] = {}
-    source_fields = shape_of(type(source)).every if _is_entity(source) else ()
+    source_type: type = type(source)
+    source_fields = shape_of(source_type).every if _is_entity(source) else ()
     arrays = [f for f in source_fields if f.kind is Kind.ARRAY]
     used: set[str] = set()
     fields = shape_of(cls).every

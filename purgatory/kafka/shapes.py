@@ -87,7 +87,8 @@ def _field_shape(field: dataclasses.Field[Any]) -> FieldShape:
     tag = field.metadata.get("tag")
     default: Any = field.default
     if default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
-        default = field.default_factory()
+        factory: Any = field.default_factory
+        default = factory()
     item: type | None = None
     if typing.get_origin(hint) is tuple:
         if not kafka_type:

@@ -150,7 +150,7 @@ class PartitionHandlers:
 
     @staticmethod
     def _wanted_topic(entry: Any) -> str | uuid.UUID:
-        topic_id = getattr(entry, "topic_id", None)
+        topic_id: uuid.UUID | None = getattr(entry, "topic_id", None)
         if entry.name is None and topic_id is not None:
             return topic_id  # Metadata v10+ may ask by id alone
         return str(entry.name)
@@ -173,7 +173,7 @@ class PartitionHandlers:
         meta = self.cluster.metadata()
         live = [b.broker_id for b in meta.brokers if b.alive]
         topics = {t.name: t for t in meta.topics}
-        answers = []
+        answers: list[dict[str, Any]] = []
         for asked in list(topics) if wanted is None else wanted:
             name = self.cluster.topic_name(asked) if isinstance(asked, uuid.UUID) else asked
             topic = None if name is None else topics.get(name)
@@ -186,7 +186,7 @@ class PartitionHandlers:
                 error = errors.get(asked, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 answers.append({"error_code": error, "name": asked, "topic_id": None})
                 continue
-            partitions = []
+            partitions: list[dict[str, Any]] = []
             for part in topic.partitions:
                 leader = part.leader if part.leader is not None else -1
                 partitions.append(
