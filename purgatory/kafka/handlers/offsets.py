@@ -4,9 +4,9 @@ commits for its current generation, as the group coordinator checks.
 
 Every version Kafka 4.x has, the flexible ones included: OffsetCommit 2-10 and OffsetFetch
 1-10 (OffsetFetch v8+ asks for several groups at once). Version 10 of both names topics by
-id (KIP-848's consumers), so it is served only with a ``topics`` that maps ids to names
-(the cluster); without one the handlers serve up to v9. A topic id nobody knows is
-answered UNKNOWN_TOPIC_ID in each of its partitions.
+id (KIP-848's consumers), mapped to names through ``topics`` (the cluster): a topic id
+nobody knows is answered UNKNOWN_TOPIC_ID in each of its partitions, and a fetch of every
+committed partition leaves out the topics that have no id any more (deleted).
 
 As Kafka keeps them, a commit's null metadata is kept as "" (fetched back "", not null),
 and OffsetCommit v9+ answers a commit with a generation for a group nobody knows
@@ -40,7 +40,7 @@ class TopicIds(Protocol):
 @final
 class OffsetHandlers:
     """OffsetCommit 2-10 and OffsetFetch 1-10 over one store and one group coordinator;
-    v10 (topic ids) only with ``topics``."""
+    ``topics`` names the topics v10 asks for by id."""
 
     def __init__(
         self, offsets: OffsetStore, coordinator: GroupCoordinator, topics: TopicIds
@@ -115,7 +115,7 @@ class OffsetHandlers:
         answered = []
         if topics is None:
             for name, indexes in self.offsets.partitions(group).items():
-                topic_id = self.topics.topic_id(name) if by_id and self.topics else None
+                topic_id = self.topics.topic_id(name) if by_id else None
                 if by_id and topic_id is None:
                     continue  # the topic is gone: it has no id to be named by
                 answered.append(self._positions(group, name, topic_id, indexes))
