@@ -1,6 +1,8 @@
-"""The one set of error codes: the simulation, the Kafka wire, the trigger bus and the HTTP
-service all answer with an :class:`ErrorCode` (public: ``from purgatory.errors import
-ErrorCode``)."""
+"""Kafka's error codes, the one vocabulary of errors: the simulation, the Kafka wire, the
+trigger bus and the HTTP service all answer with an :class:`ErrorCode` (public: ``from
+purgatory.errors import ErrorCode``). The HTTP service's own refusals (its limits, routes
+and access rules), which Kafka has no code for, are a vocabulary of their own:
+:class:`purgatory.service.refusals.ServiceRefusal`."""
 
 from __future__ import annotations
 
@@ -11,25 +13,19 @@ from typing import Any
 class ErrorCode(enum.StrEnum):
     """An error a request can end in, as Kafka's ``Errors`` has it: the value is Kafka's
     name for it (what the HTTP service's JSON answers carry), ``number`` its code on the
-    Kafka wire. The refusals only the HTTP service makes have no Kafka number: None."""
+    Kafka wire (a test holds both to Kafka's own table, as kio generates it)."""
 
-    number: int | None
+    number: int
 
     @staticmethod
     def _generate_next_value_(name: str, start: int, count: int, last: list[Any]) -> str:
         return name  # auto(): the value is the member's own name
 
-    def __new__(cls, name: str, number: int | None) -> ErrorCode:
+    def __new__(cls, name: str, number: int) -> ErrorCode:
         member = str.__new__(cls, name)
         member._value_ = name
         member.number = number
         return member
-
-    @property
-    def wire(self) -> int:
-        """What a Kafka response carries: ``number``, or UNKNOWN_SERVER_ERROR's for an
-        error Kafka has no number for (as Kafka answers an error it has no code for)."""
-        return -1 if self.number is None else self.number
 
     UNKNOWN_SERVER_ERROR = enum.auto(), -1
     NONE = enum.auto(), 0
@@ -73,15 +69,3 @@ class ErrorCode(enum.StrEnum):
     ELECTION_NOT_NEEDED = enum.auto(), 84
     INVALID_RECORD = enum.auto(), 87
     UNKNOWN_TOPIC_ID = enum.auto(), 100
-    # The HTTP service's own refusals (its limits, its routes, its access rules).
-    NOT_FOUND = enum.auto(), None
-    METHOD_NOT_ALLOWED = enum.auto(), None
-    INVALID_HOST = enum.auto(), None
-    UNAUTHORIZED = enum.auto(), None
-    UNSUPPORTED_MEDIA_TYPE = enum.auto(), None
-    REQUEST_TIMEOUT = enum.auto(), None
-    REQUEST_TOO_LARGE = enum.auto(), None
-    TOO_MANY_TOPICS = enum.auto(), None
-    TOO_MANY_CONNECTIONS = enum.auto(), None
-    TOO_MANY_PENDING_REQUESTS = enum.auto(), None
-    TOO_MANY_BYTES_IN_FLIGHT = enum.auto(), None

@@ -1,33 +1,43 @@
-"""Every error code, through both of the ways it leaves the process: the HTTP service's JSON
-answer (its status table) and a Kafka response on the wire."""
+"""Every error code, through each way it leaves the process: the HTTP service's JSON answer
+(its status table) and a Kafka response on the wire; and the HTTP service's own refusals,
+which Kafka has no code for, in JSON only."""
 
 from __future__ import annotations
 
 import kafka.errors
 import msgspec
 import pytest
-from kafka.protocol.admin import ElectLeadersResponse
+from kio.schema.errors import ErrorCode as KioErrorCode
 
-from purgatory.kafka.codec import Reader, Writer
+from purgatory.errors import ErrorCode
 from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import build, request_type
 from purgatory.service.app import json_response
 from purgatory.service.bodies import ErrorBody
 from purgatory.service.broker import HTTP_STATUS, error_name, refused
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.service.refusals import ServiceRefusal
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.messages import ElectLeadersRequest, ElectLeadersResult, PartitionElection
 
 CODES = list(ErrorCode)
 
 
 def test_each_code_is_kafkas_name_and_number() -> None:
-    numbers = [code.number for code in CODES if code.number is not None]
+    numbers = [code.number for code in CODES]
     assert len(numbers) == len(set(numbers))
     for code in CODES:
         assert code.value == code.name
-        if code.number is not None:
-            # an independent table (kafka-python's) knows the number as Kafka's
-            assert kafka.errors.for_code(code.number).errno == code.number
+        # two independent tables know the number as Kafka's: kio's, generated from
+        # Kafka's own, and kafka-python's
+        assert KioErrorCode(code.number).name.upper() == code.name
+        assert kafka.errors.for_code(code.number).errno == code.number
+
+
+def test_the_http_services_own_refusals_are_not_kafka_codes() -> None:
+    assert not {r.value for r in ServiceRefusal} & {c.value for c in ErrorCode}
+    kafka_names = {member.name.upper() for member in KioErrorCode}
+    assert not {r.value for r in ServiceRefusal} & kafka_names
 
 
 @pytest.mark.parametrize("code", CODES)
@@ -51,18 +61,17 @@ class _Answers:
 
 @pytest.mark.asyncio
 async def test_the_kafka_wire_carries_each_codes_number() -> None:
-    body = Writer().int8(0).int32(1).string("t").int32(len(CODES))
-    for index in range(len(CODES)):
-        body.int32(index)
-    body.int32(1000)
-    header = RequestHeader(ApiKey.ELECT_LEADERS, 1, 7, "c")
+    request = build(
+        request_type(ApiKey.ELECT_LEADERS, 2),
+        {
+            "election_type": 0,
+            "topic_partitions": [{"topic": "t", "partitions": list(range(len(CODES)))}],
+            "timeout": 1000,
+        },
+    )
+    header = RequestHeader(ApiKey.ELECT_LEADERS, 2, 7, "c")
     handler = ElectionHandlers(_Answers())  # type: ignore[arg-type]
-    answer = await handler.elect_leaders(header, Reader(body.buf))
-    decoded = ElectLeadersResponse[1].decode(bytes(answer))
-    [topic] = decoded.replica_election_results
-    got = [(p.error_code, p.error_message) for p in topic.partition_result]
-    # a code Kafka has no number for goes out as UNKNOWN_SERVER_ERROR, as Kafka's would
-    assert got == [
-        (-1 if code.number is None else code.number, None if code is ErrorCode.NONE else code.name)
-        for code in CODES
-    ]
+    answer = await handler.elect_leaders(header, request)
+    [topic] = answer.replica_election_results
+    got = [(int(p.error_code), p.error_message) for p in topic.partition_result]
+    assert got == [(code.number, None if code is ErrorCode.NONE else code.name) for code in CODES]

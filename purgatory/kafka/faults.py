@@ -336,8 +336,6 @@ async def _after(rule: Rule, header: RequestHeader, request: Any, handler: Handl
 
 def _error_number(error: ErrorCode | int) -> int:
     if isinstance(error, ErrorCode):
-        if error.number is None:
-            raise ValueError(f"{error.name} is the HTTP service's own; Kafka has no code for it")
         return error.number
     if isinstance(error, bool) or not isinstance(error, int):
         raise ValueError(f"error must be an ErrorCode or a Kafka error number, got {error!r}")

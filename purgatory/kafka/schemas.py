@@ -133,12 +133,11 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
 
 
 def kio_error(code: Any) -> KioErrorCode:
-    """kio's error enum member for an error: one of ours (its ``wire`` number), kio's own,
-    or a plain number."""
+    """kio's error enum member for an error: one of ours (its ``number``), kio's own, or
+    a plain number."""
     if isinstance(code, KioErrorCode):
         return code
-    number = getattr(code, "wire", code)
-    return KioErrorCode(int(number))
+    return KioErrorCode(int(getattr(code, "number", code)))
 
 
 _MS: Final = datetime.timedelta(milliseconds=1)

@@ -44,6 +44,7 @@ from purgatory.service.config import ServiceConfig
 from purgatory.service.guard import AccessPolicy
 from purgatory.service.http_metrics import ServiceMetrics
 from purgatory.service.pending import Parks, PendingBudget
+from purgatory.service.refusals import ServiceRefusal
 from purgatory.service.throttled import Throttled
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import ElectLeadersRequest, FetchRequest, ProduceRequest
@@ -57,7 +58,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class Rejected(Exception):
     """A request refused before reaching the broker; becomes a JSON error response."""
 
-    def __init__(self, status: int, reason: str, code: ErrorCode, message: str) -> None:
+    def __init__(
+        self, status: int, reason: str, code: ErrorCode | ServiceRefusal, message: str
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason  # the rejected-requests metric label (or "" if not counted)
@@ -107,7 +110,7 @@ class ServiceState:
         refusal = self.pending.refusal(parks)
         if refusal is not None:
             self.overloads.warning("request refused with 503: %s", refusal)
-            raise Rejected(503, "overloaded", ErrorCode.TOO_MANY_PENDING_REQUESTS, refusal)
+            raise Rejected(503, "overloaded", ServiceRefusal.TOO_MANY_PENDING_REQUESTS, refusal)
         if parks is Parks.NEVER:
             yield
             return
@@ -216,8 +219,8 @@ async def _errors_and_metrics(request: web.Request, handler: Handler) -> web.Str
 
 
 _NOT_ROUTED: Final = {
-    404: ("not_found", ErrorCode.NOT_FOUND),
-    405: ("method_not_allowed", ErrorCode.METHOD_NOT_ALLOWED),
+    404: ("not_found", ServiceRefusal.NOT_FOUND),
+    405: ("method_not_allowed", ServiceRefusal.METHOD_NOT_ALLOWED),
 }
 
 
@@ -257,7 +260,7 @@ async def _body(request: web.Request, body_type: type[msgspec.Struct]) -> Any:
         raise Rejected(
             503,
             "overloaded",
-            ErrorCode.TOO_MANY_BYTES_IN_FLIGHT,
+            ServiceRefusal.TOO_MANY_BYTES_IN_FLIGHT,
             f"{state.body_bytes} bytes of request bodies are being read "
             f"(max_body_bytes_in_flight {config.max_body_bytes_in_flight})",
         )
@@ -268,7 +271,7 @@ async def _body(request: web.Request, body_type: type[msgspec.Struct]) -> Any:
         raise Rejected(
             413,
             "too_large",
-            ErrorCode.REQUEST_TOO_LARGE,
+            ServiceRefusal.REQUEST_TOO_LARGE,
             f"body exceeds {config.max_body_bytes} bytes",
         ) from exc
     finally:
@@ -322,7 +325,7 @@ async def create_topic(request: web.Request) -> web.Response:
         topics = broker_api.topic_count(state.broker)
         if topics >= state.config.max_topics:
             raise Rejected(
-                409, "", ErrorCode.TOO_MANY_TOPICS, f"{topics} topics exist (max_topics)"
+                409, "", ServiceRefusal.TOO_MANY_TOPICS, f"{topics} topics exist (max_topics)"
             )
         try:
             await state.broker.create_topic(

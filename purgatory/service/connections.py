@@ -37,6 +37,7 @@ from purgatory.service.app import STATE, json_response
 from purgatory.service.bodies import ErrorBody
 from purgatory.service.config import ConnectionLimits, reserve
 from purgatory.service.http_metrics import ConnectionMetrics, ServiceMetrics
+from purgatory.service.refusals import ServiceRefusal
 from purgatory.service.throttled import Throttled
 from purgatory.sim.errors import ErrorCode
 
@@ -51,7 +52,7 @@ REFUSAL_GRACE_S: Final = 1.0
 STALE_HEAD_S: Final = 1.0
 
 
-def raw_response(status: int, reason: str, code: ErrorCode, message: str) -> bytes:
+def raw_response(status: int, reason: str, code: ErrorCode | ServiceRefusal, message: str) -> bytes:
     """A complete ``Connection: close`` JSON error response, written outside aiohttp."""
     body = msgspec.json.encode(ErrorBody(code, message))
     head = (
@@ -67,7 +68,7 @@ def _budget_full(max_connections: int) -> bytes:
     return raw_response(
         503,
         "Service Unavailable",
-        ErrorCode.TOO_MANY_CONNECTIONS,
+        ServiceRefusal.TOO_MANY_CONNECTIONS,
         f"{max_connections} connections are open (max_connections)",
     )
 
@@ -192,7 +193,7 @@ class GuardedConnection(AdaptedConnection):
                 raw_response(
                     503,
                     "Service Unavailable",
-                    ErrorCode.TOO_MANY_CONNECTIONS,
+                    ServiceRefusal.TOO_MANY_CONNECTIONS,
                     f"{self._guard.limits.max_connections} connections are open (max_connections)",
                 )
             )
@@ -283,7 +284,7 @@ class GuardedConnection(AdaptedConnection):
                 raw_response(
                     408,
                     "Request Timeout",
-                    ErrorCode.REQUEST_TIMEOUT,
+                    ServiceRefusal.REQUEST_TIMEOUT,
                     f"the request {reading} did not arrive within {timeout_s:g} s",
                 )
             )

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from purgatory.loopback import is_loopback
+from purgatory.service.refusals import ServiceRefusal
 from purgatory.sim.errors import ErrorCode
 
 #: routes that answer without a token
@@ -33,7 +34,7 @@ class Refusal:
 
     status: int
     reason: str  # the rejected-requests metric label
-    code: ErrorCode
+    code: ErrorCode | ServiceRefusal
     message: str
 
 
@@ -83,7 +84,10 @@ class AccessPolicy:
             host = host_name(headers.get("host", ""))
             if host not in self.allowed_hosts:
                 return Refusal(
-                    400, "bad_host", ErrorCode.INVALID_HOST, f"host {host!r} is not served here"
+                    400,
+                    "bad_host",
+                    ServiceRefusal.INVALID_HOST,
+                    f"host {host!r} is not served here",
                 )
         if self.token is not None and not self._open(path):
             given = headers.get("authorization", "")
@@ -92,7 +96,10 @@ class AccessPolicy:
                 credentials.strip().encode(), self.token.encode()
             ):
                 return Refusal(
-                    401, "unauthorized", ErrorCode.UNAUTHORIZED, "a valid bearer token is needed"
+                    401,
+                    "unauthorized",
+                    ServiceRefusal.UNAUTHORIZED,
+                    "a valid bearer token is needed",
                 )
         if routed and method in STATE_CHANGING:
             media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -100,7 +107,7 @@ class AccessPolicy:
                 return Refusal(
                     415,
                     "media_type",
-                    ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+                    ServiceRefusal.UNSUPPORTED_MEDIA_TYPE,
                     f"send Content-Type: application/json (got {media_type or 'none'!r})",
                 )
         return None

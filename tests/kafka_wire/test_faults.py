@@ -32,6 +32,7 @@ from purgatory.kafka.faults import Faults
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import encode_batch
 from purgatory.kafka.schemas import build, request_type, respond, versions
+from purgatory.service.refusals import ServiceRefusal
 from purgatory.sim.errors import ErrorCode
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -482,8 +483,8 @@ def test_bad_rules_are_refused() -> None:
             faults.add("Heartbeat", drop=True, topic="t")
         with pytest.raises(ValueError, match="times must be"):
             faults.add("Produce", drop=True, times=0)
-        with pytest.raises(ValueError, match="HTTP service's own"):
-            faults.add("Produce", error=ErrorCode.NOT_FOUND)
+        with pytest.raises(ValueError, match="error must be an ErrorCode"):
+            faults.add("Produce", error=ServiceRefusal.NOT_FOUND)  # the HTTP service's own
         with pytest.raises(ValueError, match="delay_ms"):
             faults.add("Produce", delay_ms=-1)
         assert faults.rules == ()
