@@ -6,7 +6,6 @@ Plus the answers for what no client sends on its own: unknown groups and resourc
 from __future__ import annotations
 
 import asyncio
-import io
 import time
 from typing import Any
 
@@ -21,7 +20,7 @@ from kafka.protocol.admin import (
 )
 from kio.schema.describe_configs.v4 import request as describe_v4
 from kio.schema.errors import ErrorCode as KioError
-from kio.serial import entity_reader, entity_writer
+from kio_wire import read_response, round_trip
 
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
@@ -30,7 +29,7 @@ from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults
 from purgatory.kafka.protocol import ApiKey
-from purgatory.kafka.schemas import encode_response, read_request, response_type, versions
+from purgatory.kafka.schemas import encode_response, read_request, versions
 from purgatory.sim import Cluster
 
 TIMEOUT = 60.0
@@ -328,27 +327,8 @@ async def test_flexible_describe_configs_round_trips_over_a_socket(door: KafkaFr
     )
     assert request.__version__ == CONFIGS[1]
     assert request.__flexible__
-    out = io.BytesIO()
-    header_type = request.__header_schema__
-    header = header_type(
-        request_api_key=ApiKey.DESCRIBE_CONFIGS,
-        request_api_version=CONFIGS[1],
-        correlation_id=4,
-        client_id="kio",
-    )
-    entity_writer(header_type)(out, header)
-    entity_writer(type(request))(out, request)
-    async with asyncio.timeout(TIMEOUT):
-        reader, writer = await asyncio.open_connection(*door.addresses[2])
-        try:
-            writer.write(len(out.getvalue()).to_bytes(4, "big") + out.getvalue())
-            frame = await reader.readexactly(int.from_bytes(await reader.readexactly(4), "big"))
-        finally:
-            writer.close()
-            await writer.wait_closed()
-    cls = response_type(ApiKey.DESCRIBE_CONFIGS, CONFIGS[1])
-    answer_header, used = entity_reader(cls.__header_schema__)(frame, 0)
-    response, size = entity_reader(cls)(frame, used)
+    frame = await round_trip(door.addresses[2], request, correlation_id=4, within_s=TIMEOUT)
+    answer_header, used, response, size = read_response(frame, ApiKey.DESCRIBE_CONFIGS, CONFIGS[1])
     assert (answer_header.correlation_id, used + size) == (4, len(frame))
     topic, broker = response.results
     assert (topic.resource_name, topic.error_code) == ("t", KioError.none)

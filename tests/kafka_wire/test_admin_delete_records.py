@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import inspect
-import io
 import time
 from typing import Any
 
@@ -15,13 +14,13 @@ import pytest
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 from kio.schema.delete_records.v2 import request as v2
 from kio.schema.errors import ErrorCode as KioError
-from kio.serial import entity_reader, entity_writer
+from kio_wire import read_response, round_trip
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.protocol import ApiKey
-from purgatory.kafka.schemas import encode_response, read_request, response_type, versions
+from purgatory.kafka.schemas import encode_response, read_request, versions
 from purgatory.sim import Cluster, Latency, ProduceRequest
 
 TIMEOUT = 30.0
@@ -127,27 +126,8 @@ async def test_flexible_delete_records_round_trips_over_a_socket(door: KafkaFron
     )
     assert request.__version__ == HIGH
     assert request.__flexible__
-    out = io.BytesIO()
-    header_type = request.__header_schema__
-    header = header_type(
-        request_api_key=ApiKey.DELETE_RECORDS,
-        request_api_version=HIGH,
-        correlation_id=5,
-        client_id="kio",
-    )
-    entity_writer(header_type)(out, header)
-    entity_writer(type(request))(out, request)
-    async with asyncio.timeout(TIMEOUT):
-        reader, writer = await asyncio.open_connection(*door.addresses[leader])
-        try:
-            writer.write(len(out.getvalue()).to_bytes(4, "big") + out.getvalue())
-            frame = await reader.readexactly(int.from_bytes(await reader.readexactly(4), "big"))
-        finally:
-            writer.close()
-            await writer.wait_closed()
-    cls = response_type(ApiKey.DELETE_RECORDS, HIGH)
-    answer_header, used = entity_reader(cls.__header_schema__)(frame, 0)
-    response, size = entity_reader(cls)(frame, used)
+    frame = await round_trip(door.addresses[leader], request, correlation_id=5, within_s=TIMEOUT)
+    answer_header, used, response, size = read_response(frame, ApiKey.DELETE_RECORDS, HIGH)
     assert (answer_header.correlation_id, used + size) == (5, len(frame))
     [topic] = response.topics
     assert topic.name == "t"

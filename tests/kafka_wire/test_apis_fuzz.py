@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import io
 import random
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -17,8 +16,8 @@ from typing import Any, NamedTuple
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.serial import entity_writer
 from kio.static.primitive import Records
+from kio_wire import request_frame, uvarint
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
@@ -27,7 +26,7 @@ from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.topics import TopicHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import encode_batch, split_batches
-from purgatory.kafka.schemas import build, encode_response, read_request, request_type
+from purgatory.kafka.schemas import encode_response, read_request, request_type
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, ProduceRequest
 from purgatory.sim import FetchRequest as FetchRequest_
@@ -48,33 +47,6 @@ st.register_type_strategy(
 )
 
 
-def _frame(key: ApiKey, version: int, request: Any, correlation_id: int = 1) -> bytes:
-    """Header and body of a request (no size prefix), written by kio."""
-    cls = type(request)
-    header = build(
-        cls.__header_schema__,
-        {
-            "request_api_key": key,
-            "request_api_version": version,
-            "correlation_id": correlation_id,
-            "client_id": "fuzz",
-        },
-    )
-    out = io.BytesIO()
-    entity_writer(cls.__header_schema__)(out, header)
-    entity_writer(cls)(out, request)
-    return out.getvalue()
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 #: what replaces a few bytes at a random place: a huge or negative count or length
 _HUGE = [
     b"\x7f\xff\xff\xff",
@@ -82,9 +54,9 @@ _HUGE = [
     b"\xff\xff\xff\xfe",
     b"\x7f\xff",
     b"\xff\xfe",
-    _uvarint(2**35 - 1),
-    _uvarint(2**31),
-    _uvarint(1 << 20),
+    uvarint(2**35 - 1),
+    uvarint(2**31),
+    uvarint(1 << 20),
 ]
 
 
@@ -127,7 +99,7 @@ def _drawer(key: ApiKey, version: int, cases: list[Case]) -> Callable[[], None]:
     )
     @given(st.from_type(request_type(key, version)), st.randoms(use_true_random=False))
     def draw(request: Any, rng: random.Random) -> None:
-        frame = _frame(key, version, request)
+        frame = request_frame(request, correlation_id=1, client_id="fuzz")[4:]  # no size
         cases.append(Case(key, version, "whole", frame))
         cases.extend(Case(key, version, *_mutate(frame, rng)) for _ in range(MUTATIONS))
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import io
 from typing import Any
 
 import pytest
@@ -14,13 +13,13 @@ from kafka import KafkaAdminClient
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 from kio.schema.elect_leaders.v2 import request as v2
 from kio.schema.errors import ErrorCode as KioError
-from kio.serial import entity_reader, entity_writer
+from kio_wire import read_response, round_trip
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.protocol import ApiKey
-from purgatory.kafka.schemas import encode_response, read_request, response_type, versions
+from purgatory.kafka.schemas import encode_response, read_request, versions
 from purgatory.sim.errors import ErrorCode
 
 LOW, HIGH = versions(ApiKey.ELECT_LEADERS)
@@ -108,27 +107,8 @@ async def test_flexible_elect_leaders_round_trips_over_a_socket(door: KafkaFront
     )
     assert request.__version__ == HIGH
     assert request.__flexible__
-    out = io.BytesIO()
-    header_type = request.__header_schema__
-    header = header_type(
-        request_api_key=ApiKey.ELECT_LEADERS,
-        request_api_version=HIGH,
-        correlation_id=3,
-        client_id="kio",
-    )
-    entity_writer(header_type)(out, header)
-    entity_writer(type(request))(out, request)
-    async with asyncio.timeout(30):
-        reader, writer = await asyncio.open_connection(*door.addresses[2])
-        try:
-            writer.write(len(out.getvalue()).to_bytes(4, "big") + out.getvalue())
-            frame = await reader.readexactly(int.from_bytes(await reader.readexactly(4), "big"))
-        finally:
-            writer.close()
-            await writer.wait_closed()
-    cls = response_type(ApiKey.ELECT_LEADERS, HIGH)
-    answer_header, used = entity_reader(cls.__header_schema__)(frame, 0)
-    response, size = entity_reader(cls)(frame, used)
+    frame = await round_trip(door.addresses[2], request, correlation_id=3)
+    answer_header, used, response, size = read_response(frame, ApiKey.ELECT_LEADERS, HIGH)
     assert (answer_header.correlation_id, used + size) == (3, len(frame))
     assert response.error_code == KioError.none
     [topic] = response.replica_election_results

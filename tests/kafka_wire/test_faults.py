@@ -5,7 +5,6 @@ riding them out."""
 from __future__ import annotations
 
 import asyncio
-import io
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -25,7 +24,7 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
-from kio.serial import entity_writer
+from kio_wire import read_frame, round_trip
 
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.faults import Faults
@@ -72,8 +71,7 @@ class Connection:
     async def answer(self, within_s: float = 5.0) -> tuple[int, int, int]:
         """(correlation id, error code, base offset) of the next Produce answer."""
         async with asyncio.timeout(within_s):
-            size = int.from_bytes(await self.reader.readexactly(4), "big")
-            frame = await self.reader.readexactly(size)
+            frame = await read_frame(self.reader)
         [topic] = ProduceResponse[3].decode(frame[4:]).responses
         [partition] = topic.partition_responses
         return int.from_bytes(frame[:4], "big"), partition.error_code, partition.base_offset
@@ -195,25 +193,6 @@ async def test_rules_match_broker_topic_version_and_client_and_can_be_kept(kafka
     assert kafka.front_door._servers[0].interceptor is None  # no rules: nothing looked at
 
 
-def _frame(key: ApiKey, version: int, values: dict[str, Any], correlation_id: int = 7) -> bytes:
-    """A request frame written by kio from Kafka's schema (client id ``raw``)."""
-    cls = request_type(key, version)
-    header = build(
-        cls.__header_schema__,
-        {
-            "request_api_key": key,
-            "request_api_version": version,
-            "correlation_id": correlation_id,
-            "client_id": "raw",
-        },
-    )
-    out = io.BytesIO()
-    entity_writer(cls.__header_schema__)(out, header)
-    entity_writer(cls)(out, build(cls, values))
-    payload = out.getvalue()
-    return len(payload).to_bytes(4, "big") + payload
-
-
 async def _ask(
     kafka: AsyncEmbeddedKafka,
     key: ApiKey,
@@ -224,14 +203,10 @@ async def _ask(
 ) -> Any:
     """A request of ``key`` v``version`` (written by kio) on a raw connection to
     ``broker``, its answer decoded by kafka-python's ``response_class``."""
-    reader, writer = await asyncio.open_connection(*kafka.addresses[broker])
-    try:
-        writer.write(_frame(key, version, values))
-        async with asyncio.timeout(5):
-            size = int.from_bytes(await reader.readexactly(4), "big")
-            frame = await reader.readexactly(size)
-    finally:
-        writer.close()
+    request = build(request_type(key, version), values)
+    frame = await round_trip(
+        kafka.addresses[broker], request, correlation_id=7, client_id="raw", within_s=5
+    )
     assert int.from_bytes(frame[:4], "big") == 7
     return response_class[version].decode(frame, header=True)
 

@@ -5,12 +5,12 @@ of the group APIs on the wire (membership, DescribeGroups, ListGroups, offsets).
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from kio_wire import read_frame, read_response, request_frame
 
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import GroupState, JoinResult
@@ -290,8 +290,7 @@ class Wire:
 
     async def _exchange(self, frame: bytes) -> bytes:
         self.writer.write(frame)
-        size = int.from_bytes(await self.reader.readexactly(4), "big")
-        return await self.reader.readexactly(size)
+        return await read_frame(self.reader)
 
     async def ask(self, request: Any, response: Any) -> Any:
         """A kafka-python request (its version set) and the class of its answer."""
@@ -304,27 +303,14 @@ class Wire:
 
     async def kio(self, request: Any) -> Any:
         """A kio request, answered with kio's response of its version."""
-        from kio.serial import entity_reader, entity_writer
-
-        from purgatory.kafka.schemas import response_type
-
         self.correlation += 1
-        header_type = request.__header_schema__
-        header = header_type(
-            request_api_key=request.__api_key__,
-            request_api_version=request.__version__,
-            correlation_id=self.correlation,
-            client_id="tester",
+        frame = await self._exchange(
+            request_frame(request, correlation_id=self.correlation, client_id="tester")
         )
-        out = io.BytesIO()
-        entity_writer(header_type)(out, header)
-        entity_writer(type(request))(out, request)
-        body = out.getvalue()
-        frame = await self._exchange(len(body).to_bytes(4, "big") + body)
-        cls = response_type(request.__api_key__, request.__version__)
-        answer_header, size = entity_reader(cls.__header_schema__)(frame, 0)
+        answer_header, size, answer, read = read_response(
+            frame, request.__api_key__, request.__version__
+        )
         assert answer_header.correlation_id == self.correlation
-        answer, read = entity_reader(cls)(frame, size)
         assert size + read == len(frame)
         return answer
 

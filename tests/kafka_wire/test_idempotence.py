@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from kio_wire import read_response
 
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.schemas import build, encode_response, request_type, response_type
+from purgatory.kafka.schemas import build, encode_response, request_type
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
@@ -88,7 +89,8 @@ def test_init_producer_id_hands_out_fresh_ids_and_refuses_transactions(version: 
         )
         header = RequestHeader(ApiKey.INIT_PRODUCER_ID, version, 1, "c")
         answer = handlers.init_producer_id(header, request)
-        return read_response(encode_response(1, answer), ApiKey.INIT_PRODUCER_ID, version)
+        frame = encode_response(1, answer)[4:]  # without its size
+        return read_response(frame, ApiKey.INIT_PRODUCER_ID, version).body
 
     first, second = ask(None), ask(None)
     first_code, second_code = int(first.error_code), int(second.error_code)
@@ -212,12 +214,3 @@ async def test_aiokafka_idempotent_producer_writes_each_record_once_across_a_lea
             await producer.stop()
     assert cluster.partition("t", 0).leader != leader
     assert _partition_values(cluster) == [b"%d" % i for i in range(count)]
-
-
-def read_response(frame: bytes, key: ApiKey, version: int) -> Any:
-    """A response frame read back with kio (size and header skipped)."""
-    from kio.serial import entity_reader
-
-    cls = response_type(key, version)
-    _, size = entity_reader(cls.__header_schema__)(frame, 4)
-    return entity_reader(cls)(frame, 4 + size)[0]

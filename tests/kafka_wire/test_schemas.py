@@ -4,7 +4,6 @@ every API's error answer at every version, and the response builder."""
 from __future__ import annotations
 
 import dataclasses
-import io
 import signal
 import struct
 import subprocess
@@ -14,7 +13,7 @@ import uuid
 from typing import Any
 
 import pytest
-from kio.serial import entity_reader, entity_writer
+from kio_wire import read_response, request_frame, uvarint
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.protocol import ApiKey
@@ -96,20 +95,11 @@ def test_kio_alone_aborts_the_process_on_it_and_the_guard_does_not() -> None:
 # -- unknown tagged fields ------------------------------------------------------------------
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _tagged(*fields: tuple[int, bytes]) -> bytes:
     """A tagged-field section: the count, then each tag, size and value."""
-    out = _uvarint(len(fields))
+    out = uvarint(len(fields))
     for tag, value in fields:
-        out += _uvarint(tag) + _uvarint(len(value)) + value
+        out += uvarint(tag) + uvarint(len(value)) + value
     return out
 
 
@@ -119,7 +109,7 @@ def _header(key: ApiKey, version: int) -> bytes:
 
 
 def _string(value: str) -> bytes:
-    return _uvarint(len(value) + 1) + value.encode()
+    return uvarint(len(value) + 1) + value.encode()
 
 
 TOPIC_ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
@@ -127,7 +117,7 @@ TOPIC_ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
 
 def _metadata_v12(topic_tags: bytes, top_tags: bytes) -> bytes:
     topic = TOPIC_ID.bytes + _string("t") + topic_tags
-    body = _uvarint(2) + topic + b"\x01\x00" + top_tags  # auto-create, no authorized ops
+    body = uvarint(2) + topic + b"\x01\x00" + top_tags  # auto-create, no authorized ops
     return _header(ApiKey.METADATA, 12) + body
 
 
@@ -154,12 +144,12 @@ def test_an_unknown_tagged_field_is_read_as_if_absent(topic_tags: bytes, top_tag
 
 def _fetch_v13(top_tags: bytes) -> bytes:
     partition = struct.pack(">iiqiqi", 1, -1, 42, -1, -1, 1 << 20) + _tagged()
-    topic = TOPIC_ID.bytes + _uvarint(2) + partition + _tagged()
+    topic = TOPIC_ID.bytes + uvarint(2) + partition + _tagged()
     body = (
         struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1)
-        + _uvarint(2)
+        + uvarint(2)
         + topic
-        + _uvarint(1)  # no forgotten topics
+        + uvarint(1)  # no forgotten topics
         + _string("rack")
         + top_tags
     )
@@ -185,8 +175,8 @@ def test_unknown_tags_around_a_known_one_leave_it_read() -> None:
     "top_tags",
     [
         _tagged((99, b"abc"))[:-1],  # the value cut short
-        _uvarint(3) + _uvarint(99) + _uvarint(0),  # three announced, one there
-        _uvarint(1) + _uvarint(99) + _uvarint(1 << 30),  # a size far past the end
+        uvarint(3) + uvarint(99) + uvarint(0),  # three announced, one there
+        uvarint(1) + uvarint(99) + uvarint(1 << 30),  # a size far past the end
         _tagged((0, _string("cluster") + b"extra")),  # a known tag of the wrong size
     ],
     ids=["cut value", "missing fields", "huge size", "known tag, wrong size"],
@@ -244,9 +234,7 @@ def _every_version_params() -> list[Any]:
 
 def _decode_response(key: ApiKey, version: int, frame: bytes) -> tuple[int, Any]:
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4
-    cls = response_type(key, version)
-    header, size = entity_reader(cls.__header_schema__)(frame[4:], 0)
-    body, end = entity_reader(cls)(frame[4:], size)
+    header, size, body, end = read_response(frame[4:], key, version)
     assert size + end == len(frame) - 4  # (the reader returns the bytes it read)
     return int(header.correlation_id), body
 
@@ -415,19 +403,8 @@ def test_kio_writes_what_build_makes_for_every_request_and_read_request_reads_it
     for key, version in _every_version():
         cls = request_type(key, version)
         request = build(cls, _request_values(cls))
-        header = build(
-            cls.__header_schema__,
-            {
-                "request_api_key": key,
-                "request_api_version": version,
-                "correlation_id": 9,
-                "client_id": "me",
-            },
-        )
-        out = io.BytesIO()
-        entity_writer(cls.__header_schema__)(out, header)
-        entity_writer(cls)(out, request)
-        read = read_request(out.getvalue(), key, version)
+        frame = request_frame(request, correlation_id=9, client_id="me")
+        read = read_request(frame[4:], key, version)  # without its size
         assert read.body == request, (key, version)
         assert tuple(read.header) == (key, version, 9, "me")
 

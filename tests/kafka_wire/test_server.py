@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import logging
 import struct
 from collections.abc import AsyncIterator
@@ -19,10 +18,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from kio.serial import entity_reader, entity_writer
+from kio_wire import exchange, read_frame, read_response, request_frame
 
 from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.schemas import build, request_type, respond, response_type, versions
+from purgatory.kafka.schemas import build, request_type, respond, versions
 from purgatory.kafka.server import KafkaProtocolServer, ListenerLimits, ProtocolStats, Response
 from purgatory.sim.errors import ErrorCode
 
@@ -37,21 +36,8 @@ def request(
 ) -> bytes:
     """A whole request frame, written by kio from Kafka's schema of ``key`` v``version``
     (``values`` for the body; fields not given take their default)."""
-    cls = request_type(ApiKey(key), version)
-    header = build(
-        cls.__header_schema__,
-        {
-            "request_api_key": key,
-            "request_api_version": version,
-            "correlation_id": correlation_id,
-            "client_id": "t",
-        },
-    )
-    out = io.BytesIO()
-    entity_writer(cls.__header_schema__)(out, header)
-    entity_writer(cls)(out, build(cls, values or {}))
-    payload = out.getvalue()
-    return len(payload).to_bytes(4, "big") + payload
+    body = build(request_type(ApiKey(key), version), values or {})
+    return request_frame(body, correlation_id=correlation_id, client_id="t")
 
 
 def raw(key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
@@ -79,15 +65,8 @@ def offsets(version: int, correlation_id: int, value: int, topic: str = "t") -> 
 
 def answer(key: ApiKey, version: int, frame: bytes) -> tuple[int, Any]:
     """(correlation id, body) of a response frame (without its size), read by kio."""
-    cls = response_type(key, version)
-    header, size = entity_reader(cls.__header_schema__)(frame, 0)
-    body, _ = entity_reader(cls)(frame, size)
+    header, _, body, _ = read_response(frame, key, version)
     return int(header.correlation_id), body
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes:
-    size = int.from_bytes(await reader.readexactly(4), "big")
-    return await reader.readexactly(size)
 
 
 async def read_offsets(reader: asyncio.StreamReader, version: int) -> tuple[int, int]:
@@ -143,13 +122,7 @@ REGISTERED = {0: (3, 3), 2: SERVED, 18: versions(ApiKey.API_VERSIONS)}
 
 
 async def _api_versions(port: int, data: bytes) -> bytes:
-    async with asyncio.timeout(TIMEOUT):
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            writer.write(data)
-            return await read_frame(reader)
-        finally:
-            writer.close()
+    return await exchange(("127.0.0.1", port), data, within_s=TIMEOUT)
 
 
 def _kafka_python_api_versions(version: int, correlation_id: int) -> bytes:
