@@ -265,7 +265,7 @@ def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
         if field.kafka_type == "error_code":
             values[field.name] = error
         elif field.name == "error_message":
-            values[field.name] = error.name.upper()  # as Kafka's says the error's message
+            values[field.name] = error.name.upper()  # Kafka answers with the error's message
         elif field.kind in (Kind.FIXED, Kind.STRING) and _is_entity(source):
             copied = _copied(field, source)
             if copied is not None:
