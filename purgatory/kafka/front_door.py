@@ -20,6 +20,7 @@ from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
+from purgatory.kafka.handlers.log_offsets import LogOffsetHandlers
 from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
@@ -91,12 +92,14 @@ class KafkaFrontDoor:
             self.cluster, broker_id, self.addresses, self.stats, self._topics.auto_create
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
+        log_offsets = LogOffsetHandlers(self.cluster, broker_id)
         groups = GroupHandlers(
             self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
         )
         configs = ConfigHandlers(self.cluster, broker_id, self._topics.defaults.settings())
         for apis in [
             partitions.apis(),
+            log_offsets.apis(),
             deletes.apis(),
             groups.apis(),
             configs.apis(),

@@ -8,10 +8,9 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from purgatory.kafka.handlers.partitions import PartitionHandlers
+from purgatory.kafka.handlers.log_offsets import LogOffsetHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import build, request_type
-from purgatory.kafka.server import ProtocolStats
 
 
 def _ask(version: int, epoch: int, current: int = -1) -> object:
@@ -47,7 +46,7 @@ async def test_the_current_epoch_ends_at_the_log_end_and_older_ones_are_unknown(
     p = door.cluster.describe_partition("t", 0)
     assert p is not None
     assert p.leader is not None
-    leader = PartitionHandlers(door.cluster, p.leader, door.addresses, ProtocolStats())
+    leader = LogOffsetHandlers(door.cluster, p.leader)
     header = RequestHeader(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, 1, "c")
 
     def answer(epoch: int, current: int = -1) -> tuple[int, int, int]:
@@ -60,6 +59,6 @@ async def test_the_current_epoch_ends_at_the_log_end_and_older_ones_are_unknown(
     assert answer(p.leader_epoch - 1) == (0, -1, -1)
     assert answer(p.leader_epoch, current=p.leader_epoch + 1)[0] == 75  # UNKNOWN_LEADER_EPOCH
     follower = next(b for b in door.addresses if b != p.leader)
-    other = PartitionHandlers(door.cluster, follower, door.addresses, ProtocolStats())
+    other = LogOffsetHandlers(door.cluster, follower)
     [topic] = other.offset_for_leader_epoch(header, _ask(version, p.leader_epoch)).topics
     assert int(topic.partitions[0].error_code) == 6  # NOT_LEADER_OR_FOLLOWER

@@ -1,12 +1,11 @@
-"""Metadata, Produce, Fetch and ListOffsets against the simulated cluster, as seen by one
-broker: typed requests in, typed answers out, through the :class:`Cluster` facade.
+"""Metadata, Produce and Fetch against the simulated cluster, as seen by one broker: typed
+requests in, typed answers out, through the :class:`Cluster` facade.
 
-Every version Kafka 4.x serves: Metadata 0-13, Produce 3-13, Fetch 4-18 (from v7 without
-fetch sessions: each answer says session 0, so clients send full fetches; from v13 topics
-named by id), ListOffsets 1-11 (by timestamp too) and OffsetForLeaderEpoch 2-4. A
-partition this broker does not lead is answered NOT_LEADER_OR_FOLLOWER, with the current
-leader where the version can say it (KIP-951), which sends clients back to Metadata after
-a failover.
+Every version Kafka 4.x serves: Metadata 0-13, Produce 3-13 and Fetch 4-18 (from v7
+without fetch sessions: each answer says session 0, so clients send full fetches; from v13
+topics named by id). A partition this broker does not lead is answered
+NOT_LEADER_OR_FOLLOWER, with the current leader where the version can say it (KIP-951),
+which sends clients back to Metadata after a failover.
 """
 
 from __future__ import annotations
@@ -20,13 +19,12 @@ from typing import Any, Final, NamedTuple, final
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.compression import ZSTD, UnsupportedCompression
+from purgatory.kafka.handlers.leadership import leads
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import (
     TruncatedBatch,
-    WireBatch,
     compression_of,
     encode_batch,
-    max_timestamp_of,
     split_batches,
 )
 from purgatory.kafka.schemas import millis, respond, versions
@@ -36,12 +34,6 @@ from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import RecordBatch
 from purgatory.sim.messages import FetchRequest, FetchResult, PartitionMetadata, ProduceRequest
 
-EARLIEST: Final = -2
-LATEST: Final = -1
-#: ListOffsets v7+: the record with the largest timestamp (KIP-734)
-MAX_TIMESTAMP: Final = -3
-#: ListOffsets v8+: the first offset on local storage (KIP-405); all of it is local here
-EARLIEST_LOCAL: Final = -4
 _NOTHING: Final = FetchResult(ErrorCode.NONE)
 
 
@@ -83,19 +75,11 @@ class PartitionHandlers:
                 (ApiKey.METADATA, self.metadata),
                 (ApiKey.PRODUCE, self.produce),
                 (ApiKey.FETCH, self.fetch),
-                (ApiKey.LIST_OFFSETS, self.list_offsets),
-                (ApiKey.OFFSET_FOR_LEADER_EPOCH, self.offset_for_leader_epoch),
             ]
         }
 
     def _leads(self, topic: str, index: int) -> tuple[ErrorCode, PartitionMetadata | None]:
-        """Whether this broker leads the partition (NONE) or why not, and the partition."""
-        p = self.cluster.describe_partition(topic, index)
-        if p is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-        if p.leader != self.broker_id or not self.cluster.is_alive(self.broker_id):
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, p
-        return ErrorCode.NONE, p
+        return leads(self.cluster, self.broker_id, topic, index)
 
     def _name_of(self, entry: Any) -> str | None:
         """The topic a request entry names: by id (``topic_id``, newer versions) or by
@@ -107,11 +91,6 @@ class PartitionHandlers:
         if name is None:
             name = getattr(entry, "topic", None)
         return name if isinstance(name, str) else None
-
-    def _topic_key(self, name: str, topic_id: uuid.UUID | None = None) -> dict[str, Any]:
-        """How an answer names a topic: by name, and by id where the version has one."""
-        found = self.cluster.topic_id(name) if topic_id is None else topic_id
-        return {"name": name, "topic": name, "topic_id": found}
 
     def _leader_hint(self, errors: list[tuple[ErrorCode, PartitionMetadata | None]]) -> Any:
         """The node endpoints of the leaders a NOT_LEADER_OR_FOLLOWER answer names
@@ -468,133 +447,6 @@ class PartitionHandlers:
             responses=responses,
             node_endpoints=self._leader_hint(hints),
         )
-
-    # -- ListOffsets ---------------------------------------------------------------------
-
-    def list_offsets(self, header: RequestHeader, request: Any) -> Any:
-        topics = []
-        for topic in request.topics:
-            partitions = []
-            for part in topic.partitions:
-                error, found_at, offset, epoch = self._offset_for(
-                    topic.name, int(part.partition_index), int(part.timestamp)
-                )
-                partitions.append(
-                    {
-                        "partition_index": part.partition_index,
-                        "error_code": error,
-                        "timestamp": found_at,
-                        "offset": offset,
-                        "leader_epoch": epoch,
-                    }
-                )
-            topics.append({"name": topic.name, "partitions": partitions})
-        return respond(request, topics=topics)
-
-    # -- OffsetForLeaderEpoch ------------------------------------------------------------
-
-    def offset_for_leader_epoch(self, header: RequestHeader, request: Any) -> Any:
-        """Where each asked epoch ended (KIP-101, KIP-320): consumers detect a log
-        truncated by an unclean election by comparing it with their position."""
-        topics = []
-        for topic in request.topics:
-            partitions = []
-            for part in topic.partitions:
-                error, p = self._leads(topic.topic, int(part.partition))
-                answer: dict[str, Any] = {"partition": part.partition, "error_code": error}
-                current = int(getattr(part, "current_leader_epoch", -1))
-                if error is ErrorCode.NONE and p is not None:
-                    if current >= 0 and current != p.leader_epoch:
-                        stale = current < p.leader_epoch
-                        answer["error_code"] = (
-                            ErrorCode.FENCED_LEADER_EPOCH
-                            if stale
-                            else ErrorCode.UNKNOWN_LEADER_EPOCH
-                        )
-                    else:
-                        batches = self.cluster.stored_batches(
-                            topic.topic, p.partition, p.log_start_offset, p.log_end_offset
-                        )
-                        epoch, end = _epoch_end(
-                            batches, int(part.leader_epoch), p.leader_epoch, p.log_end_offset
-                        )
-                        answer |= {"leader_epoch": epoch, "end_offset": end}
-                partitions.append(answer)
-            topics.append({"topic": topic.topic, "partitions": partitions})
-        return respond(request, topics=topics)
-
-    def _offset_for(
-        self, topic: str, index: int, timestamp: int
-    ) -> tuple[ErrorCode, int, int, int]:
-        """(error, timestamp found, offset, leader epoch) for one partition."""
-        error, p = self._leads(topic, index)
-        if error is not ErrorCode.NONE:
-            return error, -1, -1, -1
-        if p is None or p.leader is None:
-            return ErrorCode.LEADER_NOT_AVAILABLE, -1, -1, -1
-        if timestamp in (EARLIEST, EARLIEST_LOCAL):
-            return ErrorCode.NONE, -1, p.log_start_offset, p.leader_epoch
-        if timestamp == LATEST:
-            return ErrorCode.NONE, -1, p.high_watermark, p.leader_epoch
-        batches = self.cluster.stored_batches(topic, index, p.log_start_offset, p.high_watermark)
-        if timestamp == MAX_TIMESTAMP:
-            found = _largest_timestamp(batches, p.log_start_offset, p.high_watermark)
-        elif timestamp < 0:
-            # -5 (latest tiered) and -6 (earliest pending upload): nothing is tiered
-            # here, and Kafka answers those with no offset when nothing is
-            return ErrorCode.NONE, -1, -1, p.leader_epoch
-        else:
-            found = _first_at_or_after(batches, timestamp, p.log_start_offset, p.high_watermark)
-        if found is None:  # nothing that late: Kafka answers no offset, not an error
-            return ErrorCode.NONE, -1, -1, p.leader_epoch
-        return ErrorCode.NONE, *found
-
-
-def _epoch_end(
-    batches: list[RecordBatch], epoch: int, current_epoch: int, end: int
-) -> tuple[int, int]:
-    """(the largest epoch at or below ``epoch``, the offset where it ended), as Kafka's
-    leader epoch cache answers it: the start of the first later epoch, or the log end for
-    the current one; (-1, -1) for an epoch older than every batch kept."""
-    if epoch >= current_epoch:
-        return current_epoch, end
-    known = -1
-    for batch in batches:
-        if batch.epoch > epoch:
-            return (known, batch.base_offset) if known >= 0 else (-1, -1)
-        known = batch.epoch
-    return (known, end) if known >= 0 else (current_epoch, end)
-
-
-def _largest_timestamp(
-    batches: list[RecordBatch], start: int, end: int
-) -> tuple[int, int, int] | None:
-    """(timestamp, offset, epoch) of the first record in ``[start, end)`` with the largest
-    timestamp, as Kafka's ListOffsets answers MAX_TIMESTAMP (KIP-734)."""
-    best: tuple[int, int, int] | None = None
-    for batch in batches:
-        if batch.wire is None:
-            continue
-        for record in WireBatch(batch.wire).records():
-            if start <= record.offset < end and (best is None or record.timestamp > best[0]):
-                best = (record.timestamp, record.offset, batch.epoch)
-    return best
-
-
-def _first_at_or_after(
-    batches: list[RecordBatch], timestamp: int, start: int, end: int
-) -> tuple[int, int, int] | None:
-    """(timestamp, offset, epoch) of the first record in ``[start, end)`` stamped at or
-    after ``timestamp``, as Kafka finds it: the first batch whose max timestamp (read
-    from its header, no record decoded) reaches it, then that batch's records. Batches
-    written over HTTP carry no producer timestamp and are never found."""
-    for batch in batches:
-        if batch.wire is None or max_timestamp_of(batch.wire) < timestamp:
-            continue
-        for record in WireBatch(batch.wire).records():
-            if start <= record.offset < end and record.timestamp >= timestamp:
-                return record.timestamp, record.offset, batch.epoch
-    return None
 
 
 def _records_section(
