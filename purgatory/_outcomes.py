@@ -3,11 +3,33 @@ outcome) for listeners, and statistics snapshots of outcome counts and sizes."""
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 from purgatory._operation import DelayedOperation, OperationState
+
+
+class Outcome(enum.StrEnum):
+    """How an operation left its purgatory: its final :class:`OperationState`, with a
+    completion that carries an error told apart. The value is what traces, metrics and the
+    summaries write (``"completed"``, ``"expired"``, ``"cancelled"``, ``"error"``)."""
+
+    COMPLETED = "completed"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+    @classmethod
+    def of(cls, state: OperationState, error: object) -> Outcome:
+        """The outcome of an operation that ended in ``state`` with ``error`` (None if it
+        has none); ``state`` is final (not PENDING)."""
+        if state is OperationState.EXPIRED:
+            return cls.EXPIRED
+        if state is OperationState.CANCELLED:
+            return cls.CANCELLED
+        return cls.COMPLETED if error is None else cls.ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +40,7 @@ class OperationRecord:
     labels: Mapping[str, str]  # the purgatory's labels (e.g. its broker)
     operation: DelayedOperation
     keys: tuple[Hashable, ...]
-    outcome: str  # "completed" | "expired" | "cancelled" | "error"
+    outcome: Outcome
     error: str | None
     started_ms: float  # purgatory clock
     finished_ms: float  # purgatory clock
@@ -37,15 +59,10 @@ class OperationRecord:
     ) -> OperationRecord:
         """The record of ``op``, which has just left ``purgatory`` (with ``labels``) at
         ``now`` (its clock)."""
-        state = op.operation_state
+        outcome = Outcome.of(op.operation_state, op.error)
         lateness = None
-        if state is OperationState.EXPIRED:
-            outcome = "expired"
+        if outcome is Outcome.EXPIRED:
             lateness = now - op.expiration_ms if op.expiration_ms >= 0 else 0.0
-        elif state is OperationState.CANCELLED:
-            outcome = "cancelled"
-        else:
-            outcome = "error" if op.error is not None else "completed"
         return cls(
             purgatory=purgatory,
             labels=labels,
