@@ -3,8 +3,10 @@
 ``python -m purgatory.analyze.generate --events N --out PATH [--seed S] [--malformed K]``
 writes N valid events (plus K malformed lines at random positions) as JSON Lines, gzipped
 if PATH ends in ``.gz``. With ``--parts P`` PATH is a directory of P files written by
-``--jobs`` processes. Lines are built with %-formatting, not json.dumps, for speed.
-The returned ``TraceStats`` holds the exact counts the analysis must reproduce.
+``--jobs`` processes. The lines are what the product writes (kinds, labels, error codes,
+the bytes of :meth:`purgatory.trace.TraceEvent.to_json`), formatted with
+:func:`purgatory.trace.line_template` rather than json.dumps, for speed. The returned
+``TraceStats`` holds the exact counts the analysis must reproduce.
 """
 
 from __future__ import annotations
@@ -19,24 +21,29 @@ import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Final
+
+from purgatory._outcomes import Outcome
+from purgatory.errors import ErrorCode
+from purgatory.trace import line_template
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
-# purgatory -> (share of ops, timeout ms, P(expired), kinds)
+# purgatory -> (share of ops, timeout ms, P(expired), kinds); the kinds are the
+# simulation's (purgatory.sim.operations)
 PURGATORIES: tuple[tuple[str, float, int, float, tuple[str, ...]], ...] = (
     ("Produce", 0.45, 1500, 0.05, ("produce",)),
-    ("Fetch", 0.45, 500, 0.30, ("fetch", "follower_fetch")),
-    ("DeleteRecords", 0.10, 3000, 0.10, ("delete_records",)),
+    ("Fetch", 0.45, 500, 0.30, ("fetch-consumer", "fetch-follower")),
+    ("DeleteRecords", 0.10, 3000, 0.10, ("delete-records",)),
 )
+#: an expired fetch is an answer without records, not an error; an expired produce or
+#: delete answers REQUEST_TIMED_OUT for its undecided partitions
+EXPIRY_ERROR: Final = {"Fetch": None, "Produce": ErrorCode.REQUEST_TIMED_OUT}
+BROKERS = 3
 TOPICS = ("orders", "payments", "clicks", "logs", "metrics", "users", "audit", "events")
 PARTITIONS = 16
-ERROR_CODES = ("NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION")
+ERROR_CODES = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 MALFORMED_KINDS = ("bad_json", "missing_field", "wrong_type", "bad_outcome", "null_field")
-_LINE = (
-    '{"purgatory": "%s", "op_id": "%s-%d", "kind": "%s", "keys": [%s], "created_at_ms": %d, '
-    '"duration_ms": %.3f, "timeout_ms": %d, "outcome": "%s", "error": %s, "lateness_ms": %s, '
-    '"checks": %d, "broker": %d}\n'
-)
+_LINE: Final = line_template(("broker",))
 
 
 @dataclass
@@ -45,7 +52,7 @@ class TraceStats:
 
     events: int = 0
     malformed: int = 0
-    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    outcomes: Counter[tuple[str, Outcome]] = field(default_factory=Counter)
 
     def merge(self, other: TraceStats) -> None:
         self.events += other.events
@@ -58,16 +65,16 @@ def _malformed(rng: random.Random, good_line: str, index: int) -> str:
     if kind == "bad_json":
         return good_line[: rng.randrange(1, len(good_line) - 2)] + "\n"
     if kind == "missing_field":
-        return good_line.replace('"checks": ', '"checkz": ')
+        return good_line.replace('"checks":', '"checkz":')
     if kind == "wrong_type":
-        start = good_line.index('"created_at_ms": ') + len('"created_at_ms": ')
+        start = good_line.index('"created_at_ms":') + len('"created_at_ms":')
         end = good_line.index(",", start)
         return good_line[:start] + '"yesterday"' + good_line[end:]
     if kind == "bad_outcome":
-        start = good_line.index('"outcome": "') + len('"outcome": "')
+        start = good_line.index('"outcome":"') + len('"outcome":"')
         end = good_line.index('"', start)
         return good_line[:start] + "exploded" + good_line[end:]
-    return good_line.replace('"kind": "', '"kind": null, "was": "')
+    return good_line.replace('"kind":"', '"kind":null,"was":"')
 
 
 def write_events(
@@ -91,7 +98,7 @@ def write_events(
     bad_at = set(rng.sample(range(events + malformed), malformed)) if malformed else set()
     gap_ms = 1000.0 / rate_per_s
     t = START_MS + first_index * gap_ms
-    counts: Counter[tuple[str, str]] = stats.outcomes
+    counts: Counter[tuple[str, Outcome]] = stats.outcomes
     buf: list[str] = []
     written = 0
     line = ""
@@ -102,29 +109,31 @@ def write_events(
         o = rand()
         error = lateness = "null"
         if o < p_expired:
-            outcome = "expired"
-            late = -2.0 * _log(rand())
-            lateness = f"{late:.3f}"
+            outcome = Outcome.EXPIRED
+            late = round(-2.0 * _log(rand()), 3)
+            lateness = str(late)
             duration = timeout + late
-            error = '"REQUEST_TIMED_OUT"'
+            code = EXPIRY_ERROR.get(name, ErrorCode.REQUEST_TIMED_OUT)
+            error = "null" if code is None else f'"{code}"'
         elif o < p_expired + 0.05:
-            outcome = "cancelled"
+            outcome = Outcome.CANCELLED
             duration = timeout * rand()
         elif o < p_expired + 0.08:
-            outcome = "error"
+            outcome = Outcome.ERROR
             duration = 0.1 * timeout * rand()
             error = f'"{ERROR_CODES[int(rand() * 2)]}"'
         else:
-            outcome = "completed"
+            outcome = Outcome.COMPLETED
             duration = timeout * rand() ** 3
         n_keys = 1 + int(4 * rand() ** 2)
-        keys = ", ".join(
+        keys = ",".join(
             f'"{TOPICS[int(len(TOPICS) * rand() ** 2)]}-{int(PARTITIONS * rand() ** 2)}"'
             for _ in range(n_keys)
         )
+        broker = int(rand() * BROKERS)
         line = _LINE % (
-            name, prefix, first_index + written, kind, keys, int(t), duration, timeout,
-            outcome, error, lateness, 1 + int(20 * rand() * rand()), int(rand() * 3),
+            name, broker, f"{prefix}-{first_index + written}", kind, keys, int(t),
+            round(duration, 3), timeout, outcome, error, lateness, 1 + int(20 * rand() * rand()),
         )  # fmt: skip
         if position in bad_at:
             line = _malformed(rng, line, len(buf) + position)

@@ -1,4 +1,5 @@
-"""The trace event schema and the parsing/validation of raw JSON Lines.
+"""Spark's parsing and validation of raw JSON Lines, with the trace line's schema
+(:mod:`purgatory.trace`, the one definition of what a line holds).
 
 The schema is explicit (never inferred) so that a malformed line cannot change the types of
 a whole column, and so that a scan never needs a separate inference pass over the input.
@@ -8,32 +9,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from purgatory.trace import EVENT_FIELDS, MARKER_FIELDS, OUTCOMES, TraceField
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
-OUTCOMES: tuple[str, ...] = ("completed", "expired", "cancelled", "error")
-
-# (field, spark type name, required). Types follow what the library writes; optional fields
-# may be null or absent. Extra fields in a line are ignored by from_json.
-FIELDS: tuple[tuple[str, str, bool], ...] = (
-    ("purgatory", "string", True),
-    ("op_id", "string", True),
-    ("kind", "string", True),
-    ("keys", "array<string>", True),
-    ("created_at_ms", "long", True),
-    ("duration_ms", "double", True),
-    ("timeout_ms", "long", True),
-    ("outcome", "string", True),
-    ("error", "string", False),
-    ("lateness_ms", "double", False),
-    ("checks", "long", True),
-    # a fault marker line instead of an operation: {"fault": description, "at_ms": Unix ms}
-    ("fault", "string", False),
-    ("at_ms", "long", False),
+# The trace line's schema is purgatory.trace's (what TraceWriter writes). A line is an
+# operation's event or a fault marker, so every field is nullable here: required means
+# required of an event. Extra fields in a line (the labels) are ignored by from_json.
+FIELDS: tuple[TraceField, ...] = (
+    *EVENT_FIELDS,
+    *(f._replace(required=False) for f in MARKER_FIELDS),
 )
 
-REQUIRED: tuple[str, ...] = tuple(name for name, _, required in FIELDS if required)
+REQUIRED: tuple[str, ...] = tuple(f.name for f in FIELDS if f.required)
 
 
 def event_schema() -> StructType:
@@ -42,9 +32,9 @@ def event_schema() -> StructType:
 
     simple = {"string": T.StringType(), "long": T.LongType(), "double": T.DoubleType()}
     fields = []
-    for name, type_name, _ in FIELDS:
-        dtype = T.ArrayType(T.StringType()) if type_name == "array<string>" else simple[type_name]
-        fields.append(T.StructField(name, dtype, nullable=True))
+    for f in FIELDS:
+        dtype = T.ArrayType(T.StringType()) if f.type == "array<string>" else simple[f.type]
+        fields.append(T.StructField(f.name, dtype, nullable=True))
     return T.StructType(fields)
 
 
@@ -107,7 +97,7 @@ def parse_lines(lines: DataFrame) -> DataFrame:
         "blank",
         (~F.col("blank") & _is_valid(F.col("r"))).alias("valid"),
         (~F.col("blank") & _is_marker(F.col("r"))).alias("marker"),
-        *[F.col("r").getField(name).alias(name) for name, _, _ in FIELDS],
+        *[F.col("r").getField(f.name).alias(f.name) for f in FIELDS],
     )
 
 
