@@ -10,8 +10,9 @@ protocol (aiokafka) and over the HTTP long poll.
 
 ``--client aiokafka`` (the default) produces with aiokafka's default batching;
 ``--client confluent`` with librdkafka (confluent-kafka, ``linger.ms=5``) and consumes with
-it. Starts the server as a child process on loopback, produces, reads the server's CPU time
-from /proc (Linux), and stops it. ``--librdkafka-mock`` runs the same librdkafka producer
+it. Starts the server as a child process on loopback (``purgatory.testing.ServeProcess``:
+its log is kept in a temporary directory), produces, reads the server's CPU time from
+/proc (Linux), and stops it. ``--librdkafka-mock`` runs the same librdkafka producer
 against librdkafka's own in-process mock cluster instead
 (``test.mock.num.brokers=3``; partition 0 of a topic of replication factor 3): the same
 figures, its brokers' CPU counted in this process's.
@@ -22,15 +23,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
-import subprocess
-import sys
 import time
 
 import aiohttp
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from purgatory.percentiles import percentile
+from purgatory.testing import ServeProcess
 
 
 def cpu_seconds(pid: int) -> float:
@@ -220,19 +219,12 @@ def main() -> None:
     if args.librdkafka_mock:
         librdkafka_mock(args.records, args.warmup)
         return
-    command = ["serve", "--port", "0", "--kafka-port", "0", "--topic", "t:1:3"]
+    command = ["--kafka-port", "0", "--topic", "t:1:3", "--log-level", "WARNING"]
     if args.replica_rtt_ms is not None:
         command += ["--replica-rtt-ms", args.replica_rtt_ms]
     command += ["--topic", "w:1:3", "--topic", "h:1:3"]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "purgatory", *command, "--log-level", "WARNING"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split()[-1]
-        bootstrap = server.stdout.readline().split("=", 1)[1].strip()
+    with ServeProcess(*command) as server:
+        url, bootstrap = server.url, server.bootstrap_servers
         n = args.records
         print(f"client:             {args.client}")
         print(f"records:            {n}")
@@ -262,9 +254,6 @@ def main() -> None:
         if args.wakeups:
             print(summary("kafka", asyncio.run(kafka_wakeups(bootstrap, args.wakeups))))
             print(summary("http ", asyncio.run(http_wakeups(url, args.wakeups))))
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(10)
 
 
 def librdkafka_mock(records: int, warmup: int) -> None:

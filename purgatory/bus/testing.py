@@ -14,9 +14,11 @@ same ports to play an outage::
   authentication for the ``postgres`` role, fsync off). Run as root, the server runs as the
   ``postgres`` user (else ``nobody``) in a directory under ``/tmp``: initdb refuses root.
 - :func:`throwaway_kafka` yields a :class:`KafkaServer`: ``purgatory serve --kafka-port``
-  in a child process with ``brokers`` brokers on consecutive ports (``.bootstrap_servers``)
-  and ``topic`` created; its log is in memory, so a restart comes back empty:
-  ``start(topic=False)`` then ``create_topic()`` plays a broker that lost its topic.
+  in a child process (:class:`purgatory.testing.ServeProcess`, which learns the ports the
+  server picked from its ready file) with ``brokers`` brokers on consecutive ports
+  (``.bootstrap_servers``) and ``topic`` created; its log is in memory, so a restart
+  comes back empty: ``start(topic=False)`` then ``create_topic()`` plays a broker that
+  lost its topic.
 
 Every server has ``.start()``, ``.kill()``, ``.stop()`` (clean, by PID) and ``.process``;
 a server that does not start raises RuntimeError with the end of its log (``.log``).
@@ -37,12 +39,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from purgatory.testing import ServeProcess
 
 __all__ = [
     "KafkaServer",
@@ -81,31 +84,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _free_consecutive_ports(count: int) -> list[int]:
-    """``count`` consecutive ports free on 127.0.0.1 now."""
-    for _ in range(50):
-        with contextlib.ExitStack() as held:
-            first = held.enter_context(socket.socket())
-            first.bind(("127.0.0.1", 0))
-            ports = [int(first.getsockname()[1])]
-            try:
-                for port in range(ports[0] + 1, ports[0] + count):
-                    held.enter_context(socket.socket()).bind(("127.0.0.1", port))
-                    ports.append(port)
-            except OSError:
-                continue
-            return ports
-    raise RuntimeError(f"found no {count} consecutive free ports")
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def _alive_in_group(group: int) -> bool:
@@ -323,14 +301,16 @@ class PostgresServer(LocalServer):
 
 
 class KafkaServer(LocalServer):
-    """``purgatory serve``: ``brokers`` Kafka brokers on consecutive ports from ``port``,
-    the HTTP API on ``http_port``, ``topic`` with ``partitions`` partitions."""
+    """``purgatory serve`` (run by :class:`purgatory.testing.ServeProcess`): ``brokers``
+    Kafka brokers on consecutive ports from ``port``, the HTTP API on ``http_port``,
+    ``topic`` with ``partitions`` partitions. Ports 0 (the default) let the server pick
+    free ones at its first start (read from its ready file); a restart reuses them."""
 
     def __init__(
         self,
         directory: Path,
-        port: int,
-        http_port: int,
+        port: int = 0,
+        http_port: int = 0,
         *,
         brokers: int = 3,
         topic: str = "purgatory",
@@ -342,6 +322,7 @@ class KafkaServer(LocalServer):
         self.topic = topic
         self.partitions = partitions
         self._with_topic = True
+        self._serve: ServeProcess | None = None
 
     @property
     def kafka_ports(self) -> list[int]:
@@ -356,9 +337,24 @@ class KafkaServer(LocalServer):
         return ",".join(f"127.0.0.1:{port}" for port in self.kafka_ports)
 
     def start(self, ready_within_s: float = 30.0, *, topic: bool = True) -> None:
-        """Start with its topic, or with none (``topic=False``: :meth:`create_topic` later)."""
+        """Start with its topic, or with none (``topic=False``: :meth:`create_topic` later),
+        and wait for its ready file; :class:`purgatory.testing.ServeNotReady` (a
+        RuntimeError) names what did not come up."""
+        if self.process is not None and self.process.poll() is None:
+            raise RuntimeError(f"{self} is already running")
         self._with_topic = topic
-        super().start(ready_within_s)
+        self._serve = self._launcher()
+        try:
+            addresses = self._serve.start(ready_within_s)
+        finally:
+            self.process = self._serve.process
+        self.http_port = addresses.http[0][1]
+        self.port = addresses.brokers[min(addresses.brokers)][1]
+
+    def stop(self) -> None:
+        """A clean shutdown: SIGTERM to its PID, SIGKILL 10 s later."""
+        if self._serve is not None:
+            self._serve.stop()
 
     def create_topic(self, name: str | None = None, partitions: int | None = None) -> None:
         """Create a topic (default: its own) through the HTTP API, replicated on every
@@ -377,25 +373,20 @@ class KafkaServer(LocalServer):
             if response.status != 201:
                 raise RuntimeError(f"creating {body} answered {response.status}")
 
-    def _command(self) -> list[str]:
-        command = [
-            *(sys.executable, "-m", "purgatory", "serve", "--log-level", "WARNING"),
-            *("--port", str(self.http_port), "--kafka-port", str(self.port)),
-            *("--brokers", str(self.brokers)),
+    def _launcher(self) -> ServeProcess:
+        arguments = [
+            *("--log-level", "WARNING", "--port", str(self.http_port)),
+            *("--kafka-port", str(self.port), "--brokers", str(self.brokers)),
         ]
         if self._with_topic:
-            command += ["--topic", f"{self.topic}:{self.partitions}:{self.brokers}"]
-        return command
+            arguments += ["--topic", f"{self.topic}:{self.partitions}:{self.brokers}"]
+        return ServeProcess(*arguments, directory=self.directory, log_path=self.log)
 
-    def _environment(self) -> dict[str, str]:
-        # the child imports the purgatory we run, installed or not
-        package_root = str(Path(__file__).resolve().parents[2])
-        path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
-        return {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PYTHONUNBUFFERED": "1"}
+    def _command(self) -> list[str]:
+        return self._launcher().command()
 
     def _ready(self) -> bool:
-        # HTTP listens first, then the brokers: the last broker up means all is
-        return all(_accepts(port) for port in self.kafka_ports)
+        return self._serve is not None and self._serve.ready_file.exists()
 
 
 def _unprivileged_user() -> pwd.struct_passwd | None:
@@ -449,15 +440,7 @@ def throwaway_kafka(
     if brokers < 1 or partitions < 1:
         raise ValueError(f"brokers and partitions must be >= 1, not {brokers} and {partitions}")
     with tempfile.TemporaryDirectory(prefix="purgatory-kafka-") as tmp:
-        *kafka_ports, http_port = _free_consecutive_ports(brokers + 1)
-        server = KafkaServer(
-            Path(tmp),
-            kafka_ports[0],
-            http_port,
-            brokers=brokers,
-            topic=topic,
-            partitions=partitions,
-        )
+        server = KafkaServer(Path(tmp), brokers=brokers, topic=topic, partitions=partitions)
         try:
             server.start()
             yield server

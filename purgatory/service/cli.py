@@ -1,20 +1,26 @@
 """``purgatory serve``: run the HTTP long-poll API over a simulated cluster.
 
-Prints ``listening on http://HOST:PORT`` (the bound port, so ``--port 0`` is usable by
-scripts and tests) once it accepts connections. SIGTERM or SIGINT stops it gracefully:
-listeners close, every parked request gets an answer, reapers stop, and it exits 0.
+Prints ``listening on http://HOST:PORT`` once it accepts connections (for people to read).
+With ``--ready-file PATH`` it writes, once every listener is up, the addresses it bound
+(so ``--port 0`` and ``--kafka-port 0`` are usable by scripts and tests) as JSON
+(:func:`ready_document`; the format is in docs/serve.md). SIGTERM or SIGINT stops it
+gracefully: listeners close, every parked request gets an answer, reapers stop, and it
+exits 0. :class:`ServeSettings` is everything it runs with.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import logging
 import math
 import os
 import signal
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from purgatory.event_loops import available_loops, default_loop, loop_factory
@@ -52,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="write every finished operation, HTTP and Kafka alike, as a trace line "
         "(JSON Lines, .gz ok), as `purgatory simulate --trace` does",
+    )
+    parser.add_argument(
+        "--ready-file",
+        metavar="PATH",
+        help="once every listener is up, write what they bound (the HTTP URL, the Kafka "
+        "bootstrap and each broker's address) to PATH as JSON, atomically; removed at "
+        "shutdown (see docs/serve.md)",
     )
     _add_storage_arguments(parser)
     _add_access_arguments(parser)
@@ -252,19 +265,30 @@ def _topic_spec(spec: str) -> tuple[str, int, int]:
 
 
 @dataclass(frozen=True)
-class _Settings:
-    """What ``run`` serves with, checked: every flag that can be wrong has been."""
+class ServeSettings:
+    """Everything ``purgatory serve`` runs with; :func:`settings_from_args` builds it from
+    the flags, checked. ``port`` 0 picks a free port; ``kafka_port`` None serves no Kafka,
+    0 picks consecutive free ports (broker i on the first + i); ``ready_file`` is where to
+    write the bound addresses once every listener is up (:func:`ready_document`)."""
 
-    topics: list[tuple[str, int, int]]
-    config: ServiceConfig
-    connections: ConnectionLimits
-    kafka_limits: ListenerLimits
-    storage: StorageLimits
-    access: AccessPolicy
-    trace: TraceWriter | None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    brokers: int = 3
+    topics: tuple[tuple[str, int, int], ...] = ()
+    config: ServiceConfig = field(default_factory=ServiceConfig)
+    backlog: int = 4096
+    access: AccessPolicy | None = None
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    storage: StorageLimits | None = None
+    replica_rtt_ms: float | None = None
+    kafka_port: int | None = None
+    kafka_limits: ListenerLimits | None = None
+    kafka_auto_create_topics: bool = False
+    trace: TraceWriter | None = None
+    ready_file: str | None = None
 
 
-def _settings(args: argparse.Namespace) -> _Settings:
+def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     """The checked settings; raises ValueError (or OSError for the trace file) with the
     flag and the figures."""
     # every connection holds a descriptor: read (and raise) the limit, fit the budget in
@@ -287,7 +311,7 @@ def _settings(args: argparse.Namespace) -> _Settings:
         shutdown_timeout_s=args.shutdown_timeout,
     )
     storage = StorageLimits(args.max_stored_bytes, args.retention_bytes, args.retention_ms)
-    topics = [_topic_spec(spec) for spec in args.topic]
+    topics = tuple(_topic_spec(spec) for spec in args.topic)
     access = AccessPolicy.for_bind(
         args.host,
         token=args.token,
@@ -295,8 +319,33 @@ def _settings(args: argparse.Namespace) -> _Settings:
         allowed_hosts=args.allowed_host,
     )
     _check_cluster_flags(args)
+    _check_ready_file(args.ready_file)
     trace = None if args.trace is None else TraceWriter(args.trace)  # last: nothing to undo
-    return _Settings(topics, config, connections, kafka_limits, storage, access, trace)
+    return ServeSettings(
+        host=args.host,
+        port=args.port,
+        brokers=args.brokers,
+        topics=topics,
+        config=config,
+        backlog=args.backlog,
+        access=access,
+        connections=connections,
+        storage=storage,
+        replica_rtt_ms=args.replica_rtt_ms,
+        kafka_port=args.kafka_port,
+        kafka_limits=kafka_limits,
+        kafka_auto_create_topics=args.kafka_auto_create_topics,
+        trace=trace,
+        ready_file=args.ready_file,
+    )
+
+
+def _check_ready_file(path: str | None) -> None:
+    if path is None:
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory) or os.path.isdir(path):
+        raise ValueError(f"--ready-file {path!r}: no directory {directory!r} to write it in")
 
 
 def _check_cluster_flags(args: argparse.Namespace) -> None:
@@ -319,62 +368,30 @@ def _check_cluster_flags(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
     try:
-        settings = _settings(args)
+        settings = settings_from_args(args)
     except (TypeError, ValueError, OSError) as exc:
         print(f"purgatory serve: {exc}", file=sys.stderr)
         return 2
     max_pending = settings.config.max_pending
+    kafka_limits = settings.kafka_limits or ListenerLimits()
     logging.getLogger("purgatory.service").info(
         "serving at most %d connections, %d parked requests (%d of them fetches)%s",
         settings.connections.max_connections,
         max_pending,
         max_pending - write_reserve(max_pending),
         ""
-        if args.kafka_port is None
-        else f", {settings.kafka_limits.max_connections} Kafka connections",
+        if settings.kafka_port is None
+        else f", {kafka_limits.max_connections} Kafka connections",
     )
     try:
         with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
-            return runner.run(
-                serve(
-                    args.host,
-                    args.port,
-                    args.brokers,
-                    settings.topics,
-                    settings.config,
-                    args.backlog,
-                    settings.access,
-                    kafka_port=args.kafka_port,
-                    kafka_limits=settings.kafka_limits,
-                    kafka_auto_create_topics=args.kafka_auto_create_topics,
-                    trace=settings.trace,
-                    replica_rtt_ms=args.replica_rtt_ms,
-                    connections=settings.connections,
-                    storage=settings.storage,
-                )
-            )
+            return runner.run(serve(settings))
     finally:
         if settings.trace is not None:
             settings.trace.close()
 
 
-async def serve(
-    host: str,
-    port: int,
-    brokers: int,
-    topics: list[tuple[str, int, int]],
-    config: ServiceConfig,
-    backlog: int = 4096,
-    access: AccessPolicy | None = None,
-    *,
-    kafka_port: int | None = None,
-    kafka_limits: ListenerLimits | None = None,
-    kafka_auto_create_topics: bool = False,
-    trace: TraceWriter | None = None,
-    replica_rtt_ms: float | None = None,
-    connections: ConnectionLimits | None = None,
-    storage: StorageLimits | None = None,
-) -> int:
+async def serve(settings: ServeSettings) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
     broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster,
     within ``kafka_limits``, creating the unknown topics a Metadata request names if
@@ -387,21 +404,21 @@ async def serve(
     from purgatory.service.broker import new_cluster
     from purgatory.service.connections import ServiceRunner
 
-    cluster = await new_cluster(brokers, replica_rtt_ms, storage)
-    for name, partitions, replication_factor in topics:
+    cluster = await new_cluster(settings.brokers, settings.replica_rtt_ms, settings.storage)
+    for name, partitions, replication_factor in settings.topics:
         await cluster.create_topic(name, partitions, replication_factor)
     kafka = None
-    if kafka_port is not None:
-        auto_create = TopicDefaults(auto_create=kafka_auto_create_topics)
-        kafka = KafkaFrontDoor(cluster, host, kafka_port, kafka_limits, topics=auto_create)
-    app = _observed_app(cluster, config, access, kafka, trace)
+    if settings.kafka_port is not None:
+        auto_create = TopicDefaults(auto_create=settings.kafka_auto_create_topics)
+        kafka = KafkaFrontDoor(
+            cluster, settings.host, settings.kafka_port, settings.kafka_limits, topics=auto_create
+        )
+    app = _observed_app(cluster, settings.config, settings.access, kafka, settings.trace)
     runner = ServiceRunner(
-        app,
-        ConnectionLimits() if connections is None else connections,
-        shutdown_timeout=config.shutdown_timeout_s,
+        app, settings.connections, shutdown_timeout=settings.config.shutdown_timeout_s
     )
     await runner.setup()
-    return await _serve_until_signalled(runner, host, port, backlog, kafka)
+    return await _serve_until_signalled(runner, settings, kafka)
 
 
 def _observed_app(
@@ -446,30 +463,114 @@ def _observed_app(
 
 
 async def _serve_until_signalled(
-    runner: web.AppRunner, host: str, port: int, backlog: int, kafka: KafkaFrontDoor | None
+    runner: web.AppRunner, settings: ServeSettings, kafka: KafkaFrontDoor | None
 ) -> int:
-    """Listen (HTTP, then Kafka) until SIGTERM or SIGINT, then close everything."""
+    """Listen (HTTP, then Kafka) until SIGTERM or SIGINT, then close everything. The
+    ready file, if asked for, is written once every listener is up and removed on the way
+    out."""
     from aiohttp import web
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    ready = settings.ready_file
     try:
-        site = web.TCPSite(runner, host, port, backlog=backlog)
+        site = web.TCPSite(runner, settings.host, settings.port, backlog=settings.backlog)
         await site.start()
-        for address in runner.addresses:
-            bound_host, bound_port = address[0], address[1]
+        http = [(str(address[0]), int(address[1])) for address in runner.addresses]
+        for bound_host, bound_port in http:
             print(f"listening on http://{bound_host}:{bound_port}", flush=True)
         if kafka is not None:
-            await kafka.start()
+            if settings.kafka_port == 0:
+                await _start_on_consecutive_ports(kafka)
+            else:
+                await kafka.start()
             print(f"kafka bootstrap.servers={kafka.bootstrap}", flush=True)
+        if ready is not None:
+            brokers = None if kafka is None else dict(kafka.addresses)
+            write_ready_file(ready, ready_document(http, brokers))
         await stop.wait()
         print("shutting down", flush=True)
     finally:
+        if ready is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(ready)
         if kafka is not None:
             await kafka.close()
         await runner.cleanup()  # closes listeners, answers parked requests, closes cluster
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
     return 0
+
+
+async def _start_on_consecutive_ports(kafka: KafkaFrontDoor, attempts: int = 50) -> None:
+    """Every broker's listener on free ports, broker i on the first + i (as a nonzero
+    ``--kafka-port`` places them), so that a restart with ``--kafka-port FIRST`` puts each
+    broker back where it was: the first binds port 0, the others the ports after it; if
+    one is taken, all close and it tries again."""
+    brokers = sorted(kafka.cluster.brokers)
+    for _ in range(attempts):
+        await kafka.start_listener(brokers[0], 0)
+        base = kafka.addresses[brokers[0]][1] - brokers[0]
+        try:
+            for broker in brokers[1:]:
+                await kafka.start_listener(broker, base + broker)
+        except (OSError, OverflowError):
+            for broker in brokers:
+                await kafka.stop_listener(broker)
+            continue
+        return
+    raise OSError(f"found no {len(brokers)} consecutive free ports for the Kafka listeners")
+
+
+#: the version of the ready file's format: a reader refuses a version it does not know;
+#: keys are only ever added (a reader ignores those it does not know)
+READY_FILE_VERSION = 1
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def ready_document(
+    http: list[tuple[str, int]], kafka: dict[int, tuple[str, int]] | None
+) -> dict[str, Any]:
+    """What the ready file says: the HTTP listeners (``http``: (host, port) as bound) and,
+    with Kafka, each broker's listener (``kafka``: broker id -> (host, port)); the format is
+    in docs/serve.md."""
+    document: dict[str, Any] = {
+        "version": READY_FILE_VERSION,
+        "pid": os.getpid(),
+        "http": {
+            "url": _url(*http[0]),
+            "addresses": [{"host": host, "port": port} for host, port in http],
+        },
+        "kafka": None,
+    }
+    if kafka is not None:
+        brokers = [
+            {"id": broker, "host": host, "port": port}
+            for broker, (host, port) in sorted(kafka.items())
+        ]
+        document["kafka"] = {
+            "bootstrap_servers": ",".join(f"{b['host']}:{b['port']}" for b in brokers),
+            "brokers": brokers,
+        }
+    return document
+
+
+def write_ready_file(path: str, document: dict[str, Any]) -> None:
+    """Write ``document`` to ``path`` atomically: a temporary file beside it, renamed over
+    it, so a reader sees no file or the whole of it."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=".ready-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(document, out, indent=2)
+            out.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,34 +14,18 @@ import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-
-def _start(*args: str) -> tuple[subprocess.Popen[str], str, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "purgatory", "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert proc.stdout is not None
-    http = proc.stdout.readline()
-    kafka = proc.stdout.readline()
-    if not http.startswith("listening on ") or "bootstrap.servers=" not in kafka:
-        proc.kill()
-        raise AssertionError(f"server did not start: {http!r} {kafka!r}")
-    return proc, http.split()[-1], kafka.split("=", 1)[1].strip()
+from purgatory.testing import ServeProcess
 
 
-def _stop(proc: subprocess.Popen[str]) -> int:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+def _start(*args: str) -> tuple[ServeProcess, str, str]:
+    server = ServeProcess(*args)
+    addresses = server.start()
+    assert addresses.bootstrap_servers is not None
+    return server, addresses.url, addresses.bootstrap_servers
+
+
+def _stop(server: ServeProcess) -> int | None:
+    return server.stop()
 
 
 @pytest.mark.asyncio

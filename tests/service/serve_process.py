@@ -1,64 +1,42 @@
-"""``purgatory serve`` as a child process on a free loopback port, for the process tests."""
+"""``purgatory serve`` as a child process on a free loopback port, for the process tests:
+:class:`purgatory.testing.ServeProcess`, started at once, its files removed when stopped."""
 
 from __future__ import annotations
 
-import os
-import resource
-import signal
+import shutil
 import subprocess
-import sys
-import tempfile
+
+from purgatory.testing import ServeProcess
 
 
-class Server:
-    """``python -m purgatory serve --port 0``; the URL is read from its first line. Its
-    stderr (the log) goes to a file, read by :meth:`log`. ``open_files`` lowers the child's
-    RLIMIT_NOFILE (soft and hard) before it starts."""
+class Server(ServeProcess):
+    """A started :class:`ServeProcess` with ``.url``, ``.address`` (its HTTP listener's
+    (host, port)) and ``.proc``; :meth:`log` still reads the log after :meth:`stop`, which
+    removes its directory. ``open_files`` lowers the child's RLIMIT_NOFILE (soft and hard)
+    before it starts."""
 
     def __init__(self, *args: str, open_files: int | None = None) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self._stderr = tempfile.TemporaryFile("w+")
-        self._final_log = ""
+        super().__init__(*args, open_files=open_files)
+        self._final_log: str | None = None
+        try:
+            addresses = self.start()
+        except BaseException:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            raise
+        self.address = addresses.http[0]
 
-        def limit_files() -> None:
-            if open_files is not None:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
-
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "purgatory", "serve", "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            env=env,
-            preexec_fn=limit_files,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("listening on "):
-            self.proc.kill()
-            self.stop()
-            raise AssertionError(f"server did not start: {line!r} {self.log()!r}")
-        self.url = line.split()[-1]
-        host, port = self.url.removeprefix("http://").rsplit(":", 1)
-        self.address = (host, int(port))
+    @property
+    def proc(self) -> subprocess.Popen[bytes]:
+        assert self.process is not None
+        return self.process
 
     def log(self) -> str:
-        if self._stderr.closed:
-            return self._final_log
-        self._stderr.seek(0)
-        return self._stderr.read()
+        return super().log() if self._final_log is None else self._final_log
 
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+    def stop(self, grace_s: float = 10.0) -> int | None:
         try:
-            return self.proc.wait(10)
+            return super().stop(grace_s)
         finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(10)
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            if not self._stderr.closed:
-                self._final_log = self.log()
-                self._stderr.close()
+            if self._final_log is None:
+                self._final_log = super().log()
+                shutil.rmtree(self.directory, ignore_errors=True)
