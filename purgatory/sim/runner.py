@@ -15,13 +15,15 @@ from collections.abc import Callable, Coroutine
 from typing import Any, final
 
 from purgatory import DelayedOperationPurgatory, OperationRecord
+from purgatory._outcomes import Outcome
+from purgatory.percentiles import percentile
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.invariants import InvariantChecker
 from purgatory.sim.messages import DeleteRecordsRequest
 from purgatory.sim.replica_manager import PURGATORY_NAMES
 from purgatory.sim.scenarios import Scenario
-from purgatory.sim.stats import StatsBook
-from purgatory.sim.summary import RunSummary
+from purgatory.sim.stats import PurgatoryStats, StatsBook
+from purgatory.sim.summary import DurationPercentiles, PurgatorySummary, RunSummary
 from purgatory.sim.workload import Workload
 from purgatory.testing import VirtualTimeLoop
 
@@ -226,20 +228,40 @@ class _ScenarioRun:
             lost_records=lost,
             lost_to_unclean_elections=given_up,
             unclean_elections=None if checker is None else checker.accepted_losses,
-            purgatories={name: s.summary() for name, s in stats.items()},
+            purgatories={name: _purgatory_summary(s) for name, s in stats.items()},
             requests={**counts, "replica_fetches": fetcher_rounds},
             client_errors=dict(sorted(workload.errors.items())),
             faults=[f"{e.at:.2f}: {e.description}" for e in self.scenario.faults],
             watched_per_s=self.watched_per_s,
-            final_metadata=self.cluster.metadata().to_dict()["topics"],
+            final_metadata=self.cluster.metadata().topics,
             violations=None if checker is None else checker.violations,
             virtual_time=isinstance(self.loop, VirtualTimeLoop),
             wall_s=round(wall_s, 3),
             requests_per_wall_s=round(requests / wall_s, 1),
-            operations_per_wall_s=round(operations / wall_s, 1),
+            purgatory_operations_per_wall_s=round(operations / wall_s, 1),
             produce_fetch_operations=produce_fetch,
-            ops_per_wall_s=round(produce_fetch / wall_s, 1),
+            produce_fetch_operations_per_wall_s=round(produce_fetch / wall_s, 1),
         )
+
+
+def _purgatory_summary(stats: PurgatoryStats) -> PurgatorySummary:
+    """What the summary says of one purgatory name's operations."""
+    durations = sorted(stats.durations)
+
+    def ms(q: float) -> float:
+        return round(percentile(durations, q), 3) if durations else 0.0
+
+    return PurgatorySummary(
+        operations=stats.operations,
+        completed=stats.outcomes.get(Outcome.COMPLETED, 0),
+        expired=stats.outcomes.get(Outcome.EXPIRED, 0),
+        cancelled=stats.outcomes.get(Outcome.CANCELLED, 0),
+        errors=dict(sorted(stats.errors.items())),
+        kinds=dict(sorted(stats.kinds.items())),
+        duration_ms=DurationPercentiles(p50=ms(50), p99=ms(99), max=ms(100)),
+        max_watched=stats.max_watched,
+        max_delayed=stats.max_delayed,
+    )
 
 
 def _sizes(purgatories: list[DelayedOperationPurgatory[Any]]) -> dict[str, tuple[int, int]]:

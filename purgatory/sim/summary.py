@@ -5,10 +5,43 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
+
+from purgatory.sim.messages import TopicMetadata
 
 # Wall-clock fields: they differ between runs even on virtual time.
-WALL_CLOCK_FIELDS = ("wall_s", "requests_per_wall_s", "operations_per_wall_s", "ops_per_wall_s")
+WALL_CLOCK_FIELDS: Final = (
+    "wall_s",
+    "requests_per_wall_s",
+    "purgatory_operations_per_wall_s",
+    "produce_fetch_operations_per_wall_s",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DurationPercentiles:
+    """Operation durations in ms (0.0 when there were none)."""
+
+    p50: float
+    p99: float
+    max: float
+
+
+@dataclass(frozen=True, slots=True)
+class PurgatorySummary:
+    """One purgatory name's operations over every broker, in the order ``--json`` prints
+    them: counts by outcome (``errors`` by error code, the ``error`` outcome's and the
+    others'), by kind, durations and the largest sizes sampled."""
+
+    operations: int
+    completed: int
+    expired: int
+    cancelled: int
+    errors: dict[str, int]
+    kinds: dict[str, int]
+    duration_ms: DurationPercentiles
+    max_watched: int
+    max_delayed: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,23 +59,24 @@ class RunSummary:
     #: what each unclean election gave up; None without the invariant checker
     unclean_elections: list[str] | None
     #: per purgatory name: outcome counts, errors, kinds, durations, sizes
-    purgatories: dict[str, dict[str, Any]]
+    purgatories: dict[str, PurgatorySummary]
     #: the clients' request counters and the replica fetchers' rounds
     requests: dict[str, int]
     client_errors: dict[str, int]
     faults: list[str]
     #: watched entries per purgatory name, sampled once a simulated second
     watched_per_s: dict[str, list[int]]
-    final_metadata: list[dict[str, Any]]
+    final_metadata: list[TopicMetadata]
     #: None without the invariant checker
     violations: list[str] | None
     virtual_time: bool
     wall_s: float
     requests_per_wall_s: float
-    operations_per_wall_s: float
-    #: the throughput figure counts produce and fetch operations (consumer and follower)
+    #: every purgatory's operations (Produce, Fetch, DeleteRecords, ElectLeader) per wall second
+    purgatory_operations_per_wall_s: float
+    #: Produce and Fetch operations (consumer and follower fetches): the throughput figure
     produce_fetch_operations: int
-    ops_per_wall_s: float
+    produce_fetch_operations_per_wall_s: float
 
     @property
     def failed(self) -> bool:
@@ -50,7 +84,8 @@ class RunSummary:
         return self.lost_records > 0 or bool(self.violations)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object, fields in declaration order."""
+        """The JSON object, fields in declaration order (the JSON edge: nested summaries
+        become objects here)."""
         return dataclasses.asdict(self)
 
     def seeded(self) -> dict[str, Any]:
@@ -67,7 +102,7 @@ def format_table(summary: RunSummary) -> str:
         f"({'virtual' if s.virtual_time else 'real'} time)",
         f"acked records {s.acked_records}  lost {s.lost_records}  "
         f"requests/wall-s {s.requests_per_wall_s:,.0f}",
-        f"purgatory ops/wall-s {s.ops_per_wall_s:,.0f} "
+        f"purgatory ops/wall-s {s.produce_fetch_operations_per_wall_s:,.0f} "
         f"({s.produce_fetch_operations:,} Produce + Fetch operations"
         f"{'' if s.virtual_time else '; real time: paced by the offered load'})",
         "",
@@ -87,17 +122,17 @@ def format_table(summary: RunSummary) -> str:
     return "\n".join(lines)
 
 
-def _purgatory_rows(purgatories: dict[str, dict[str, Any]]) -> list[str]:
+def _purgatory_rows(purgatories: dict[str, PurgatorySummary]) -> list[str]:
     rows = []
-    idle = [n for n, p in purgatories.items() if not p["operations"]]
+    idle = [n for n, p in purgatories.items() if not p.operations]
     for name, p in purgatories.items():
         if name in idle:
             continue  # an all-zero row says nothing; named below the table instead
-        d = p["duration_ms"]
-        errors = ", ".join(f"{k}={v}" for k, v in p["errors"].items()) or "-"
+        d = p.duration_ms
+        errors = ", ".join(f"{k}={v}" for k, v in p.errors.items()) or "-"
         rows.append(
-            f"{name:<14}{p['operations']:>9}{p['completed']:>11}{p['expired']:>9}"
-            f"{d['p50']:>9.1f}{d['p99']:>9.1f}{d['max']:>9.1f}{p['max_watched']:>13}  {errors}"
+            f"{name:<14}{p.operations:>9}{p.completed:>11}{p.expired:>9}"
+            f"{d.p50:>9.1f}{d.p99:>9.1f}{d.max:>9.1f}{p.max_watched:>13}  {errors}"
         )
     if idle:
         rows.append(f"(no operations: {', '.join(idle)})")

@@ -32,8 +32,8 @@ def test_simulate_json_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "scenario", "seed", "duration_s", "simulated_s", "acked_records", "lost_records",
         "lost_to_unclean_elections", "unclean_elections", "purgatories", "requests",
         "client_errors", "faults", "watched_per_s", "final_metadata", "violations",
-        "virtual_time", "wall_s", "requests_per_wall_s", "operations_per_wall_s",
-        "produce_fetch_operations", "ops_per_wall_s", "workload", "trace",
+        "virtual_time", "wall_s", "requests_per_wall_s", "purgatory_operations_per_wall_s",
+        "produce_fetch_operations", "produce_fetch_operations_per_wall_s", "workload", "trace",
     ]  # fmt: skip
     assert summary["virtual_time"] is True
     assert summary["scenario"] == "leader-failover"

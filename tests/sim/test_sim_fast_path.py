@@ -252,9 +252,15 @@ def test_summary_reports_produce_and_fetch_operations_per_wall_second() -> None:
     scenario = SCENARIOS["steady"].with_workload(produce_rate=300.0, fetch_rate=300.0)
     summary = run_virtual(run_scenario(scenario, 3.0, 2))
     purgatories = summary.purgatories
-    ops = purgatories["Produce"]["operations"] + purgatories["Fetch"]["operations"]
+    ops = purgatories["Produce"].operations + purgatories["Fetch"].operations
     assert summary.produce_fetch_operations == ops > 0
-    assert summary.ops_per_wall_s == pytest.approx(ops / summary.wall_s, rel=0.01)
+    assert summary.produce_fetch_operations_per_wall_s == pytest.approx(
+        ops / summary.wall_s, rel=0.01
+    )
+    every = sum(p.operations for p in purgatories.values())
+    assert summary.purgatory_operations_per_wall_s == pytest.approx(
+        every / summary.wall_s, rel=0.01
+    )
 
 
 def test_lost_records_counts_acked_records_missing_or_changed_on_the_leader() -> None:

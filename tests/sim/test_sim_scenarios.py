@@ -24,8 +24,8 @@ def _assert_healthy(summary: RunSummary) -> None:
     assert summary.acked_records > 0
     requests = summary.requests
     assert requests["produce_requests"] == requests["produce_ok"] + requests["produce_failed"]
-    assert summary.purgatories["Produce"]["operations"] > 0
-    assert summary.purgatories["Fetch"]["operations"] > 0
+    assert summary.purgatories["Produce"].operations > 0
+    assert summary.purgatories["Fetch"].operations > 0
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -36,18 +36,18 @@ def test_scenario_invariants(name: str, seed: int) -> None:
     produce = summary.purgatories["Produce"]
     if name == "follower-crash":
         # produces waited for the ISR to shrink (replica_lag_time_max_ms = 2 s), then went on
-        assert produce["duration_ms"]["max"] >= 1000
-        assert produce["errors"].get("REQUEST_TIMED_OUT", 0) == 0
+        assert produce.duration_ms.max >= 1000
+        assert produce.errors.get("REQUEST_TIMED_OUT", 0) == 0
     if name == "leader-failover":
-        partitions = summary.final_metadata[0]["partitions"]
-        assert all(p["leader"] == p["replicas"][0] for p in partitions)  # preferred again
-        assert all(p["leader_epoch"] >= 1 for p in partitions if p["replicas"][0] == 0)
+        partitions = summary.final_metadata[0].partitions
+        assert all(p.leader == p.replicas[0] for p in partitions)  # preferred again
+        assert all(p.leader_epoch >= 1 for p in partitions if p.replicas[0] == 0)
     if name == "delete-records":
         deletes = summary.purgatories["DeleteRecords"]
-        assert deletes["operations"] > 0
-        assert deletes["completed"] > 0
+        assert deletes.operations > 0
+        assert deletes.completed > 0
     if name == "slow-follower":
-        assert produce["duration_ms"]["p99"] > 10  # the slow replica held acks=all back
+        assert produce.duration_ms.p99 > 10  # the slow replica held acks=all back
 
 
 def test_failover_under_load_moves_leadership_and_keeps_acked_records() -> None:
@@ -73,7 +73,7 @@ def test_steady_60s_purgatories_stay_bounded() -> None:
     for name, series in summary.watched_per_s.items():
         assert len(series) >= 59
         # bounded: far below the number of operations, and not trending up
-        assert max(series) <= 1000 + 2 * summary.purgatories[name]["max_delayed"], name
+        assert max(series) <= 1000 + 2 * summary.purgatories[name].max_delayed, name
         assert max(series[-20:]) <= max(max(series[:20]) * 2, 50), (name, series)
     for stats in summary.purgatories.values():
-        assert stats["max_watched"] < 2000
+        assert stats.max_watched < 2000
