@@ -16,7 +16,7 @@ from collections.abc import Callable
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 
-from purgatory.kafka.embedded import EmbeddedKafka
+from purgatory.kafka import EmbeddedKafka
 
 
 def kafka_python_metadata(bootstrap: str) -> None:

@@ -31,5 +31,5 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-#: True when the core (wheel, timer, operation, purgatory) runs compiled by mypyc
 COMPILED = check_core()
+"""True when the core (wheel, timer, operation, purgatory) runs compiled by mypyc."""

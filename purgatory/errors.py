@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+__all__ = ["ErrorCode"]
+
 
 class ErrorCode(enum.StrEnum):
     """An error a request can end in, as Kafka's ``Errors`` has it: the value is Kafka's

@@ -28,7 +28,8 @@ from prometheus_client.registry import Collector
 from purgatory._outcomes import OperationRecord, operation_kind
 from purgatory._purgatory import DelayedOperationPurgatory, check_labels
 
-#: Operation durations span sub-millisecond completions to multi-second long polls.
+__all__ = ["DURATION_BUCKETS", "LATENESS_BUCKETS", "PurgatoryMetrics", "start_http_server"]
+
 DURATION_BUCKETS: Final = (
     0.0005,
     0.001,
@@ -47,8 +48,12 @@ DURATION_BUCKETS: Final = (
     30.0,
     60.0,
 )
-#: How late expirations run after their deadline: a healthy reaper stays within a tick or two.
+"""The duration histogram's buckets (seconds): operations span sub-millisecond completions
+to multi-second long polls."""
+
 LATENESS_BUCKETS: Final = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+"""The lateness histogram's buckets (seconds): how late expirations run after their
+deadline; a healthy reaper stays within a tick or two."""
 
 # (metric suffix, PurgatoryStatistics field, help) for the values read at scrape time.
 _GAUGES: Final = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +16,22 @@ from purgatory import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The public modules: what users import, each with an ``__all__`` that docs/reference.md
+# documents. The rest of the package is the implementation.
+# TODO: purgatory.trace joins once it declares its __all__ (it is being rewritten).
+PUBLIC_MODULES = [
+    "purgatory",
+    "purgatory.errors",
+    "purgatory.testing",
+    "purgatory.metrics",
+    "purgatory.bus",
+    "purgatory.bus.metrics",
+    "purgatory.bus.testing",
+    "purgatory.sim",
+    "purgatory.kafka",
+    "purgatory.analyze",
+]
+
 
 def test_public_names_are_exported_and_documented() -> None:
     assert sorted(purgatory.__all__) == purgatory.__all__
@@ -22,6 +40,75 @@ def test_public_names_are_exported_and_documented() -> None:
     # The contract names of DESIGN.md
     for name in ("TimerTask", "SystemTimer", "DelayedOperation", "DelayedOperationPurgatory"):
         assert name in purgatory.__all__
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_every_public_name_resolves_and_dir_lists_it(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = module.__all__
+    assert len(set(exported)) == len(exported), f"{name}.__all__ repeats a name"
+    listed = set(dir(module))
+    for attr in exported:
+        assert getattr(module, attr) is not None, f"{name}.{attr}"
+        assert attr in listed, f"dir({name}) lacks {attr}"
+
+
+def _reference_entries() -> list[str]:
+    text = (ROOT / "docs" / "reference.md").read_text()
+    return re.findall(r"^::: ([\w.]+)\s*$", text, re.M)
+
+
+def test_every_public_name_has_a_reference_entry() -> None:
+    """An entry of its own (``::: module.name``), one for the object it re-exports, or its
+    module's (``::: module``) when it has a docstring to show there: what mkdocstrings
+    sees, read by griffe, as the docs build reads it."""
+    griffe = pytest.importorskip("griffe")
+    package = griffe.load("purgatory", search_paths=[str(ROOT)], allow_inspection=False)
+
+    def find(path: str) -> object:
+        return package if path == "purgatory" else package[path.removeprefix("purgatory.")]
+
+    def canonical(obj: object) -> str:
+        return str(obj.final_target.path if obj.is_alias else obj.path)  # type: ignore[attr-defined]
+
+    documented: set[str] = set()
+    for entry in _reference_entries():
+        obj = find(entry)
+        if obj.is_module:  # type: ignore[attr-defined]
+            module = importlib.import_module(entry)
+            for attr in getattr(module, "__all__", ()):
+                member = find(f"{entry}.{attr}")
+                if member.docstring is not None:  # type: ignore[attr-defined]
+                    documented.add(canonical(member))
+        else:
+            documented.add(canonical(obj))
+    missing = []
+    for name in PUBLIC_MODULES:
+        for attr in importlib.import_module(name).__all__:
+            obj = find(f"{name}.{attr}")
+            if canonical(obj) not in documented:
+                missing.append(f"{name}.{attr}")
+            elif obj.docstring is None:  # type: ignore[attr-defined]
+                missing.append(f"{name}.{attr} (no docstring)")
+    assert not missing, f"docs/reference.md lacks: {', '.join(missing)}"
+
+
+def test_importing_purgatory_kafka_imports_no_broker() -> None:
+    """The pytest plugin's package: its exports are imported when first used."""
+    code = (
+        "import sys, purgatory.kafka; "
+        "print(sorted(m for m in sys.modules if m.startswith(('purgatory.sim', 'kio', "
+        "'purgatory.kafka.'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
+    assert out.stdout.strip() == "[]"
 
 
 def readme_commands() -> dict[str, str]:

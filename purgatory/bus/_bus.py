@@ -38,8 +38,8 @@ from purgatory.bus._envelope import check_keys, decode, encode
 
 logger = logging.getLogger("purgatory.bus")
 
-#: how often watched keys are re-checked while the bus is disconnected
 DEFAULT_RECHECK_INTERVAL_S: Final = 5.0
+"""How often (seconds) watched keys are re-checked while the bus is disconnected."""
 
 
 class BusError(Exception):

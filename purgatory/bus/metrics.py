@@ -21,6 +21,8 @@ from prometheus_client.registry import REGISTRY, Collector
 
 from purgatory.bus._bus import Bus
 
+__all__ = ["BusMetrics"]
+
 # (metric suffix, BusStatistics field, help)
 _GAUGES: Final = (
     ("connected", "connected", "1 while the bus's subscription is confirmed, 0 while cut off."),

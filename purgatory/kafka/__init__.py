@@ -1,8 +1,23 @@
-"""Kafka wire protocol front door for the simulated broker.
+"""Kafka for tests: an embedded cluster that speaks the Kafka protocol, with faults.
 
-Hand-written codecs over ``struct`` and ``memoryview`` for the non-flexible versions that
-clients accept. This package depends downward on :mod:`purgatory.sim` only. Its rooms,
-from the top (``lint-imports`` keeps the order):
+The public API, importable from here::
+
+    from purgatory.kafka import EmbeddedKafka, ErrorCode
+
+* :class:`EmbeddedKafka` (its own loop thread) and :class:`AsyncEmbeddedKafka` (the
+  running loop): N simulated brokers on free loopback ports;
+* :class:`Faults`, :class:`Rule`, :class:`Hit`: the per-request fault rules on their
+  ``faults`` attribute;
+* :class:`ErrorCode` (Kafka's error codes, from :mod:`purgatory.errors`) and
+  :class:`SimulationError` (what a refused topic operation raises, from
+  :mod:`purgatory.sim`).
+
+Only :class:`ErrorCode` is imported with the package; the others (and the Kafka wire
+underneath, about 0.3 s of imports) are imported when first used, so that the pytest
+plugin (:mod:`.pytest_plugin`) costs nothing until a test asks for its fixture.
+
+Inside, the package depends downward on :mod:`purgatory.sim` only. Its rooms, from the top
+(``lint-imports`` keeps the order):
 
 * :mod:`.front_door`: one listener per simulated broker, the shared state, the handler
   tables every listener serves; :mod:`.metrics` exports the listeners' counters.
@@ -15,3 +30,48 @@ from the top (``lint-imports`` keeps the order):
   (record batches v2), :mod:`.compression`, :mod:`.codec` (primitive types),
   :mod:`.crc32c`.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from purgatory.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
+    from purgatory.kafka.faults import Faults, Hit, Rule
+    from purgatory.sim.errors import SimulationError
+
+__all__ = [
+    "AsyncEmbeddedKafka",
+    "EmbeddedKafka",
+    "ErrorCode",
+    "Faults",
+    "Hit",
+    "Rule",
+    "SimulationError",
+]
+
+# The names imported when first used, and their modules.
+_LAZY = {
+    "AsyncEmbeddedKafka": "purgatory.kafka.embedded",
+    "EmbeddedKafka": "purgatory.kafka.embedded",
+    "Faults": "purgatory.kafka.faults",
+    "Hit": "purgatory.kafka.faults",
+    "Rule": "purgatory.kafka.faults",
+    "SimulationError": "purgatory.sim.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

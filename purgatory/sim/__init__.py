@@ -1,12 +1,16 @@
 """Broker simulation: a replicated log with DelayedProduce, DelayedFetch and
 DelayedDeleteRecords parked in each broker's purgatories, with faults.
 
-The public API is :class:`Cluster` and the request types it takes; see
-:mod:`purgatory.sim.cluster`.
+The public API is :class:`Cluster`, the requests it takes and the results and metadata it
+answers with, :class:`Latency` (injected round trips), :class:`Record`, and its refusals
+(:class:`SimulationError`, carrying an :class:`ErrorCode`); see
+:mod:`purgatory.sim.cluster`. The parts inside (the controller, each broker's replica
+manager, the delayed operations) stay importable from their modules
+(:mod:`purgatory.sim.controller`, :mod:`purgatory.sim.replica_manager`,
+:mod:`purgatory.sim.operations`), but are not the API.
 """
 
 from purgatory.sim.cluster import Broker, Cluster
-from purgatory.sim.controller import Controller
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
 from purgatory.sim.log import Record
@@ -25,26 +29,12 @@ from purgatory.sim.messages import (
     ProduceResult,
     TopicMetadata,
 )
-from purgatory.sim.operations import (
-    DelayedDeleteRecords,
-    DelayedElectLeader,
-    DelayedFetch,
-    DelayedProduce,
-    DelayedReplicaFetch,
-)
-from purgatory.sim.replica_manager import ReplicaManager
 
 __all__ = [
     "Broker",
     "BrokerMetadata",
     "Cluster",
     "ClusterMetadata",
-    "Controller",
-    "DelayedDeleteRecords",
-    "DelayedElectLeader",
-    "DelayedFetch",
-    "DelayedProduce",
-    "DelayedReplicaFetch",
     "DeleteRecordsRequest",
     "DeleteRecordsResult",
     "ElectLeadersRequest",
@@ -58,7 +48,6 @@ __all__ = [
     "ProduceRequest",
     "ProduceResult",
     "Record",
-    "ReplicaManager",
     "SimulationError",
     "TopicMetadata",
 ]

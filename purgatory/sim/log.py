@@ -40,6 +40,8 @@ BATCH_MEMORY: Final = 272
 
 
 class Record(NamedTuple):
+    """One record of a partition's log: its offset, key (None: no key) and value."""
+
     offset: int
     key: bytes | None
     value: bytes

@@ -198,6 +198,10 @@ class DeleteRecordsResult:
 
 @dataclass(frozen=True, slots=True)
 class PartitionMetadata:
+    """One partition as the cluster sees it now: its leader (None when offline) and
+    leader epoch, the replicas (the first is the preferred leader) and the in-sync ones,
+    and the leader's log offsets (high watermark, log start and end)."""
+
     partition: int
     leader: int | None
     leader_epoch: int
@@ -210,12 +214,17 @@ class PartitionMetadata:
 
 @dataclass(frozen=True, slots=True)
 class TopicMetadata:
+    """One topic and its partitions, in partition order."""
+
     name: str
     partitions: list[PartitionMetadata]
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerMetadata:
+    """One broker: whether it is up, and the median of the follower latency injected into
+    it (None: none injected)."""
+
     broker_id: int
     alive: bool
     replication_latency_ms: float | None  # median of the injected follower latency
@@ -223,6 +232,9 @@ class BrokerMetadata:
 
 @dataclass(frozen=True, slots=True)
 class ClusterMetadata:
+    """The whole cluster at one moment (:meth:`Cluster.metadata`): its brokers and topics;
+    ``to_dict()`` gives it as plain JSON-ready data."""
+
     brokers: list[BrokerMetadata]
     topics: list[TopicMetadata]
 

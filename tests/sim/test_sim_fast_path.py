@@ -15,18 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from purgatory import OperationState
-from purgatory.sim import (
-    Cluster,
-    DelayedProduce,
-    ErrorCode,
-    FetchRequest,
-    Latency,
-    ProduceRequest,
-)
+from purgatory.sim import Cluster, ErrorCode, FetchRequest, Latency, ProduceRequest
 from purgatory.sim.cli import fewer_collections
 from purgatory.sim.invariants import InvariantChecker
 from purgatory.sim.log import Log
 from purgatory.sim.messages import FetchResult, ProduceResult
+from purgatory.sim.operations import DelayedProduce
 from purgatory.sim.partition import ReplicaFetchKey
 from purgatory.sim.runner import run_scenario
 from purgatory.sim.scenarios import SCENARIOS
