@@ -20,12 +20,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from purgatory.loopback import is_loopback
 from purgatory.percentiles import percentile
+
+if TYPE_CHECKING:
+    import aiohttp
 
 #: the most sockets an attack opens (a loopback address has about 28,000 ephemeral ports)
 MAX_SOCKETS: Final = 60_000
@@ -47,6 +50,100 @@ def loopback_target(url: str) -> tuple[str, int]:
     return parts.hostname, parts.port or 80
 
 
+@dataclass(frozen=True, slots=True)
+class SocketsSummary:
+    """What became of one kind of attacking socket (``--json`` prints each field with the
+    kind as its prefix: ``slowloris_opened``...)."""
+
+    sockets: int
+    opened: int
+    #: connects that failed, by the error's name
+    connect_failed: dict[str, int]
+    closed_by_server: int
+    still_open_at_end: int
+    #: sockets the server answered before closing them, by HTTP status ("reset", "none")
+    server_answers: dict[str, int]
+    #: p50, p99, max of connect to close, over the closed sockets
+    held_until_closed_ms: dict[str, float]
+    attack_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RssMib:
+    first: float
+    max: float
+    last: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMib:
+    max: float
+    last: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSummary:
+    """How the server held up: ``/healthz`` answers, and what its ``/metrics`` said (None:
+    it exported no such figure, and ``--json`` leaves it out)."""
+
+    healthz_ok: int
+    #: failed probes by why (``http_503``, a transport error's name)
+    healthz_failed: dict[str, int]
+    healthz_latency_ms: dict[str, float]
+    server_rss_mib: RssMib | None = None
+    server_stored_mib: StoredMib | None = None
+    server_open_fds_max: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class SocketsAttackReport:
+    """``--slowloris``, ``--idle``, ``--slow-bodies``: per kind of socket that was opened,
+    what became of them, then the probe's figures."""
+
+    kinds: dict[str, SocketsSummary]
+    probe: ProbeSummary
+
+    @property
+    def ok(self) -> bool:
+        """``/healthz`` never failed during the attack."""
+        return not self.probe.healthz_failed
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"mode": "sockets"}
+        for kind, summary in self.kinds.items():
+            out.update({f"{kind}_{k}": v for k, v in asdict(summary).items()})
+        return out | self.probe.to_dict()
+
+
+@dataclass(frozen=True, slots=True)
+class FloodReport:
+    """``--flood``: what the producers got through, then the probe's figures."""
+
+    producers: int
+    duration_s: float
+    produce_requests: int
+    requests_per_s: float
+    #: answers by HTTP status, or the transport error's name
+    statuses: dict[str, int]
+    #: 200 answers by the error code they carried
+    broker_errors: dict[str, int]
+    accepted_mib: float
+    accepted_mib_per_s: float
+    probe: ProbeSummary
+
+    @property
+    def ok(self) -> bool:
+        """``/healthz`` never failed during the flood."""
+        return not self.probe.healthz_failed
+
+    def to_dict(self) -> dict[str, object]:
+        out = {k: v for k, v in asdict(self).items() if k != "probe"}
+        return {"mode": "produce_flood", **out} | self.probe.to_dict()
+
+
 def _ms(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
@@ -65,17 +162,17 @@ class SocketStats:
     answers: Counter[str] = field(default_factory=Counter)  # status of the server's answer
     held_s: list[float] = field(default_factory=list)  # connect to close, closed ones
 
-    def summary(self, total: int, duration_s: float) -> dict[str, Any]:
-        return {
-            "sockets": total,
-            "opened": self.opened,
-            "connect_failed": dict(self.connect_failed),
-            "closed_by_server": self.closed_by_server,
-            "still_open_at_end": self.opened - self.closed_by_server,
-            "server_answers": dict(self.answers),
-            "held_until_closed_ms": _ms(self.held_s),
-            "attack_s": round(duration_s, 3),
-        }
+    def summary(self, total: int, duration_s: float) -> SocketsSummary:
+        return SocketsSummary(
+            sockets=total,
+            opened=self.opened,
+            connect_failed=dict(self.connect_failed),
+            closed_by_server=self.closed_by_server,
+            still_open_at_end=self.opened - self.closed_by_server,
+            server_answers=dict(self.answers),
+            held_until_closed_ms=_ms(self.held_s),
+            attack_s=round(duration_s, 3),
+        )
 
 
 async def _hostile_socket(
@@ -162,7 +259,7 @@ class Probe:
                 except TimeoutError:
                     pass
 
-    async def _sample(self, session: Any, url: str) -> None:
+    async def _sample(self, session: aiohttp.ClientSession, url: str) -> None:
         async with session.get(f"{url}/metrics") as response:
             if response.status != 200:
                 return
@@ -174,27 +271,27 @@ class Probe:
                 elif line.startswith("purgatory_stored_bytes "):
                     self.stored_bytes.append(float(line.split()[1]))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ProbeSummary:
         mib = 1 << 20
-        out: dict[str, Any] = {
-            "healthz_ok": self.health_ok,
-            "healthz_failed": dict(self.health_failed),
-            "healthz_latency_ms": _ms(self.health_s),
-        }
-        if self.rss_bytes:
-            out["server_rss_mib"] = {
-                "first": round(self.rss_bytes[0] / mib, 1),
-                "max": round(max(self.rss_bytes) / mib, 1),
-                "last": round(self.rss_bytes[-1] / mib, 1),
-            }
-        if self.stored_bytes:
-            out["server_stored_mib"] = {
-                "max": round(max(self.stored_bytes) / mib, 1),
-                "last": round(self.stored_bytes[-1] / mib, 1),
-            }
-        if self.open_fds:
-            out["server_open_fds_max"] = int(max(self.open_fds))
-        return out
+        rss, stored = self.rss_bytes, self.stored_bytes
+        return ProbeSummary(
+            healthz_ok=self.health_ok,
+            healthz_failed=dict(self.health_failed),
+            healthz_latency_ms=_ms(self.health_s),
+            server_rss_mib=RssMib(
+                first=round(rss[0] / mib, 1),
+                max=round(max(rss) / mib, 1),
+                last=round(rss[-1] / mib, 1),
+            )
+            if rss
+            else None,
+            server_stored_mib=StoredMib(
+                max=round(max(stored) / mib, 1), last=round(stored[-1] / mib, 1)
+            )
+            if stored
+            else None,
+            server_open_fds_max=int(max(self.open_fds)) if self.open_fds else None,
+        )
 
 
 #: a slowloris' head: never finished
@@ -218,7 +315,7 @@ async def sockets_attack(
     duration_s: float,
     slow_bodies: int = 0,
     slow_body_bytes: int = 1 << 20,
-) -> dict[str, Any]:
+) -> SocketsAttackReport:
     """Open ``slowloris`` trickling, ``idle`` silent and ``slow_bodies`` unfinished-body
     sockets (ramped over about a second), hold them for ``duration_s``, and report what
     the server did with them."""
@@ -245,11 +342,14 @@ async def sockets_attack(
     stop.set()
     await asyncio.gather(*tasks, prober)
     elapsed = time.monotonic() - started
-    out: dict[str, Any] = {"mode": "sockets"}
-    for kind, (count, _, _) in kinds.items():
-        if count:
-            out.update({f"{kind}_{k}": v for k, v in stats[kind].summary(count, elapsed).items()})
-    return out | probe.summary()
+    return SocketsAttackReport(
+        kinds={
+            kind: stats[kind].summary(count, elapsed)
+            for kind, (count, _, _) in kinds.items()
+            if count
+        },
+        probe=probe.summary(),
+    )
 
 
 async def produce_flood(
@@ -261,7 +361,7 @@ async def produce_flood(
     value_bytes: int,
     acks: int,
     duration_s: float,
-) -> dict[str, Any]:
+) -> FloodReport:
     """``producers`` closed-loop producers appending as fast as the server answers."""
     import aiohttp
 
@@ -315,14 +415,14 @@ async def produce_flood(
         await asyncio.gather(*tasks, prober)
         elapsed = time.monotonic() - started
     requests = sum(statuses.values())
-    return {
-        "mode": "produce_flood",
-        "producers": producers,
-        "duration_s": round(elapsed, 3),
-        "produce_requests": requests,
-        "requests_per_s": round(requests / elapsed, 1),
-        "statuses": dict(statuses),
-        "broker_errors": dict(errors),
-        "accepted_mib": round(sent_bytes / (1 << 20), 1),
-        "accepted_mib_per_s": round(sent_bytes / (1 << 20) / elapsed, 2),
-    } | probe.summary()
+    return FloodReport(
+        producers=producers,
+        duration_s=round(elapsed, 3),
+        produce_requests=requests,
+        requests_per_s=round(requests / elapsed, 1),
+        statuses=dict(statuses),
+        broker_errors=dict(errors),
+        accepted_mib=round(sent_bytes / (1 << 20), 1),
+        accepted_mib_per_s=round(sent_bytes / (1 << 20) / elapsed, 2),
+        probe=probe.summary(),
+    )

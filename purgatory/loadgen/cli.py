@@ -21,12 +21,15 @@ import json
 import math
 import resource
 import sys
-from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from purgatory import event_loops
 from purgatory.cli_types import int_at_least
 from purgatory.loadgen.long_polls import drive
+
+if TYPE_CHECKING:
+    from purgatory.loadgen.attacks import FloodReport, SocketsAttackReport
 
 
 class _Option(NamedTuple):
@@ -128,7 +131,7 @@ def _raise_nofile(needed: int) -> None:
         raise ValueError(f"{needed} open files needed, the limit is {soft} (raise ulimit -n)")
 
 
-def _figure(value: Any) -> str:
+def _figure(value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
     if isinstance(value, float) and math.isnan(value):
@@ -136,7 +139,7 @@ def _figure(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.3f}".rstrip("0").rstrip(".")
 
 
-def format_summary(summary: dict[str, Any]) -> str:
+def format_summary(summary: Mapping[str, object]) -> str:
     """The summary as a person reads it: one labelled line per figure, thousands separated;
     a group of figures (percentiles, counts by error) on one line, ``none`` when empty."""
     width = max(len(key) for key in summary)
@@ -167,14 +170,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"purgatory load: {exc}", file=sys.stderr)
         return 2
     try:
-        summary = event_loops.run(_attack(args) if attack else drive(args))
+        report = event_loops.run(_attack(args) if attack else drive(args))
     except (OSError, RuntimeError) as exc:
         print(f"purgatory load: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(summary) if args.json else format_summary(summary))
-    if attack:
-        return 0 if not summary["healthz_failed"] else 1
-    return 0 if summary["failed_requests"] == 0 else 1
+    document = report.to_dict()  # the JSON edge
+    print(json.dumps(document) if args.json else format_summary(document))
+    # attacks: 1 if /healthz failed during the attack; the load: 1 if a request failed
+    return 0 if report.ok else 1
 
 
 def _check_attack(args: argparse.Namespace) -> None:
@@ -196,7 +199,7 @@ def _check_attack(args: argparse.Namespace) -> None:
         raise ValueError("--records must be >= 1")
 
 
-async def _attack(args: argparse.Namespace) -> dict[str, Any]:
+async def _attack(args: argparse.Namespace) -> SocketsAttackReport | FloodReport:
     from purgatory.loadgen import attacks
 
     if args.flood:

@@ -8,9 +8,11 @@ import argparse
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Final, TypedDict, cast
 
+from purgatory.errors import ErrorCode
 from purgatory.percentiles import percentile
 
 if TYPE_CHECKING:
@@ -36,6 +38,57 @@ class Stats:
         self.broker_errors[code] = self.broker_errors.get(code, 0) + 1
 
 
+class _Record(TypedDict):
+    offset: int
+    value: str
+
+
+class FetchAnswer(TypedDict):
+    """What ``POST /v1/fetch`` answers with 200 (the fields the fetchers read)."""
+
+    error: str | None
+    log_start_offset: int
+    records: list[_Record]
+
+
+#: a JSON object as the server answers it
+Answer = Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class LongPollSummary:
+    """What a long-poll load did, in the order ``--json`` prints it (:meth:`to_dict`)."""
+
+    fetchers: int
+    parked_before_producing: int
+    partitions: int
+    duration_s: float
+    produce_requests: int
+    #: produce requests per second
+    produce_rate: float
+    fetch_responses: int
+    requests_per_s: float
+    ok_requests: int
+    failed_requests: int
+    #: failed requests by why (``http_503``, a transport error's name)
+    failures: dict[str, int]
+    #: answered requests by the error code they carried
+    broker_errors: dict[str, int]
+    wakeups: int
+    #: p50, p90, p99, max (NaN without wake-ups)
+    wakeup_latency_ms: dict[str, float]
+    #: p50, p99 (NaN without answers)
+    produce_latency_ms: dict[str, float]
+
+    @property
+    def ok(self) -> bool:
+        """No request failed."""
+        return self.failed_requests == 0
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
 def _percentile_ms(samples: list[float], q: float) -> float:
     """Nearest-rank percentile of latencies in seconds, in ms; NaN if there are none."""
     return round(percentile(sorted(samples), q) * 1000, 3) if samples else float("nan")
@@ -46,8 +99,8 @@ FAILURE_BACKOFF_S: Final = 0.1
 
 
 async def _post(
-    session: aiohttp.ClientSession, url: str, body: dict[str, Any], stats: Stats
-) -> tuple[dict[str, Any] | None, float]:
+    session: aiohttp.ClientSession, url: str, body: Mapping[str, object], stats: Stats
+) -> tuple[Answer | None, float]:
     """The JSON answer (None if the request failed) and how long to wait before the next
     try: the server's ``Retry-After`` on a refusal that has one, a short back-off on other
     failures, 0 on success."""
@@ -60,7 +113,7 @@ async def _post(
                 await response.read()
                 retry_after = response.headers.get("Retry-After", "")
                 return None, float(retry_after) if retry_after.isdigit() else FAILURE_BACKOFF_S
-            data: dict[str, Any] = await response.json()
+            data: Answer = await response.json()
     except (aiohttp.ClientError, TimeoutError) as exc:
         stats.fail(type(exc).__name__)
         return None, FAILURE_BACKOFF_S
@@ -87,14 +140,15 @@ async def _fetcher(
             "min_bytes": 1,
             "max_wait_ms": args.max_wait_ms,
         }
-        data, wait_s = await _post(session, url, body, stats)
+        answer, wait_s = await _post(session, url, body, stats)
         now = time.monotonic()
         stats.fetches += 1
-        if data is None:  # refused or failed: as the server asks, or a short back-off
+        if answer is None:  # refused or failed: as the server asks, or a short back-off
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait_s)
             continue
-        if data["error"] == "OFFSET_OUT_OF_RANGE":  # retention moved the log start past us
+        data = cast(FetchAnswer, answer)
+        if data["error"] == ErrorCode.OFFSET_OUT_OF_RANGE:  # retention moved the log start
             offset = data["log_start_offset"]
             continue
         if data["error"] is not None:
@@ -118,7 +172,7 @@ async def _producer(
     next_at = loop.time()
     partition = 0
 
-    async def one(body: dict[str, Any], started: float) -> None:
+    async def one(body: Mapping[str, object], started: float) -> None:
         if (await _post(session, url, body, stats))[0] is not None:
             stats.produce_latency.append(time.monotonic() - started)
         stats.produces += 1
@@ -200,7 +254,7 @@ async def _wait_parked(session: aiohttp.ClientSession, args: argparse.Namespace)
     return parked
 
 
-async def drive(args: argparse.Namespace) -> dict[str, Any]:
+async def drive(args: argparse.Namespace) -> LongPollSummary:
     """Run the load; return the summary."""
     import aiohttp
 
@@ -227,25 +281,25 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         elapsed = time.monotonic() - started
         await asyncio.gather(*fetchers)  # each returns after at most max_wait_ms
     wake = stats.wakeups
-    return {
-        "fetchers": args.fetchers,
-        "parked_before_producing": int(parked),
-        "partitions": args.partitions,
-        "duration_s": round(elapsed, 3),
-        "produce_requests": stats.produces,
-        "produce_rate": round(stats.produces / elapsed, 1),
-        "fetch_responses": stats.fetches,
-        "requests_per_s": round((stats.ok + stats.failed) / elapsed, 1),
-        "ok_requests": stats.ok,
-        "failed_requests": stats.failed,
-        "failures": stats.failures,
-        "broker_errors": stats.broker_errors,
-        "wakeups": len(wake),
-        "wakeup_latency_ms": {
+    return LongPollSummary(
+        fetchers=args.fetchers,
+        parked_before_producing=int(parked),
+        partitions=args.partitions,
+        duration_s=round(elapsed, 3),
+        produce_requests=stats.produces,
+        produce_rate=round(stats.produces / elapsed, 1),
+        fetch_responses=stats.fetches,
+        requests_per_s=round((stats.ok + stats.failed) / elapsed, 1),
+        ok_requests=stats.ok,
+        failed_requests=stats.failed,
+        failures=stats.failures,
+        broker_errors=stats.broker_errors,
+        wakeups=len(wake),
+        wakeup_latency_ms={
             name: _percentile_ms(wake, q)
             for name, q in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))
         },
-        "produce_latency_ms": {
+        produce_latency_ms={
             name: _percentile_ms(stats.produce_latency, q) for name, q in (("p50", 50), ("p99", 99))
         },
-    }
+    )
