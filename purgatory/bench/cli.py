@@ -14,7 +14,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from purgatory.bench.runner import (
     EXTRA_IMPLEMENTATIONS,
@@ -25,6 +25,10 @@ from purgatory.bench.runner import (
 )
 from purgatory.bench.workload import PurgatoryPerformanceConfig
 from purgatory.cli_types import int_at_least, positive_float
+
+if TYPE_CHECKING:
+    from purgatory.bench.deadlines import DeadlineResult
+    from purgatory.bench.report import TimerReport, WorkloadReport
 
 _WORKLOAD_DEFAULTS = PurgatoryPerformanceConfig()
 # The workload options: (flag, the PurgatoryPerformanceConfig field it sets, type, metavar,
@@ -142,8 +146,8 @@ def _loops(args: argparse.Namespace) -> tuple[str, ...]:
     return LOOPS if args.loop == "both" else (args.loop,)
 
 
-def _run_workload(args: argparse.Namespace) -> dict[str, Any]:
-    from purgatory.bench.report import config_dict, workload_dict
+def _run_workload(args: argparse.Namespace) -> list[WorkloadReport]:
+    from purgatory.bench.report import workload_report
 
     cfg = _build_config(args, _WORKLOAD_DEFAULTS)
     names = IMPLEMENTATIONS if args.compare else ("purgatory",)
@@ -160,12 +164,12 @@ def _run_workload(args: argparse.Namespace) -> dict[str, Any]:
         memory = (
             [] if args.no_memory else [run_workload(cfg, name, loop, memory=True) for name in names]
         )
-        results.append(workload_dict(cfg, loop, samples, memory))
-    return {"benchmark": "workload", "config": config_dict(cfg), "results": results}
+        results.append(workload_report(cfg, loop, samples, memory))
+    return results
 
 
-def _run_timer(args: argparse.Namespace) -> dict[str, Any]:
-    from purgatory.bench.report import timer_dict
+def _run_timer(args: argparse.Namespace) -> list[TimerReport]:
+    from purgatory.bench.report import timer_report
     from purgatory.bench.timer_bench import (
         DEFAULT_MAX_DELAY_MS,
         DEFAULT_MIN_DELAY_MS,
@@ -187,11 +191,11 @@ def _run_timer(args: argparse.Namespace) -> dict[str, Any]:
             system_timer=min((r.system_timer for r in runs), key=lambda p: p.total_s),
             call_later=min((r.call_later for r in runs), key=lambda p: p.total_s),
         )
-        results.append(timer_dict(best))
-    return {"benchmark": "timer", "results": results}
+        results.append(timer_report(best))
+    return results
 
 
-def _run_deadlines(args: argparse.Namespace) -> dict[str, Any]:
+def _run_deadlines(args: argparse.Namespace) -> list[DeadlineResult]:
     from purgatory.bench.deadlines import measure_deadlines
 
     operations = 100_000 if args.tasks is None else args.tasks
@@ -199,39 +203,41 @@ def _run_deadlines(args: argparse.Namespace) -> dict[str, Any]:
     hi = 5_000 if args.max_delay is None else args.max_delay
     if lo > hi:
         _fail(args, f"--min-delay ({lo}) must be <= --max-delay ({hi})")
-    results = [
-        dataclasses.asdict(measure_deadlines(loop, operations, lo, hi, args.seed))
-        for loop in _loops(args)
-    ]
-    return {"benchmark": "deadlines", "results": results}
+    return [measure_deadlines(loop, operations, lo, hi, args.seed) for loop in _loops(args)]
 
 
-def _format_deadlines(result: dict[str, Any]) -> str:
+def _format_deadlines(result: DeadlineResult) -> str:
     return (
-        f"deadlines on {result['loop']}: {result['operations']:,} operations, "
-        f"{result['early']} fired early by time.monotonic() (worst {result['worst_early_ms']:.3f}"
-        f" ms); lateness p50 {result['lateness_p50_ms']:.2f} ms, p99 "
-        f"{result['lateness_p99_ms']:.2f} ms, max {result['lateness_max_ms']:.2f} ms"
+        f"deadlines on {result.loop}: {result.operations:,} operations, "
+        f"{result.early} fired early by time.monotonic() (worst {result.worst_early_ms:.3f}"
+        f" ms); lateness p50 {result.lateness_p50_ms:.2f} ms, p99 "
+        f"{result.lateness_p99_ms:.2f} ms, max {result.lateness_max_ms:.2f} ms"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from purgatory.bench.report import format_timer, format_workload
+    from purgatory.bench.report import config_dict, format_timer, format_workload
 
     wrong = _given(args, _TIMER_ONLY if args.kind == "workload" else _WORKLOAD_ONLY)
     if wrong:
         other = "timer" if args.kind == "workload" else "workload"
         _fail(args, f"{', '.join(wrong)}: only for 'purgatory bench {other}'")
+    # the JSON edge: {"benchmark": kind, ["config": ...,] "results": [...]}
+    out: dict[str, object] = {"benchmark": args.kind}
     if args.kind == "deadlines":
-        out = _run_deadlines(args)
-        text = "\n".join(_format_deadlines(r) for r in out["results"])
+        deadlines = _run_deadlines(args)
+        text = "\n".join(_format_deadlines(r) for r in deadlines)
+        out["results"] = [dataclasses.asdict(r) for r in deadlines]
     elif args.kind == "timer":
-        out = _run_timer(args)
-        text = "\n\n".join(format_timer(r) for r in out["results"])
+        timers = _run_timer(args)
+        text = "\n\n".join(format_timer(r) for r in timers)
+        out["results"] = [r.to_dict() for r in timers]
     else:
-        out = _run_workload(args)
+        workloads = _run_workload(args)
         cfg = _build_config(args, _WORKLOAD_DEFAULTS)
-        text = "\n\n".join(format_workload(cfg, r) for r in out["results"])
+        text = "\n\n".join(format_workload(cfg, r) for r in workloads)
+        out["config"] = config_dict(cfg)
+        out["results"] = [r.to_dict() for r in workloads]
     if args.json:
         json.dump(out, sys.stdout, allow_nan=False)
         sys.stdout.write("\n")

@@ -1,4 +1,5 @@
-"""Turns benchmark results into JSON-ready dicts and human tables."""
+"""Turns benchmark results into reports (frozen dataclasses, JSON-ready by their
+``to_dict``) and human tables."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
-from typing import Any, Final
+from dataclasses import asdict, dataclass
+from typing import Final
 
-from purgatory.bench.runner import RunResult
-from purgatory.bench.timer_bench import TimerBenchResult
+from purgatory.bench.runner import LatenessSummary, RunResult
+from purgatory.bench.timer_bench import TimerBenchResult, TimerPhases
 from purgatory.bench.workload import PurgatoryPerformanceConfig
 
 #: the performance targets (docs/performance.md): met at or below these
@@ -22,6 +24,138 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return round(value, digits)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredCheck:
+    """Is the expired share what the latency distribution says? (binomial z-score)"""
+
+    expected_fraction: float | None
+    drawn: int
+    drawn_fraction: float | None
+    z_score: float | None
+    #: expiring an op whose latency was below the timeout: its completion ran late
+    expired_minus_drawn: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """One implementation's best run, rounded for the report."""
+
+    implementation: str
+    cpu_s: float | None
+    cpu_us_per_request: float | None
+    wall_s: float | None
+    achieved_rate: float | None
+    completed: int
+    expired: int
+    duplicates: int
+    lateness_ms: LatenessSummary
+    peak_heap_bytes: int | None
+    #: the implementation's own counters (written after ``peak_heap_bytes``)
+    extra: dict[str, int]
+    #: against the floor run (none for the floor itself): ``cpu_us_above_floor`` and
+    #: ``ratio_vs_call_later``/``ratio_vs_heap`` for the baselines that ran
+    vs_floor: dict[str, float | None]
+
+    def to_dict(self) -> dict[str, object]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        del out["extra"], out["vs_floor"]
+        out["lateness_ms"] = asdict(self.lateness_ms)
+        return out | self.extra | self.vs_floor
+
+
+@dataclass(frozen=True, slots=True)
+class CpuTarget:
+    """The CPU above the floor as a share of call_later's, median over rounds."""
+
+    target_max: float
+    measured: float | None
+    statistic: str
+    rounds: list[float | None]
+    #: None: not measured (call_later used no CPU above the floor in any round)
+    met: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class LatenessTarget:
+    """The p99 lateness of expirations, in ms."""
+
+    target_max: float
+    measured: float | None
+    met: bool
+    #: the target is stated at --rate 20000
+    applies: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadReport:
+    """The workload benchmark on one event loop."""
+
+    loop: str
+    runs: list[RunReport]
+    run_order: list[str]
+    cpu_samples_s: dict[str, list[float | None]]
+    #: None (and absent from the JSON) when the purgatory did not run
+    expired_check: ExpiredCheck | None = None
+    targets: dict[str, CpuTarget | LatenessTarget] | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "loop": self.loop,
+            "runs": [run.to_dict() for run in self.runs],
+            "run_order": self.run_order,
+            "cpu_samples_s": self.cpu_samples_s,
+        }
+        if self.expired_check is not None:
+            out["expired_check"] = asdict(self.expired_check)
+        if self.targets is not None:
+            out["targets"] = {name: asdict(t) for name, t in self.targets.items()}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseSeconds:
+    """CPU seconds of each phase of the timer benchmark, rounded."""
+
+    create_s: float | None
+    add_s: float | None
+    cancel_s: float | None
+    cleanup_s: float | None
+    total_s: float | None
+
+    @classmethod
+    def of(cls, p: TimerPhases) -> PhaseSeconds:
+        return cls(
+            _round(p.create_s, 4),
+            _round(p.add_s, 4),
+            _round(p.cancel_s, 4),
+            _round(p.cleanup_s, 4),
+            _round(p.total_s, 4),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TimerTarget:
+    target_max: float
+    met: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TimerReport:
+    """The timer benchmark on one event loop."""
+
+    loop: str
+    tasks: int
+    delay_range_ms: list[int]
+    system_timer: PhaseSeconds
+    call_later: PhaseSeconds
+    ratio: float | None
+    ratio_without_create: float | None
+    target: TimerTarget
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 def best_runs(samples: Sequence[RunResult]) -> dict[str, RunResult]:
@@ -57,56 +191,59 @@ def round_ratios(samples: Sequence[RunResult], subject: str, baseline: str) -> l
     return ratios
 
 
-def expired_check(cfg: PurgatoryPerformanceConfig, run: RunResult) -> dict[str, Any]:
+def expired_check(cfg: PurgatoryPerformanceConfig, run: RunResult) -> ExpiredCheck:
     """Is the expired share what the latency distribution says? (binomial z-score)"""
     p = cfg.expected_expired_fraction()
     sd = math.sqrt(cfg.num * p * (1 - p)) or 1.0
-    return {
-        "expected_fraction": _round(p, 6),
-        "drawn": run.drawn_expired,
-        "drawn_fraction": _round(run.drawn_expired / cfg.num, 6),
-        "z_score": _round((run.drawn_expired - cfg.num * p) / sd, 2),
-        # expiring an op whose latency was below the timeout: its completion ran late
-        "expired_minus_drawn": run.expired - run.drawn_expired,
-    }
+    return ExpiredCheck(
+        expected_fraction=_round(p, 6),
+        drawn=run.drawn_expired,
+        drawn_fraction=_round(run.drawn_expired / cfg.num, 6),
+        z_score=_round((run.drawn_expired - cfg.num * p) / sd, 2),
+        expired_minus_drawn=run.expired - run.drawn_expired,
+    )
 
 
-def run_dict(
-    run: RunResult, floor: RunResult | None, by_name: dict[str, RunResult]
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "implementation": run.implementation,
-        "cpu_s": _round(run.cpu_s, 4),
-        "cpu_us_per_request": _round(run.cpu_us_per_request),
-        "wall_s": _round(run.wall_s),
-        "achieved_rate": _round(run.achieved_rate, 1),
-        "completed": run.completed,
-        "expired": run.expired,
-        "duplicates": run.duplicates,
-        "lateness_ms": {
-            k: _round(v) if isinstance(v, float) else v
-            for k, v in dataclasses.asdict(run.lateness).items()
-        },
-        "peak_heap_bytes": run.peak_heap_bytes,
-        **run.extra,
-    }
+def run_report(run: RunResult, floor: RunResult | None, by_name: dict[str, RunResult]) -> RunReport:
+    vs_floor: dict[str, float | None] = {}
     if floor is not None and run.implementation != "floor":
         above = run.cpu_us_per_request - floor.cpu_us_per_request
-        out["cpu_us_above_floor"] = _round(above)
+        vs_floor["cpu_us_above_floor"] = _round(above)
         for base in ("call_later", "heap"):
             other = by_name.get(base)
             if other is not None and base != run.implementation:
                 base_above = other.cpu_us_per_request - floor.cpu_us_per_request
-                out[f"ratio_vs_{base}"] = _round(above / base_above if base_above > 0 else math.nan)
-    return out
+                ratio = above / base_above if base_above > 0 else math.nan
+                vs_floor[f"ratio_vs_{base}"] = _round(ratio)
+    late = run.lateness
+    return RunReport(
+        implementation=run.implementation,
+        cpu_s=_round(run.cpu_s, 4),
+        cpu_us_per_request=_round(run.cpu_us_per_request),
+        wall_s=_round(run.wall_s),
+        achieved_rate=_round(run.achieved_rate, 1),
+        completed=run.completed,
+        expired=run.expired,
+        duplicates=run.duplicates,
+        lateness_ms=LatenessSummary(
+            late.count,
+            _round(late.min_ms),
+            _round(late.p50_ms),
+            _round(late.p99_ms),
+            _round(late.max_ms),
+        ),
+        peak_heap_bytes=run.peak_heap_bytes,
+        extra=run.extra,
+        vs_floor=vs_floor,
+    )
 
 
-def workload_dict(
+def workload_report(
     cfg: PurgatoryPerformanceConfig,
     loop: str,
     samples: Sequence[RunResult],
     memory: Sequence[RunResult],
-) -> dict[str, Any]:
+) -> WorkloadReport:
     best = best_runs(samples)
     peaks = {run.implementation: run.peak_heap_bytes for run in memory}
     best = {
@@ -114,145 +251,135 @@ def workload_dict(
         for name, run in best.items()
     }
     floor = best.get("floor")
-    runs = [run_dict(run, floor, best) for run in best.values()]
-    subject = best.get("purgatory")
-    out: dict[str, Any] = {
-        "loop": loop,
-        "runs": runs,
-        "run_order": [run.implementation for run in samples],
-        "cpu_samples_s": {
+    report = WorkloadReport(
+        loop=loop,
+        runs=[run_report(run, floor, best) for run in best.values()],
+        run_order=[run.implementation for run in samples],
+        cpu_samples_s={
             name: [_round(r.cpu_s, 4) for r in samples if r.implementation == name] for name in best
         },
-    }
-    if subject is not None:
-        out["expired_check"] = expired_check(cfg, subject)
-        targets: dict[str, Any] = {}
-        compared = {"floor", "call_later"} <= {run.implementation for run in samples}
-        ratios = round_ratios(samples, "purgatory", "call_later")
-        ratio = statistics.median(ratios) if ratios else None
-        if compared:
-            # A tiny or noisy run may leave the baseline no CPU above the floor in any
-            # round: the target is then reported as not measured, never silently left out.
-            targets["cpu_above_floor_vs_call_later"] = {
-                "target_max": CPU_RATIO_TARGET,
-                "measured": None if ratio is None else _round(ratio),
-                "statistic": "median over rounds",
-                "rounds": [_round(r) for r in ratios],
-                "met": None if ratio is None else ratio <= CPU_RATIO_TARGET,
-            }
-        p99 = subject.lateness.p99_ms
-        if p99 is not None:
-            limit = LATENESS_P99_TARGET_MS + 1  # + one tick (tick_ms=1)
-            targets["lateness_p99_ms"] = {
-                "target_max": limit,
-                "measured": _round(p99),
-                "met": p99 < limit,
-                "applies": cfg.rate == 20_000,  # the target is stated at --rate 20000
-            }
-        out["targets"] = targets
-    return out
+    )
+    subject = best.get("purgatory")
+    if subject is None:
+        return report
+    targets: dict[str, CpuTarget | LatenessTarget] = {}
+    compared = {"floor", "call_later"} <= {run.implementation for run in samples}
+    ratios = round_ratios(samples, "purgatory", "call_later")
+    ratio = statistics.median(ratios) if ratios else None
+    if compared:
+        # A tiny or noisy run may leave the baseline no CPU above the floor in any
+        # round: the target is then reported as not measured, never silently left out.
+        targets["cpu_above_floor_vs_call_later"] = CpuTarget(
+            target_max=CPU_RATIO_TARGET,
+            measured=None if ratio is None else _round(ratio),
+            statistic="median over rounds",
+            rounds=[_round(r) for r in ratios],
+            met=None if ratio is None else ratio <= CPU_RATIO_TARGET,
+        )
+    p99 = subject.lateness.p99_ms
+    if p99 is not None:
+        limit = LATENESS_P99_TARGET_MS + 1  # + one tick (tick_ms=1)
+        targets["lateness_p99_ms"] = LatenessTarget(
+            target_max=limit,
+            measured=_round(p99),
+            met=p99 < limit,
+            applies=cfg.rate == 20_000,  # the target is stated at --rate 20000
+        )
+    return dataclasses.replace(report, expired_check=expired_check(cfg, subject), targets=targets)
 
 
-def config_dict(cfg: PurgatoryPerformanceConfig) -> dict[str, Any]:
+def config_dict(cfg: PurgatoryPerformanceConfig) -> dict[str, object]:
+    """The configuration as JSON (with the latency distribution's parameters)."""
     return dataclasses.asdict(cfg) | {"mu": _round(cfg.mu, 6), "sigma": _round(cfg.sigma, 6)}
 
 
-def _ms(value: Any) -> str:
+def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def format_workload(cfg: PurgatoryPerformanceConfig, result: dict[str, Any]) -> str:
+def format_workload(cfg: PurgatoryPerformanceConfig, result: WorkloadReport) -> str:
     pacing = "no pacing" if cfg.rate is None else f"target {cfg.rate:g} req/s (Poisson)"
     lines = [
-        f"workload on {result['loop']}: {cfg.num} requests, {pacing}, {cfg.keys_per_request} "
+        f"workload on {result.loop}: {cfg.num} requests, {pacing}, {cfg.keys_per_request} "
         f"keys/request of {cfg.key_space}, timeout {cfg.timeout_ms} ms, latency p50 "
         f"{cfg.p50_ms:g} ms p75 {cfg.p75_ms:g} ms, seed {cfg.seed}",
         f"{'impl':<16} {'CPU us/req':>10} {'>floor':>7} {'/call_l':>7} {'/heap':>6} "
         f"{'req/s':>8} {'completed':>9} {'expired':>7} {'late p50/p99/max ms':>20} "
         f"{'heap MiB':>8} {'wall s':>6}",
     ]
-    for run in result["runs"]:
-        late = run["lateness_ms"]
+    for run in result.runs:
+        late = run.lateness_ms
         lateness = (
-            "-"
-            if not late["count"]
-            else (f"{_ms(late['p50_ms'])}/{_ms(late['p99_ms'])}/{_ms(late['max_ms'])}")
+            "-" if not late.count else (f"{_ms(late.p50_ms)}/{_ms(late.p99_ms)}/{_ms(late.max_ms)}")
         )
-        peak = run["peak_heap_bytes"]
-        expired = "-" if run["implementation"] == "floor" else str(run["expired"])
+        peak = run.peak_heap_bytes
+        expired = "-" if run.implementation == "floor" else str(run.expired)
+        vs = run.vs_floor
         lines.append(
-            f"{run['implementation']:<16} {run['cpu_us_per_request']:>10.2f} "
-            f"{_num(run.get('cpu_us_above_floor'), 2):>7} "
-            f"{_num(run.get('ratio_vs_call_later'), 2):>7} {_num(run.get('ratio_vs_heap'), 2):>6} "
-            f"{run['achieved_rate']:>8.0f} {run['completed']:>9} {expired:>7} {lateness:>20} "
-            f"{'-' if peak is None else f'{peak / 2**20:.1f}':>8} {run['wall_s']:>6.2f}"
+            f"{run.implementation:<16} {_num(run.cpu_us_per_request, 2):>10} "
+            f"{_num(vs.get('cpu_us_above_floor'), 2):>7} "
+            f"{_num(vs.get('ratio_vs_call_later'), 2):>7} {_num(vs.get('ratio_vs_heap'), 2):>6} "
+            f"{_num(run.achieved_rate, 0):>8} {run.completed:>9} {expired:>7} {lateness:>20} "
+            f"{'-' if peak is None else f'{peak / 2**20:.1f}':>8} {_num(run.wall_s, 2):>6}"
         )
-    check = result.get("expired_check")
+    check = result.expired_check
     if check is not None:
         lines.append(
-            f"expired: {check['drawn']} requests drew latency >= timeout "
-            f"({100 * check['drawn_fraction']:.3f}%; the distribution says "
-            f"{100 * check['expected_fraction']:.3f}%, z = {check['z_score']}); "
-            f"purgatory expired {check['expired_minus_drawn']:+d} more than drawn"
+            f"expired: {check.drawn} requests drew latency >= timeout "
+            f"({_num(100 * (check.drawn_fraction or 0.0), 3)}%; the distribution says "
+            f"{_num(100 * (check.expected_fraction or 0.0), 3)}%, z = {check.z_score}); "
+            f"purgatory expired {check.expired_minus_drawn:+d} more than drawn"
         )
-    for name, target in result.get("targets", {}).items():
-        if target["met"] is None:
+    for name, target in (result.targets or {}).items():
+        applies = target.applies if isinstance(target, LatenessTarget) else True
+        if target.met is None:
             status = "(not measured: call_later used no CPU above the floor; run more requests)"
-        elif target.get("applies", True):
-            status = "met" if target["met"] else "MISSED"
+        elif applies:
+            status = "met" if target.met else "MISSED"
         else:
             status = "(n/a: the target is stated for --rate 20000)"
-        measured = target["measured"]
-        rounds = target.get("rounds")
+        measured: object = target.measured
+        rounds = target.rounds if isinstance(target, CpuTarget) else None
         if rounds and len(rounds) > 1:
-            measured = f"{measured} (median of {len(rounds)} rounds, {min(rounds)}..{max(rounds)})"
-        lines.append(f"target {name} <= {target['target_max']}: {measured} {status}")
+            known = [r for r in rounds if r is not None]
+            measured = f"{measured} (median of {len(rounds)} rounds, {min(known)}..{max(known)})"
+        lines.append(f"target {name} <= {target.target_max}: {measured} {status}")
     return "\n".join(lines)
 
 
-def _num(value: Any, digits: int) -> str:
+def _num(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def timer_dict(result: TimerBenchResult) -> dict[str, Any]:
-    def phases(p: Any) -> dict[str, float | None]:
-        return {
-            "create_s": _round(p.create_s, 4),
-            "add_s": _round(p.add_s, 4),
-            "cancel_s": _round(p.cancel_s, 4),
-            "cleanup_s": _round(p.cleanup_s, 4),
-            "total_s": _round(p.total_s, 4),
-        }
-
-    return {
-        "loop": result.loop,
-        "tasks": result.tasks,
-        "delay_range_ms": [result.min_delay_ms, result.max_delay_ms],
-        "system_timer": phases(result.system_timer),
-        "call_later": phases(result.call_later),
-        "ratio": _round(result.ratio),
-        "ratio_without_create": _round(result.ratio_without_create),
-        "target": {"target_max": TIMER_RATIO_TARGET, "met": result.ratio <= TIMER_RATIO_TARGET},
-    }
+def timer_report(result: TimerBenchResult) -> TimerReport:
+    return TimerReport(
+        loop=result.loop,
+        tasks=result.tasks,
+        delay_range_ms=[result.min_delay_ms, result.max_delay_ms],
+        system_timer=PhaseSeconds.of(result.system_timer),
+        call_later=PhaseSeconds.of(result.call_later),
+        ratio=_round(result.ratio),
+        ratio_without_create=_round(result.ratio_without_create),
+        target=TimerTarget(target_max=TIMER_RATIO_TARGET, met=result.ratio <= TIMER_RATIO_TARGET),
+    )
 
 
-def format_timer(result: dict[str, Any]) -> str:
-    lo, hi = result["delay_range_ms"]
+def format_timer(result: TimerReport) -> str:
+    lo, hi = result.delay_range_ms
     lines = [
-        f"timer on {result['loop']}: add + cancel {result['tasks']} tasks, delays uniform "
+        f"timer on {result.loop}: add + cancel {result.tasks} tasks, delays uniform "
         f"{lo}..{hi} ms (CPU seconds)",
         f"{'impl':<13} {'create':>7} {'add':>7} {'cancel':>7} {'cleanup':>7} {'total':>7}",
     ]
-    for name in ("system_timer", "call_later"):
-        p = result[name]
+    for name, p in (("system_timer", result.system_timer), ("call_later", result.call_later)):
         lines.append(
-            f"{name:<13} {p['create_s']:>7.3f} {p['add_s']:>7.3f} {p['cancel_s']:>7.3f} "
-            f"{p['cleanup_s']:>7.3f} {p['total_s']:>7.3f}"
+            f"{name:<13} {_num(p.create_s, 3):>7} {_num(p.add_s, 3):>7} "
+            f"{_num(p.cancel_s, 3):>7} {_num(p.cleanup_s, 3):>7} {_num(p.total_s, 3):>7}"
         )
-    status = "met" if result["target"]["met"] else "MISSED"
+    status = "met" if result.target.met else "MISSED"
     lines.append(
-        f"ratio system_timer/call_later: {result['ratio']} (target <= "
-        f"{result['target']['target_max']}: {status}); without creating the task objects: "
-        f"{result['ratio_without_create']}"
+        f"ratio system_timer/call_later: {result.ratio} (target <= "
+        f"{result.target.target_max}: {status}); without creating the task objects: "
+        f"{result.ratio_without_create}"
     )
     return "\n".join(lines)

@@ -109,7 +109,7 @@ def test_deadlines_json_counts_no_early_expiry(capsys: pytest.CaptureFixture[str
 
 
 def test_an_unmeasurable_cpu_target_is_reported_not_dropped() -> None:
-    from purgatory.bench.report import format_workload, workload_dict
+    from purgatory.bench.report import CpuTarget, format_workload, workload_report
     from purgatory.bench.runner import LatenessSummary, RunResult
     from purgatory.bench.workload import PurgatoryPerformanceConfig
 
@@ -124,7 +124,9 @@ def test_an_unmeasurable_cpu_target_is_reported_not_dropped() -> None:
 
     # call_later no more expensive than the floor (noise on a tiny run): no ratio exists
     samples = [run("floor", 0.002), run("call_later", 0.001), run("purgatory", 0.001)]
-    result = workload_dict(cfg, "asyncio", samples, [])
-    target = result["targets"]["cpu_above_floor_vs_call_later"]
-    assert (target["measured"], target["met"], target["rounds"]) == (None, None, [])
+    result = workload_report(cfg, "asyncio", samples, [])
+    assert result.targets is not None
+    target = result.targets["cpu_above_floor_vs_call_later"]
+    assert isinstance(target, CpuTarget)
+    assert (target.measured, target.met, target.rounds) == (None, None, [])
     assert "not measured" in format_workload(cfg, result)
