@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, Protocol, final
+from typing import Any, Final, NamedTuple, Protocol, cast, final
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
@@ -241,7 +241,9 @@ class KafkaProtocolServer:
         self.interceptor: Interceptor | None = None
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        #: every connection with a transport and no connection_lost yet, served or not
+        self._connections: set[_Connection] = set()
+        self._closing = False
 
     def register(self, key: ApiKey, served: tuple[int, int], handler: Handler) -> None:
         """Serve ``key`` at the versions ``served``, which Kafka's schemas must have."""
@@ -262,22 +264,36 @@ class KafkaProtocolServer:
 
     async def start(self, host: str, port: int) -> int:
         """Listen on host:port (0 picks a free port); returns the bound port."""
-        self._server = await asyncio.start_server(self._accept, host, port)
+        self._closing = False
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), host, port)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            # A connection accepted just before has its task scheduled, not started: let
-            # it start, so that it is cancelled below rather than left with its socket.
+        """Stop accepting, let the connections already accepted land, then close every
+        one, served or not; returns once their sockets are closed. Idempotent."""
+        self._closing = True
+        server, self._server = self._server, None
+        if server is not None:
+            _stop_accepting(server)
+            # A selector loop takes a connection off the backlog in one step and makes its
+            # transport in the next, in a task of its own, which fails with the socket
+            # open and unreachable if the listener is closed in between (asyncio's
+            # Server._attach asserts it is open: CPython gh-109564). No new accept can
+            # start now; one step lets those in flight make their transports.
             await asyncio.sleep(0)
-        for task in list(self._connections):
-            task.cancel()
-        for task in list(self._connections):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self._server is not None:
-            await self._server.wait_closed()
+            server.close()
+            # A transport just made tells its protocol on the next step, which closes
+            # it unserved: the server is closing.
+            await asyncio.sleep(0)
+        while self._connections:
+            open_now = list(self._connections)
+            for connection in open_now:
+                connection.stop()
+            for connection in open_now:
+                await connection.closed()
+        if server is not None:
+            await server.wait_closed()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         stats = self.stats
@@ -285,19 +301,13 @@ class KafkaProtocolServer:
             stats.close("limit", f"{stats.connections} open, the most allowed")
             writer.close()
             return
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
         stats.connections += 1
         try:
             await self._serve(reader, writer)
         except asyncio.CancelledError:
-            # Only close() cancels a connection; ending quietly keeps asyncio's stream
-            # callback from logging the cancellation as an error.
-            pass
+            pass  # only close() cancels a connection: it ends here, quietly
         finally:
             stats.connections -= 1
-            self._connections.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
@@ -470,3 +480,74 @@ class KafkaProtocolServer:
             with contextlib.suppress(Exception):
                 await item[1]
             responses.owed -= 1
+
+
+def _stop_accepting(server: asyncio.Server) -> None:
+    """Stop taking connections off ``server``'s listening sockets, leaving them open and
+    the server attachable. A selector loop accepts from a reader callback, removed here;
+    the loops with none (uvloop, proactor) make a connection's transport in the step that
+    accepts it, so have none in flight when the server closes."""
+    loop = server.get_loop()
+    for sock in server.sockets:
+        with contextlib.suppress(NotImplementedError):
+            loop.remove_reader(sock.fileno())
+
+
+@final
+class _Connection(asyncio.StreamReaderProtocol):
+    """One accepted connection, known to its listener from the moment its transport
+    exists, before any handler task: the listener closes it however far it got, and one
+    made once the listener is closing is closed unserved.
+
+    (Its own attributes are named apart from StreamReaderProtocol's ``_task``,
+    ``_transport`` and ``_closed``.)"""
+
+    def __init__(self, listener: KafkaProtocolServer) -> None:
+        super().__init__(asyncio.StreamReader(), self._serve)
+        self._listener = listener
+        self._made: asyncio.Transport | None = None
+        self._handler: asyncio.Task[None] | None = None
+        self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # a stream server's transport (asyncio's and uvloop's have no common base class)
+        self._made = made = cast(asyncio.Transport, transport)
+        self._listener._connections.add(self)
+        if self._listener._closing:
+            made.abort()  # accepted as the listener closed: never served
+            return
+        super().connection_made(transport)  # calls _serve
+
+    def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handler = asyncio.get_running_loop().create_task(self._listener._accept(reader, writer))
+        handler.add_done_callback(self._served)
+        self._handler = handler
+
+    def _served(self, handler: asyncio.Task[None]) -> None:
+        # _accept closes the connection however it ends; a bug is reported here, as
+        # asyncio's start_server reports a failed client_connected_cb.
+        if not handler.cancelled() and (exc := handler.exception()) is not None:
+            handler.get_loop().call_exception_handler(
+                {"message": "kafka connection handler failed", "exception": exc, "protocol": self}
+            )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._listener._connections.discard(self)
+        if not self._lost.done():
+            self._lost.set_result(None)
+
+    def stop(self) -> None:
+        """Cancel the handler and drop the connection, unsent bytes and all, as a broker
+        that goes away does: the listener is closing, and must not wait on a client that
+        does not read."""
+        if self._handler is not None:
+            self._handler.cancel()
+        if self._made is not None:
+            self._made.abort()
+
+    async def closed(self) -> None:
+        """Return once the handler has ended and the socket is closed."""
+        if self._handler is not None:
+            await asyncio.wait([self._handler])
+        await self._lost
