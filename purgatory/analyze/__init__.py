@@ -7,10 +7,11 @@ that importing this package stays cheap.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from purgatory.analyze.inputs import DEFAULT_PATTERNS, InputPathError, find_inputs
 from purgatory.analyze.pipeline import DEFAULT_TOP_KEYS
+from purgatory.analyze.summary import AnalysisSummary
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,12 +32,13 @@ def run_analysis(
     top_keys: int = DEFAULT_TOP_KEYS,
     patterns: Sequence[str] = DEFAULT_PATTERNS,
     jvm_log: str | None = None,
-) -> dict[str, Any]:
+) -> AnalysisSummary:
     """Analyse the traces at ``paths`` into ``out_dir``: files as named, and in directories
     the files matching ``patterns`` (trace files, ``.gz`` ok), recursively.
 
     Writes one Parquet dataset per table, ``summary.json`` and ``report.html`` (with PNG
-    plots unless ``plots`` is false) and returns the summary dict. With ``spark`` given the
+    plots unless ``plots`` is false) and returns the summary (``to_dict()`` is
+    ``summary.json``). With ``spark`` given the
     session is used as is and left running; otherwise one is created (see ``session``) and
     stopped at the end if this call started it; ``jvm_log`` takes the console output of a
     JVM started here (see ``session.get_session``). Raises ``InputPathError`` on a missing path

@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from purgatory.analyze.inputs import DEFAULT_PATTERNS, InputPathError, find_inputs
 from purgatory.analyze.pipeline import DEFAULT_TOP_KEYS
+
+if TYPE_CHECKING:
+    from purgatory.analyze.summary import AnalysisSummary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,22 +61,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def format_summary(summary: Mapping[str, Any]) -> str:
+def format_summary(summary: AnalysisSummary) -> str:
     """A short fixed-width table: one line per purgatory."""
+    counts = summary.counts
     lines = [
-        f"events: {summary['events']:,}  malformed lines: {summary['malformed_lines']:,}"
-        f"  blank lines: {summary.get('blank_lines', 0):,}"
+        f"events: {counts.events:,}  malformed lines: {counts.malformed_lines:,}"
+        f"  blank lines: {counts.blank_lines:,}"
     ]
     header = (
         f"{'purgatory':<20} {'ops':>10} {'completed':>10} {'expired':>9} {'cancel':>8}"
         f" {'errors':>8} {'exp.rate':>8} {'p50 ms':>9} {'p99 ms':>9} {'p999 ms':>9} {'max ms':>9}"
     )
     lines += [header, "-" * len(header)]
-    for name, p in sorted(summary["purgatories"].items()):
-        d = p["duration_ms"]
+    for name, purgatory in sorted(summary.purgatories.items()):
+        p = purgatory.totals
+        d = p.duration_ms
+        rate = "-" if p.expiration_rate is None else f"{p.expiration_rate:.2%}"
         lines.append(
-            f"{name[:20]:<20} {p['operations']:>10,} {p['completed']:>10,} {p['expired']:>9,}"
-            f" {p['cancelled']:>8,} {p['errors']:>8,} {p['expiration_rate']:>8.2%}"
+            f"{name[:20]:<20} {p.operations:>10,} {p.completed:>10,} {p.expired:>9,}"
+            f" {p.cancelled:>8,} {p.errors:>8,} {rate:>8}"
             f" {_ms(d['p50'])} {_ms(d['p99'])} {_ms(d['p999'])} {_ms(d['max'])}"
         )
     return "\n".join(lines)
@@ -129,13 +134,13 @@ def run(args: argparse.Namespace) -> int:
         patterns=patterns,
         jvm_log=jvm_log,
     )
-    if summary["malformed_lines"]:
-        print(f"malformed lines: {summary['malformed_lines']}; samples:", file=sys.stderr)
-        for sample in summary["malformed_samples"]:
+    if summary.counts.malformed_lines:
+        print(f"malformed lines: {summary.counts.malformed_lines}; samples:", file=sys.stderr)
+        for sample in summary.malformed_samples:
             print(f"  {sample}", file=sys.stderr)
     print(format_summary(summary))
     print(f"tables, summary.json and report.html written to {args.out}")
-    if summary["events"] == 0:
+    if summary.counts.events == 0:
         print(f"purgatory analyze: error: no trace event in {inputs.describe()}", file=sys.stderr)
         return 1
     return 0

@@ -6,12 +6,22 @@ import json
 import math
 import os
 import time
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from purgatory.analyze import report, tables
+from purgatory.analyze.report import Row
 from purgatory.analyze.schema import malformed_samples, parse_lines
+from purgatory.analyze.summary import (
+    AnalysisSummary,
+    Checks,
+    LineCounts,
+    OutcomeStats,
+    PurgatoryAnalysis,
+)
+from purgatory.trace import FaultMarker
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -36,65 +46,60 @@ TABLES = (
 )
 
 
-def _rows(df: DataFrame) -> list[dict[str, Any]]:
+def _rows(df: DataFrame) -> list[Row]:
     return [row.asDict() for row in df.collect()]
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: float | None) -> float | None:
     """JSON has no NaN/Infinity: map them to null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
 
 
-def _stats_entry(row: Mapping[str, Any], errors: Mapping[str, int]) -> dict[str, Any]:
+def _stats_entry(row: Row, errors: Mapping[str, int]) -> OutcomeStats:
     duration = {name: _clean(row[f"duration_{name}_ms"]) for name, _ in tables.DURATION_QUANTILES}
     duration["max"] = _clean(row["duration_max_ms"])
     lateness = {name: _clean(row[f"lateness_{name}_ms"]) for name, _ in tables.LATENESS_QUANTILES}
     lateness["max"] = _clean(row["lateness_max_ms"])
-    return {
-        "operations": row["operations"],
-        "completed": row["completed"],
-        "expired": row["expired"],
-        "cancelled": row["cancelled"],
-        "errors": row["errors"],
-        "expiration_rate": _clean(row["expiration_rate"]),
-        "errors_by_code": dict(sorted(errors.items())),
-        "duration_ms": duration,
-        "lateness_ms": lateness,
-        "checks": {"mean": _clean(row["checks_mean"]), "max": row["checks_max"]},
-    }
+    return OutcomeStats(
+        operations=row["operations"],
+        completed=row["completed"],
+        expired=row["expired"],
+        cancelled=row["cancelled"],
+        errors=row["errors"],
+        expiration_rate=_clean(row["expiration_rate"]),
+        errors_by_code=dict(sorted(errors.items())),
+        duration_ms=duration,
+        lateness_ms=lateness,
+        checks=Checks(mean=_clean(row["checks_mean"]), max=row["checks_max"]),
+    )
 
 
-def build_summary(
-    counts: Mapping[str, Any],
-    stats: Sequence[Mapping[str, Any]],
-    errors: Sequence[Mapping[str, Any]],
-) -> dict[str, Any]:
-    """The summary.json document from the collected stats and error-code rows."""
+def build_purgatories(stats: Sequence[Row], errors: Sequence[Row]) -> dict[str, PurgatoryAnalysis]:
+    """Per purgatory (by name), its totals and kinds from the collected stats and
+    error-code rows."""
     codes: dict[tuple[str, str | None], dict[str, int]] = {}
     for row in errors:
         for key in ((row["purgatory"], None), (row["purgatory"], row["kind"])):
             per = codes.setdefault(key, {})
             per[row["error"]] = per.get(row["error"], 0) + int(row["operations"])
-    purgatories: dict[str, Any] = {}
-    for row in sorted(stats, key=lambda r: (r["purgatory"] or "", r["kind"] or "")):
-        if row["level"] == "purgatory":
-            entry = _stats_entry(row, codes.get((row["purgatory"], None), {}))
-            purgatories.setdefault(row["purgatory"], {}).update(entry)
+    kinds: dict[str, dict[str, OutcomeStats]] = defaultdict(dict)
     for row in stats:
         if row["level"] == "kind":
-            kinds = purgatories.setdefault(row["purgatory"], {}).setdefault("kinds", {})
-            kinds[row["kind"]] = _stats_entry(row, codes.get((row["purgatory"], row["kind"]), {}))
+            entry = _stats_entry(row, codes.get((row["purgatory"], row["kind"]), {}))
+            kinds[row["purgatory"]][row["kind"]] = entry
     return {
-        **counts,
-        "percentile_accuracy": tables.PERCENTILE_ACCURACY,
-        "percentile_error": PERCENTILE_ERROR,
-        "purgatories": purgatories,
+        row["purgatory"]: PurgatoryAnalysis(
+            totals=_stats_entry(row, codes.get((row["purgatory"], None), {})),
+            kinds=kinds.get(row["purgatory"], {}),
+        )
+        for row in sorted(stats, key=lambda r: (r["purgatory"] or "", r["kind"] or ""))
+        if row["level"] == "purgatory"
     }
 
 
-def _plot_series(spark: SparkSession, per_second_path: str) -> tuple[list[dict[str, Any]], int]:
+def _plot_series(spark: SparkSession, per_second_path: str) -> tuple[list[Row], int]:
     """Per-second rows for plotting, bucketed in Spark if the trace spans many seconds."""
     from pyspark.sql import functions as F
 
@@ -120,12 +125,12 @@ def _write(df: DataFrame, out_dir: str, name: str) -> str:
 class _Tables:
     """The tables once written, read back as rows for the summary, plots and report."""
 
-    stats: list[dict[str, Any]]
-    errors: list[dict[str, Any]]
+    stats: list[Row]
+    errors: list[Row]
     per_second_path: str
-    hot_keys: list[dict[str, Any]]
-    durations: list[dict[str, Any]]
-    lateness: list[dict[str, Any]]
+    hot_keys: list[Row]
+    durations: list[Row]
+    lateness: list[Row]
 
 
 def analyze(
@@ -136,7 +141,7 @@ def analyze(
     *,
     plots: bool = True,
     top_keys: int = DEFAULT_TOP_KEYS,
-) -> dict[str, Any]:
+) -> AnalysisSummary:
     """Run every step on an existing session; see ``run_analysis`` for the public entry."""
     from pyspark import StorageLevel
 
@@ -149,33 +154,39 @@ def analyze(
         progress.step("parsing and validating")
         counts = _count_lines(parsed)
         samples: list[str] = []
-        if counts["malformed_lines"]:
+        if counts.malformed_lines:
             progress.step("sampling malformed lines")
             samples = malformed_samples(lines)
         faults = _faults(parsed)
         events = parsed.where("valid").drop("valid", "blank", "marker", "fault", "at_ms")
         written = _write_tables(spark, events, out_dir, progress, top_keys)
-        summary = build_summary(counts, written.stats, written.errors)
-        summary["malformed_samples"] = samples
-        summary["faults"] = [{"at_ms": at, "fault": what} for at, what in faults]
-        summary["inputs"] = list(paths)
-        summary["tables"] = {name: name for name in TABLES}
+        purgatories = build_purgatories(written.stats, written.errors)
         if plots:
             progress.step("plots")
             _plot(spark, out_dir, written, faults)
-        summary["elapsed_s"] = round(time.monotonic() - started, 3)
+        summary = AnalysisSummary(
+            counts=counts,
+            percentile_accuracy=tables.PERCENTILE_ACCURACY,
+            percentile_error=PERCENTILE_ERROR,
+            purgatories=purgatories,
+            malformed_samples=samples,
+            faults=[FaultMarker(fault=what, at_ms=at) for at, what in faults],
+            inputs=list(paths),
+            tables={name: name for name in TABLES},
+            elapsed_s=round(time.monotonic() - started, 3),
+        )
         report.write_report(
             out_dir, summary, written.stats, written.hot_keys, written.errors, plots
         )
         with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as fh:
-            json.dump(summary, fh, indent=2, sort_keys=True)
+            json.dump(summary.to_dict(), fh, indent=2, sort_keys=True)
             fh.write("\n")
         return summary
     finally:
         parsed.unpersist()
 
 
-def _count_lines(parsed: DataFrame) -> dict[str, Any]:
+def _count_lines(parsed: DataFrame) -> LineCounts:
     """Lines by sort (events, blank, malformed) and the operations' wall-clock span."""
     from pyspark.sql import functions as F
 
@@ -191,15 +202,15 @@ def _count_lines(parsed: DataFrame) -> dict[str, Any]:
     n_lines, n_events, n_blank, n_markers = (
         int(total[c] or 0) for c in ("lines", "events", "blank", "markers")
     )
-    return {
-        "lines": n_lines,
-        "events": n_events,
-        "malformed_lines": n_lines - n_events - n_blank - n_markers,
-        "blank_lines": n_blank,
+    return LineCounts(
+        lines=n_lines,
+        events=n_events,
+        malformed_lines=n_lines - n_events - n_blank - n_markers,
+        blank_lines=n_blank,
         # wall-clock span of the operations (creation of the first, end of the last)
-        "first_event_unix_ms": _clean(total["first"]),
-        "last_event_unix_ms": _clean(total["last"]),
-    }
+        first_event_unix_ms=_clean(total["first"]),
+        last_event_unix_ms=_clean(total["last"]),
+    )
 
 
 def _faults(parsed: DataFrame) -> list[tuple[int, str]]:

@@ -11,9 +11,13 @@ import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from purgatory.analyze.tables import DURATION_BINS_PER_DECADE, ZERO_DURATION_BIN
+
+if TYPE_CHECKING:
+    from purgatory.analyze.summary import AnalysisSummary
+    from purgatory.trace import FaultMarker
 
 Row = Mapping[str, Any]
 MAX_PANELS = 6  # purgatories drawn in per-purgatory panels; the busiest ones first
@@ -115,9 +119,9 @@ def _mark_faults(ax: Any, faults: Faults, start_s: int, label: bool) -> None:
             )
 
 
-def fault_key(faults: Sequence[Mapping[str, Any]]) -> str:
+def fault_key(faults: Sequence[FaultMarker]) -> str:
     """What the numbered fault lines stand for, as one line of text."""
-    return "; ".join(f"{i + 1}: {f['fault']}" for i, f in enumerate(faults))
+    return "; ".join(f"{i + 1}: {f.fault}" for i, f in enumerate(faults))
 
 
 # Legends beside the plot, not on it: over the data they hid the first seconds' points.
@@ -249,7 +253,7 @@ def _fmt(value: Any, kind: str) -> str:
     return str(value)
 
 
-def stats_rows(stats: Sequence[Row]) -> list[dict[str, Any]]:
+def stats_rows(stats: Sequence[Row]) -> list[Row]:
     """Per purgatory: its all-kinds total first (kind "all"), then each kind; purgatories
     by name. The cluster-wide row is left out (the summary line above gives the totals)."""
     totals = {r["purgatory"]: r for r in stats if r["level"] == "purgatory"}
@@ -257,7 +261,7 @@ def stats_rows(stats: Sequence[Row]) -> list[dict[str, Any]]:
     for row in stats:
         if row["level"] == "kind":
             kinds[str(row["purgatory"])].append(row)
-    out: list[dict[str, Any]] = []
+    out: list[Row] = []
     for name in sorted(set(totals) | set(kinds)):
         if name in totals:
             out.append({**totals[name], "kind": "all"})
@@ -325,26 +329,27 @@ STYLE = (
 )
 
 
-def _header(summary: Mapping[str, Any]) -> str:
-    inputs = list(summary.get("inputs", []))
+def _header(summary: AnalysisSummary) -> str:
+    inputs = summary.inputs
+    counts = summary.counts
     names = ", ".join(os.path.basename(str(p)) for p in inputs[:3])
     more = f" and {len(inputs) - 3} more" if len(inputs) > 3 else ""
-    first, last = summary.get("first_event_unix_ms"), summary.get("last_event_unix_ms")
+    first, last = counts.first_event_unix_ms, counts.last_event_unix_ms
     span = ""
     if first is not None and last is not None:
         start = datetime.fromtimestamp(first / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
         span = f" from {start} UTC over {(last - first) / 1000:,.1f} s"
     return (
-        f"<p>Analysed <b>{summary['events']:,}</b> operations{span}, read from "
+        f"<p>Analysed <b>{counts.events:,}</b> operations{span}, read from "
         f"{len(inputs):,} file{'s' if len(inputs) != 1 else ''} ({html.escape(names + more)}); "
-        f"{summary['malformed_lines']:,} malformed and {summary.get('blank_lines', 0):,} blank "
+        f"{counts.malformed_lines:,} malformed and {counts.blank_lines:,} blank "
         "lines skipped.</p>"
     )
 
 
 def write_report(
     out_dir: str,
-    summary: Mapping[str, Any],
+    summary: AnalysisSummary,
     stats: Sequence[Row],
     hot_keys: Sequence[Row],
     errors: Sequence[Row],
@@ -386,7 +391,7 @@ def write_report(
             ),
         ),
     ]
-    faults = summary.get("faults") or []
+    faults = summary.faults
     if plots:
         for name, title, caption in PLOTS:
             if faults and name in ("in_flight.png", "outcomes.png"):
@@ -398,7 +403,7 @@ def write_report(
             )
     parts.append(
         "<p class='note'>¹ Percentiles are approximate: "
-        f"{html.escape(str(summary.get('percentile_error', '')))}.</p></body></html>"
+        f"{html.escape(summary.percentile_error)}.</p></body></html>"
     )
     path = os.path.join(out_dir, "report.html")
     with open(path, "w", encoding="utf-8") as fh:

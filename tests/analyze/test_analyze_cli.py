@@ -13,6 +13,13 @@ import pytest
 from purgatory.analyze.cli import format_summary
 from purgatory.analyze.generate import generate_file
 from purgatory.analyze.session import default_shuffle_partitions
+from purgatory.analyze.summary import (
+    AnalysisSummary,
+    Checks,
+    LineCounts,
+    OutcomeStats,
+    PurgatoryAnalysis,
+)
 from purgatory.cli import main
 
 
@@ -48,17 +55,25 @@ def test_default_shuffle_partitions(master: str, want: int | None) -> None:
     assert default_shuffle_partitions(master) == expected
 
 
+def _summary(events: int, malformed: int, purgatories: dict[str, Any]) -> AnalysisSummary:
+    counts = LineCounts(events + malformed, events, malformed, 0, None, None)
+    return AnalysisSummary(counts, 100, "", purgatories, [], [], [], {}, 0.0)
+
+
 def test_format_summary_lists_each_purgatory() -> None:
-    entry = {
-        "operations": 10,
-        "completed": 7,
-        "expired": 2,
-        "cancelled": 1,
-        "errors": 0,
-        "expiration_rate": 0.2,
-        "duration_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0, "p999": 4.0, "max": 5.0},
-    }
-    text = format_summary({"events": 10, "malformed_lines": 1, "purgatories": {"Fetch": entry}})
+    entry = OutcomeStats(
+        operations=10,
+        completed=7,
+        expired=2,
+        cancelled=1,
+        errors=0,
+        expiration_rate=0.2,
+        errors_by_code={},
+        duration_ms={"p50": 1.0, "p90": 2.0, "p99": 3.0, "p999": 4.0, "max": 5.0},
+        lateness_ms={},
+        checks=Checks(None, None),
+    )
+    text = format_summary(_summary(10, 1, {"Fetch": PurgatoryAnalysis(entry, {})}))
     assert "malformed lines: 1" in text
     fetch = next(line for line in text.splitlines() if line.startswith("Fetch"))
     assert fetch.split()[1:7] == ["10", "7", "2", "1", "0", "20.00%"]
@@ -116,7 +131,7 @@ def test_a_run_without_any_trace_event_exits_non_zero(
     import purgatory.analyze as analyze_package
 
     (tmp_path / "empty.jsonl").write_text("\n")  # not empty, but no event in it
-    empty_summary = {"events": 0, "malformed_lines": 0, "blank_lines": 0, "purgatories": {}}
+    empty_summary = _summary(0, 0, {})
     monkeypatch.setattr(analyze_package, "run_analysis", lambda *a, **k: empty_summary)
     code = main(["analyze", str(tmp_path / "empty.jsonl"), "--out", str(tmp_path / "out")])
     assert code == 1

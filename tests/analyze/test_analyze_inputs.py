@@ -62,7 +62,9 @@ def test_directory_with_gzip_plain_nested_and_bad_lines(spark: Any, tmp_path: Pa
     (traces / "empty.jsonl").write_text("")
 
     out = tmp_path / "out"
-    summary = run_analysis([str(traces)], str(out), spark=spark, plots=False, progress=False)
+    summary = run_analysis(
+        [str(traces)], str(out), spark=spark, plots=False, progress=False
+    ).to_dict()
 
     ref = load(str(traces))
     assert ref.malformed == len(BAD_LINES)  # the reference agrees on what is malformed
@@ -92,8 +94,8 @@ def test_several_paths_are_combined(spark: Any, tmp_path: Path) -> None:
     summary = run_analysis(
         [str(first), str(second)], str(tmp_path / "out"), spark=spark, plots=False, progress=False
     )
-    assert summary["events"] == 120
-    assert summary["malformed_lines"] == 2
+    assert summary.counts.events == 120
+    assert summary.counts.malformed_lines == 2
 
 
 def test_empty_input_gives_zeros(spark: Any, tmp_path: Path) -> None:
@@ -102,7 +104,9 @@ def test_empty_input_gives_zeros(spark: Any, tmp_path: Path) -> None:
     empty_dir = tmp_path / "nothing"
     empty_dir.mkdir()
     out = tmp_path / "out"
-    summary = run_analysis([str(empty_file), str(empty_dir)], str(out), spark=spark, progress=False)
+    summary = run_analysis(
+        [str(empty_file), str(empty_dir)], str(out), spark=spark, progress=False
+    ).to_dict()
     assert summary["events"] == 0
     assert summary["malformed_lines"] == 0
     assert summary["purgatories"] == {}
@@ -122,7 +126,7 @@ def test_fault_markers_are_neither_events_nor_malformed(spark: Any, tmp_path: Pa
         fh.write(json.dumps({"fault": "crash leader broker 0", "at_ms": 1_700_000_000_000}) + "\n")
         fh.write(json.dumps({"fault": "restart broker 0", "at_ms": 1_700_000_001_000}) + "\n")
     out = tmp_path / "out"
-    summary = run_analysis([str(trace)], str(out), spark=spark, progress=False)
+    summary = run_analysis([str(trace)], str(out), spark=spark, progress=False).to_dict()
     assert summary["events"] == 50
     assert summary["malformed_lines"] == 0
     assert summary["faults"] == [

@@ -28,7 +28,7 @@ def analysed(
     trace = str(base / "trace.jsonl.gz")
     stats = generate_file(trace, 3000, seed=7, malformed=12, rate_per_s=250.0)
     out = str(base / "out")
-    summary = run_analysis([trace], out, spark=spark, progress=False, top_keys=TOP_KEYS)
+    summary = run_analysis([trace], out, spark=spark, progress=False, top_keys=TOP_KEYS).to_dict()
     ref = load(trace)
     assert (len(ref.events), ref.malformed) == (stats.events, stats.malformed) == (3000, 12)
     return summary, out, ref

@@ -11,6 +11,7 @@ import pytest
 
 from purgatory.analyze import report
 from purgatory.analyze.progress import Progress
+from purgatory.trace import FaultMarker
 
 
 def test_plots_from_aggregated_rows(tmp_path: Path) -> None:
@@ -77,7 +78,7 @@ def test_fault_lines_are_drawn_and_keyed(tmp_path: Path) -> None:
     report.plot_in_flight(series, str(tmp_path / "i.png"), 1, faults)
     report.plot_outcomes(series, str(tmp_path / "o.png"), 1, faults)
     assert (tmp_path / "i.png").read_bytes()[:4] == b"\x89PNG"
-    key = report.fault_key([{"at_ms": a, "fault": f} for a, f in faults])
+    key = report.fault_key([FaultMarker(fault=f, at_ms=a) for a, f in faults])
     assert key == "1: crash leader broker 0; 2: restart broker 0"
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from purgatory.analyze import report
+from purgatory.analyze.summary import AnalysisSummary, LineCounts
 from purgatory.analyze.tables import ZERO_DURATION_BIN
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -68,12 +69,17 @@ def _write_sample_report(out: Path) -> Path:
     report.plot_in_flight(series, str(out / "in_flight.png"), 1)
     report.plot_outcomes(series, str(out / "outcomes.png"), 1)
     report.plot_lateness(lateness, str(out / "lateness.png"))
-    summary = {
-        "events": 9_876_543, "malformed_lines": 100, "blank_lines": 2,
-        "inputs": [f"/data/traces/part-{i:05d}.jsonl.gz" for i in range(8)],
-        "first_event_unix_ms": 1_795_413_857_772.0, "last_event_unix_ms": 1_795_413_917_772.0,
-        "percentile_error": "percentile_approx(accuracy=10000)",
-    }  # fmt: skip
+    counts = LineCounts(
+        lines=9_876_645, events=9_876_543, malformed_lines=100, blank_lines=2,
+        first_event_unix_ms=1_795_413_857_772.0, last_event_unix_ms=1_795_413_917_772.0,
+    )  # fmt: skip
+    summary = AnalysisSummary(
+        counts=counts, percentile_accuracy=10000,
+        percentile_error="percentile_approx(accuracy=10000)", purgatories={},
+        malformed_samples=[], faults=[],
+        inputs=[f"/data/traces/part-{i:05d}.jsonl.gz" for i in range(8)], tables={},
+        elapsed_s=0.0,
+    )  # fmt: skip
     errors = [
         {"purgatory": "Produce", "kind": "produce", "outcome": "error",
          "error": "NOT_LEADER_OR_FOLLOWER", "operations": 2_125}
