@@ -35,6 +35,19 @@ from typing import IO, Any, Final, Literal, NamedTuple, Self, final
 
 from purgatory._outcomes import OperationRecord, Outcome, operation_kind
 
+__all__ = [
+    "EVENT_FIELDS",
+    "MARKER_FIELDS",
+    "OUTCOMES",
+    "FaultMarker",
+    "TraceEvent",
+    "TraceField",
+    "TraceLineError",
+    "TraceWriter",
+    "line_template",
+    "read_line",
+]
+
 FieldType = Literal["string", "long", "double", "array<string>"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from purgatory.sim.messages import TopicMetadata
 
@@ -83,12 +83,12 @@ class RunSummary:
         """An acked record was lost or an invariant was broken."""
         return self.lost_records > 0 or bool(self.violations)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The JSON object, fields in declaration order (the JSON edge: nested summaries
         become objects here)."""
         return dataclasses.asdict(self)
 
-    def seeded(self) -> dict[str, Any]:
+    def seeded(self) -> dict[str, object]:
         """:meth:`to_dict` without the wall-clock fields: what the same seed repeats."""
         return {k: v for k, v in self.to_dict().items() if k not in WALL_CLOCK_FIELDS}
 
