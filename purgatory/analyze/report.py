@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from purgatory._outcomes import Outcome
 from purgatory.analyze.tables import DURATION_BINS_PER_DECADE, ZERO_DURATION_BIN
 
 if TYPE_CHECKING:
@@ -22,11 +23,12 @@ if TYPE_CHECKING:
 Row = Mapping[str, Any]
 MAX_PANELS = 6  # purgatories drawn in per-purgatory panels; the busiest ones first
 
+# the per-second table's column for each outcome, and the outcome (the plots' label)
 OUTCOME_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("completions", "completed"),
-    ("expirations", "expired"),
-    ("cancellations", "cancelled"),
-    ("errors", "error"),
+    ("completions", Outcome.COMPLETED),
+    ("expirations", Outcome.EXPIRED),
+    ("cancellations", Outcome.CANCELLED),
+    ("errors", Outcome.ERROR),
 )
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from purgatory._outcomes import Outcome
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -44,7 +46,7 @@ def outcome_stats(events: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     outcome = F.col("outcome")
-    expired_lateness = F.when(outcome == "expired", F.col("lateness_ms"))
+    expired_lateness = F.when(outcome == Outcome.EXPIRED.value, F.col("lateness_ms"))
     duration_pcts = F.percentile_approx(
         "duration_ms", [q for _, q in DURATION_QUANTILES], PERCENTILE_ACCURACY
     )
@@ -54,10 +56,10 @@ def outcome_stats(events: DataFrame) -> DataFrame:
     agg = events.rollup("purgatory", "kind").agg(
         F.grouping_id().alias("gid"),
         F.count(F.lit(1)).alias("operations"),
-        _count_if(outcome == "completed").alias("completed"),
-        _count_if(outcome == "expired").alias("expired"),
-        _count_if(outcome == "cancelled").alias("cancelled"),
-        _count_if(outcome == "error").alias("errors"),
+        _count_if(outcome == Outcome.COMPLETED.value).alias("completed"),
+        _count_if(outcome == Outcome.EXPIRED.value).alias("expired"),
+        _count_if(outcome == Outcome.CANCELLED.value).alias("cancelled"),
+        _count_if(outcome == Outcome.ERROR.value).alias("errors"),
         duration_pcts.alias("duration_pcts"),
         F.max("duration_ms").alias("duration_max_ms"),
         lateness_pcts.alias("lateness_pcts"),
@@ -126,10 +128,10 @@ def per_second(events: DataFrame) -> DataFrame:
     finish = F.col("finish")
     counts = marks.groupBy("purgatory", "second").agg(
         _count_if(finish.isNull()).alias("arrivals"),
-        _count_if(finish == "completed").alias("completions"),
-        _count_if(finish == "expired").alias("expirations"),
-        _count_if(finish == "cancelled").alias("cancellations"),
-        _count_if(finish == "error").alias("errors"),
+        _count_if(finish == Outcome.COMPLETED.value).alias("completions"),
+        _count_if(finish == Outcome.EXPIRED.value).alias("expirations"),
+        _count_if(finish == Outcome.CANCELLED.value).alias("cancellations"),
+        _count_if(finish == Outcome.ERROR.value).alias("errors"),
     )
     running = (
         Window.partitionBy("purgatory")
@@ -156,7 +158,7 @@ def hot_keys(events: DataFrame, top_n: int) -> DataFrame:
         events.select(
             "purgatory",
             F.explode(F.array_distinct("keys")).alias("key"),
-            (F.col("outcome") == "expired").alias("is_expired"),
+            (F.col("outcome") == Outcome.EXPIRED.value).alias("is_expired"),
         )
         .groupBy("purgatory", "key")
         .agg(F.count(F.lit(1)).alias("operations"), _count_if(F.col("is_expired")).alias("expired"))
@@ -213,7 +215,8 @@ def lateness_histogram(
     )
     rows = [(name, lo, (hi - lo) / LATENESS_BINS or 1.0) for name, (lo, hi) in bounds.items()]
     edges = spark.createDataFrame(rows, schema)
-    expired = events.where((F.col("outcome") == "expired") & F.col("lateness_ms").isNotNull())
+    is_expired = F.col("outcome") == Outcome.EXPIRED.value
+    expired = events.where(is_expired & F.col("lateness_ms").isNotNull())
     index = F.least(
         F.floor((F.col("lateness_ms") - F.col("lo")) / F.col("width")), F.lit(LATENESS_BINS - 1)
     )

@@ -14,7 +14,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-OUTCOMES = {"completed", "expired", "cancelled", "error"}
+from purgatory._outcomes import Outcome
+
+OUTCOMES = set(Outcome)  # the product's vocabulary (not the analysis' code)
 
 
 def _is_int(v: Any) -> bool:
