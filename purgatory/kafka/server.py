@@ -2,13 +2,13 @@
 
 Requests are read and responses written through Kafka's own message schemas
 (:mod:`purgatory.kafka.schemas`): a handler takes a typed request and returns a typed
-response. A client may pipeline requests; each is dispatched as soon as it is read, so a
-Fetch parked in a purgatory does not hold up the reading of the next request, but the
-responses are written strictly in the order the requests came (Kafka's per-connection
-ordering guarantee, which clients rely on to match correlation ids). Bad input never
-raises out of a connection: it is answered with the protocol's error where the protocol
-has one, otherwise the connection is closed, and either way it is counted and logged
-(rate-limited per kind).
+response. A client may pipeline requests; as Kafka does, each is taken up only once the
+one before it on the connection is answered (a Fetch parked in a purgatory holds up the
+requests behind it, which clients allow for), and the responses are written strictly in
+the order the requests came (Kafka's per-connection ordering guarantee, which clients rely
+on to match correlation ids). Bad input never raises out of a connection: it is answered
+with the protocol's error where the protocol has one, otherwise the connection is closed,
+and either way it is counted and logged (rate-limited per kind).
 """
 
 from __future__ import annotations
@@ -323,6 +323,12 @@ class KafkaProtocolServer:
                     break
                 responses.owed += 1
                 await responses.queue.put(item)
+                # Kafka handles a connection's requests one at a time: the next is not
+                # taken up until this one is answered (its channel is muted meanwhile), so
+                # a ListOffsets sent right after a parked DeleteRecords sees the records
+                # deleted, and a pipelined Produce appends after the one before it.
+                if not item[1].done():
+                    await asyncio.wait([item[1]])
             # Responses to requests already read are still owed: the responder writes them,
             # then stops at the end marker.
             await responses.queue.put(None)
