@@ -17,7 +17,10 @@ from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
+from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
+from purgatory.kafka.handlers.delete_groups import DeleteGroupsHandlers
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
+from purgatory.kafka.handlers.describe_cluster import DescribeClusterHandlers
 from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
 from purgatory.kafka.handlers.log_offsets import LogOffsetHandlers
@@ -65,6 +68,9 @@ class KafkaFrontDoor:
             OffsetHandlers(self.offsets, self.coordinator, cluster).apis(),
             CoordinatorHandlers(self._coordinator_for, ProducerIds()).apis(),
             ElectionHandlers(cluster).apis(),
+            DescribeClusterHandlers(cluster, self.addresses).apis(),
+            DeleteGroupsHandlers(self.coordinator, self.offsets).apis(),
+            CreatePartitionsHandlers(cluster, self._topics.defaults.max_partitions).apis(),
         ]
         self._servers: dict[int, KafkaProtocolServer] = {}
         #: per-request fault rules, for every listener (none by default)

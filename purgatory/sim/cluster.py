@@ -229,6 +229,24 @@ class Cluster:
             raise RuntimeError("cluster is closed")
         self._leadership_changed(self.controller.delete_topic(name))
 
+    async def create_partitions(
+        self,
+        topic: str,
+        count: int,
+        assignment: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Grow ``topic`` to ``count`` partitions (Kafka's CreatePartitions): replicas
+        round-robin with the topic's replication factor unless ``assignment`` lists each
+        new partition's brokers; each new partition gets a leader, and Metadata shows them
+        at once. ``validate_only``: only check. Raises :class:`SimulationError` (its
+        ``code`` says why) for no such topic, a count that is not an increase or a bad
+        assignment."""
+        if self._closed:
+            raise RuntimeError("cluster is closed")
+        self.controller.create_partitions(topic, count, assignment, validate_only=validate_only)
+
     def topic_config(self, name: str) -> LogConfig | None:
         """The retention a topic was created with; None if there is no such topic."""
         parts = self._metadata.topics.get(name)

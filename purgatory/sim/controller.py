@@ -117,6 +117,82 @@ class Controller:
         metadata.bump()
         return parts
 
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignment: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> list[Partition]:
+        """Grow topic ``name`` to ``count`` partitions (Kafka's CreatePartitions): the new
+        ones get the topic's replication factor and retention, their replicas round-robin
+        from where the topic's own started unless ``assignment`` lists each new
+        partition's brokers (the first one is the preferred leader); a dead preferred
+        leader is passed over, as at creation. Returns the partitions added (none if
+        ``validate_only``: only checked). Raises :class:`SimulationError` with Kafka's code
+        and reason: no such topic UNKNOWN_TOPIC_OR_PARTITION, a count that is not an
+        increase INVALID_PARTITIONS, a bad assignment INVALID_REPLICA_ASSIGNMENT."""
+        metadata = self.metadata
+        parts = metadata.topics.get(name)
+        if parts is None:
+            raise SimulationError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise TypeError(f"count must be an int, got {count!r}")
+        existing = len(parts)
+        if count == existing:
+            raise SimulationError(
+                ErrorCode.INVALID_PARTITIONS, f"Topic already has {existing} partition(s)."
+            )
+        if count < existing:
+            raise SimulationError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"The topic {name} currently has {existing} partition(s); {count} would not "
+                "be an increase.",
+            )
+        added = count - existing
+        factor = len(parts[0].replicas)
+        if assignment is None:
+            brokers = sorted(metadata.alive)
+            first = brokers.index(parts[0].replicas[0])
+            replicas = [
+                [brokers[(first + i + r) % len(brokers)] for r in range(factor)]
+                for i in range(existing, count)
+            ]
+        else:
+            replicas = [list(r) for r in assignment]
+            if len(replicas) != added:
+                raise SimulationError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Attempted to add {added} additional partition(s), but only "
+                    f"{len(replicas)} assignment(s) were specified.",
+                )
+            for r in replicas:
+                if (
+                    len(r) != factor
+                    or len(set(r)) != len(r)
+                    or any(isinstance(b, bool) or b not in metadata.alive for b in r)
+                ):
+                    raise SimulationError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"each new partition needs {factor} distinct brokers (the topic's "
+                        f"replication factor) out of {sorted(metadata.alive)}: got {r!r}",
+                    )
+        if validate_only:
+            return []
+        config = next(iter(parts[0].logs.values())).config
+        now = loop_clock_ms()
+        new = [
+            Partition(name, existing + i, r, now, metadata.hw_listeners, config, self.log_space)
+            for i, r in enumerate(replicas)
+        ]
+        parts.extend(new)
+        for p in new:  # a dead broker cannot lead a new partition
+            if p.leader is not None and not metadata.alive[p.leader]:
+                self._elect(p, exclude=p.leader)
+        metadata.bump()
+        return new
+
     def delete_topic(self, name: str) -> list[Partition]:
         """Remove a topic: its partitions go offline under a new epoch (so the requests
         parked on them answer NOT_LEADER_OR_FOLLOWER and their clients find the topic

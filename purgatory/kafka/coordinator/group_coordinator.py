@@ -31,6 +31,7 @@ from purgatory.kafka.coordinator.groups import (
     Member,
     SyncResult,
 )
+from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.sim.errors import ErrorCode
 
 T = TypeVar("T")
@@ -266,6 +267,24 @@ class GroupCoordinator:
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
         self._beat(group, member)
+        return ErrorCode.NONE
+
+    def delete(self, group_id: str, offsets: OffsetStore) -> ErrorCode:
+        """DeleteGroups, as Kafka's coordinator decides it: a group nobody knows (no
+        membership, no committed offsets) GROUP_ID_NOT_FOUND; one that is not Empty (it
+        has members, or is rebalancing) NON_EMPTY_GROUP; otherwise the group and its
+        committed offsets go (ids handed out with MEMBER_ID_REQUIRED but never used go
+        with it), NONE."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return (
+                ErrorCode.NONE if offsets.delete_group(group_id) else ErrorCode.GROUP_ID_NOT_FOUND
+            )
+        if group.state is not GroupState.EMPTY or group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        group.pending.clear()  # their sessions find them gone and stop
+        del self.groups[group_id]
+        offsets.delete_group(group_id)
         return ErrorCode.NONE
 
     # -- rebalancing -----------------------------------------------------------------------

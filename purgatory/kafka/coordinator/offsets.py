@@ -43,6 +43,14 @@ class OffsetStore:
                 out.setdefault(topic, []).append(partition)
         return out
 
+    def delete_group(self, group: str) -> int:
+        """Forget everything ``group`` committed (DeleteGroups); returns how many
+        partitions' offsets went."""
+        gone = [key for key in self.committed if key[0] == group]
+        for key in gone:
+            del self.committed[key]
+        return len(gone)
+
     def groups(self) -> list[str]:
         """Every group that committed, in the order they first did."""
         return list(dict.fromkeys(group for group, _, _ in self.committed))
