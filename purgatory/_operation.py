@@ -15,6 +15,7 @@ import asyncio
 import enum
 import inspect
 import logging
+import warnings
 from collections.abc import Awaitable, Generator, Hashable
 from typing import TYPE_CHECKING, Any, ClassVar, Final, SupportsIndex
 
@@ -30,8 +31,14 @@ logger = logging.getLogger("purgatory.operation")
 
 class OperationCancelled(Exception):
     """Raised by ``await op`` (and ``park``, ``wait_until``) when the operation was
-    abandoned instead of completing: the purgatory shut down, the submitting task was
-    cancelled, or ``op.abandon()`` was called. ``from purgatory import OperationCancelled``."""
+    cancelled instead of completing: ``op.cancel()`` or ``cancel_for_key`` was called, the
+    purgatory shut down, or the submitting or parking task was cancelled.
+    ``from purgatory import OperationCancelled``.
+
+    An ``Exception``, deliberately not an :class:`asyncio.CancelledError`: the *operation*
+    was cancelled, not the task awaiting it. A ``CancelledError`` escaping a task marks that
+    task cancelled (``task.cancelled()``, ``asyncio.gather``, ``TaskGroup`` and
+    ``asyncio.timeout`` all treat it as a cancellation of the task itself)."""
 
 
 class OperationState(enum.Enum):
@@ -54,6 +61,10 @@ _CANCELLED: Final = OperationState.CANCELLED
 _IDLE: Final = 0
 _CHECKING: Final = 1
 _RECHECK: Final = 2
+
+# warnings.warn's stacklevel that names the caller of the function warning: a compiled
+# function has no Python frame of its own, so its caller is one level closer.
+_CALLER: Final = 2 if __file__.endswith(".py") else 1
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -86,6 +97,14 @@ class DelayedOperation(TimerTask):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.is_async = inspect.iscoroutinefunction(cls.try_complete)
+        if "abandon" in vars(cls):
+            warnings.warn(
+                f"{cls.__qualname__} overrides abandon(), a deprecated alias of cancel() that "
+                "the purgatory no longer calls (shutdown, cancel_for_key and cancelled callers "
+                "call cancel()): override cancel() instead",
+                DeprecationWarning,
+                stacklevel=_CALLER,
+            )
 
     def __init__(self, delay_ms: SupportsIndex) -> None:
         super().__init__(delay_ms)
@@ -135,7 +154,7 @@ class DelayedOperation(TimerTask):
 
     @property
     def is_cancelled(self) -> bool:
-        """True if the operation was abandoned (``await op`` raises OperationCancelled)."""
+        """True if the operation was cancelled (``await op`` raises OperationCancelled)."""
         return self._state is _CANCELLED
 
     @property
@@ -151,10 +170,27 @@ class DelayedOperation(TimerTask):
         """Expiration: the timer calls this when the delay has passed."""
         finish_operation(self, _EXPIRED)
 
-    def abandon(self) -> bool:
-        """Drop the operation: it neither completes nor expires; ``await op`` raises
-        :class:`OperationCancelled`. True if it was pending."""
+    def cancel(self) -> bool:
+        """Cancel the operation, as ``Future.cancel()`` cancels a future: it goes
+        CANCELLED, leaves the timer and every watcher list (no trigger checks it again),
+        ``on_complete`` and ``on_expiration`` never run, and ``await op`` raises
+        :class:`OperationCancelled`. True if this call cancelled it; False if it was
+        already done (completed, expired or cancelled).
+
+        Unlike ``TimerTask.cancel()``, which only takes a plain task off its timer, this
+        never leaves an operation pending without its timeout. The purgatory cancels
+        through this method (shutdown, ``cancel_for_key``, a cancelled caller): an
+        override that calls ``super().cancel()`` sees every cancellation."""
         return finish_operation(self, _CANCELLED)
+
+    def abandon(self) -> bool:
+        """Deprecated alias of :meth:`cancel` (``DeprecationWarning``)."""
+        warnings.warn(
+            "DelayedOperation.abandon() is deprecated: use cancel(), which does the same",
+            DeprecationWarning,
+            stacklevel=_CALLER,
+        )
+        return self.cancel()
 
     # -- checking --------------------------------------------------------------------------
 
@@ -235,10 +271,11 @@ def finish_operation(op: DelayedOperation, state: OperationState) -> bool:
         return False
     op._state = state
     if op._bucket is not None:
-        # TimerTask.cancel(op), not op.cancel(): in the compiled build a method call on an
-        # interpreted subclass is a Python attribute lookup (about 10% of a completion),
-        # this is a direct call (within 2% of the hand-inlined copy it replaced)
-        TimerTask.cancel(op)
+        # Timer-only removal (op.cancel() cancels the operation), and TimerTask._unschedule(op)
+        # rather than op._unschedule(): in the compiled build a method call on an interpreted
+        # subclass is a Python attribute lookup (about 10% of a completion), this is a
+        # direct call (within 2% of the hand-inlined copy it replaced)
+        TimerTask._unschedule(op)
     error: BaseException | None = None
     if state is not _CANCELLED:
         callback = "on_complete"

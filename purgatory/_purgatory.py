@@ -101,15 +101,15 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._register(op, keys)
         if not op.is_async:
             return self._check_else_watch(op)
-        if await self._try_or_abandon(op):
+        if await self._try_or_cancel(op):
             return True
         if self._closed:
-            op.abandon()
+            op.cancel()
             return False
         self._watch(op)
         # The first check awaited before the op was watched: a trigger may have come and
         # gone meanwhile, so check again now that every trigger will find it.
-        if await self._try_or_abandon(op):
+        if await self._try_or_cancel(op):
             return True
         self._schedule_timeout(op, self.timer.now_ms())
         return False
@@ -118,15 +118,15 @@ class DelayedOperationPurgatory(Generic[Op]):
         """Hand ``op`` in (:meth:`try_complete_else_watch`) and wait until its
         ``on_complete`` has run; return ``op``.
 
-        If the calling task is cancelled, ``op`` is abandoned. Raises
-        :class:`~purgatory.OperationCancelled` if the op was abandoned (e.g. by
+        If the calling task is cancelled, ``op`` is cancelled. Raises
+        :class:`~purgatory.OperationCancelled` if the op was cancelled (e.g. by
         :meth:`shutdown`), and whatever ``on_complete``/``on_expiration`` raised.
         """
         await self.try_complete_else_watch(op, keys)
         try:
             await op
         except asyncio.CancelledError:
-            op.abandon()
+            op.cancel()
             raise
         return op
 
@@ -233,21 +233,25 @@ class DelayedOperationPurgatory(Generic[Op]):
         return self._watchers.get(key)
 
     def cancel_for_key(self, key: Hashable) -> list[Op]:
-        """Stop watching ``key``: its pending operations lose their timeout and are
-        returned. They neither complete nor expire (unless triggered via another key)."""
+        """Cancel every pending operation watched on ``key`` (each as ``op.cancel()``
+        does: it leaves the timer and all its keys, ``await op`` raises
+        :class:`~purgatory.OperationCancelled`) and drop the key's watcher list. Returns
+        the operations it cancelled."""
         ops = self._watchers.pop(key, None)
         if ops is None:
             return []
         self._watched -= len(ops)
-        pending = []
+        cancelled = []
         for op in ops:
             if op._state is _PENDING:
+                # this entry is gone with the list; cancelling marks the op's entries
+                # under its other keys stale
                 op._entries -= 1
                 op.cancel()
-                pending.append(op)
+                cancelled.append(op)
             else:
                 self._stale_entries -= 1
-        return pending
+        return cancelled
 
     @property
     def watched(self) -> int:
@@ -304,14 +308,14 @@ class DelayedOperationPurgatory(Generic[Op]):
             report_callback_error(op, exc, "try_complete")
             return False
 
-    async def _try_or_abandon(self, op: Op) -> bool:
-        """A check on the way in: if the caller is cancelled during it, the op is abandoned
+    async def _try_or_cancel(self, op: Op) -> bool:
+        """A check on the way in: if the caller is cancelled during it, the op is cancelled
         (``await op`` raises OperationCancelled), so it is never left watched without its
         timeout."""
         try:
             return await self._try(op)
         except BaseException:
-            op.abandon()
+            op.cancel()
             raise
 
     def _register(self, op: Op, keys: Iterable[Hashable]) -> None:
@@ -401,11 +405,11 @@ class DelayedOperationPurgatory(Generic[Op]):
 
     def _schedule_timeout(self, op: Op, now: float) -> None:
         """Time ``op`` out ``op.delay_ms`` after ``now`` (the timer's clock), unless it is
-        done already; abandon it if the purgatory shut down meanwhile."""
+        done already; cancel it if the purgatory shut down meanwhile."""
         if op._state is not _PENDING:
             return
         if self._closed:
-            op.abandon()
+            op.cancel()
         elif self.timer_enabled:
             self.timer._add_at(op, now)
             if self._reaper is None:
@@ -532,7 +536,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         await self.shutdown()
 
     async def shutdown(self) -> None:
-        """Stop the reaper; every pending operation is abandoned, so ``await op`` raises
+        """Stop the reaper; every pending operation is cancelled, so ``await op`` raises
         :class:`~purgatory.OperationCancelled` instead of hanging."""
         if self._closed:
             return
@@ -546,10 +550,10 @@ class DelayedOperationPurgatory(Generic[Op]):
         self._reaper = self._purger = None
         for ops in list(self._watchers.values()):
             for op in ops:
-                op.abandon()
+                op.cancel()
         for leftover in self.timer.close():
             if isinstance(leftover, DelayedOperation):
-                leftover.abandon()
+                leftover.cancel()
         self._watchers.clear()
         self._watched = self._stale_entries = 0
 

@@ -111,7 +111,8 @@ class SystemTimer:
         if core is None:
             core = self._core = TimerCore(self._tick_ms, self._wheel_size, math.floor(now))
         if task._bucket is not None:
-            task.cancel()
+            # timer-only: re-adding moves the task; task.cancel() would cancel an operation
+            TimerTask._unschedule(task)
         delay = task._delay_ms
         # Round the deadline up: with a fractional clock, rounding down would run early.
         expiration = math.ceil(now + delay) if delay > 0 else math.floor(now)

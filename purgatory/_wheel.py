@@ -4,7 +4,7 @@ Kafka's design (TimingWheel, TimerTaskList, TimerTaskEntry), without threads or 
 the caller passes integer milliseconds in and gets due tasks out.
 
 * A bucket is a circular doubly-linked list whose sentinel is the bucket itself, so adding
-  and cancelling a task are O(1). The task *is* its list entry (Kafka's TimerTaskEntry is
+  and removing a task are O(1). The task *is* its list entry (Kafka's TimerTaskEntry is
   folded into TimerTask): no allocation per schedule.
 * Wheel level ``k`` has tick ``tick_ms * wheel_size**k``; a task too far out for one level
   goes to the next, created on demand.
@@ -102,16 +102,30 @@ class TimerTask(_Node):
         """Called by the timer once the deadline has passed."""
         raise NotImplementedError
 
-    def cancel(self) -> None:
-        """Remove the task from its timer, if any. O(1); safe to call at any time."""
+    def cancel(self) -> bool:
+        """Remove the task from its timer, if any: it will not run. O(1); safe to call at
+        any time. True if it was scheduled.
+
+        :class:`~purgatory.DelayedOperation` overrides this to cancel the operation
+        itself; the timer never calls ``cancel()`` (it unschedules with ``_unschedule``).
+        """
+        return TimerTask._unschedule(self)
+
+    @final
+    def _unschedule(self) -> bool:
+        """Unlink the task from its timer, if any; True if it was scheduled. Timer-only,
+        whatever the subclass: what the timer and the completion path call (as
+        ``TimerTask._unschedule(task)``, a direct call in the compiled build)."""
         bucket = self._bucket
-        if bucket is not None:
-            prev = self._prev
-            nxt = self._next
-            prev._next = nxt
-            nxt._prev = prev
-            self._bucket = None
-            bucket.core._size -= 1
+        if bucket is None:
+            return False
+        prev = self._prev
+        nxt = self._next
+        prev._next = nxt
+        nxt._prev = prev
+        self._bucket = None
+        bucket.core._size -= 1
+        return True
 
 
 @final
@@ -317,8 +331,10 @@ class TimerCore:
         while ready_heap and ready_heap[0][0] <= now_ms:
             entry = heapq.heappop(ready_heap)
             if self._is_live_ready(entry):
-                entry[2].cancel()  # unlink from the ready list
-                self._size += 1  # cancel() counted it out; the count below does it once
+                # unlink from the ready list: timer-only (an operation's cancel() would
+                # cancel the operation instead of handing it out to expire)
+                TimerTask._unschedule(entry[2])
+                self._size += 1  # _unschedule counted it out; the count below does it once
                 due.append(entry[2])
         self._size -= len(due)
         # Keep the wheels near the present so new tasks land in fine levels (safe: every

@@ -5,7 +5,7 @@ park in the broker's purgatories while the handler awaits them, within the parke
 budget (:mod:`purgatory.service.pending`: fetches never take the slots kept for the produces
 that wake them). Run the app with
 ``handler_cancellation=True`` (``purgatory serve`` does): a client that disconnects then
-cancels its handler, and the broker abandons the parked operation.
+cancels its handler, and the broker cancels the parked operation.
 
 The app owns the broker it is given: on shutdown it refuses new requests, closes the
 broker (which answers every parked request) and waits for those answers to be written.

@@ -344,7 +344,7 @@ class Cluster:
         self, request: messages.ProduceRequest, reply: Callable[[messages.ProduceResult], None]
     ) -> DelayedProduce | None:
         """:meth:`produce` for callback clients: ``reply(result)`` runs exactly once, maybe
-        before this returns. Returns the parked operation, if any (``abandon()`` drops
+        before this returns. Returns the parked operation, if any (``cancel()`` drops
         it). No task or future per request: the simulated clients use this."""
         return self._send(request, reply, ReplicaManager.produce, messages.ProduceResult)
 

@@ -140,10 +140,10 @@ class BrokerOperation(DelayedOperation, Generic[R]):
         if self.reply is not None:
             self.reply(result)
 
-    def abandon(self) -> bool:
+    def cancel(self) -> bool:
         """Drop the request (nobody waits for it any more; the observer still sees it);
         True if it was pending."""
-        if not super().abandon():
+        if not super().cancel():
             return False
         if self.observer is not None:
             self.observer(self)
@@ -151,7 +151,7 @@ class BrokerOperation(DelayedOperation, Generic[R]):
 
     def answer_unavailable(self) -> None:
         """Drop the request (broker shutdown) and tell its client so."""
-        if self.abandon():
+        if self.cancel():
             self.result = result = self.unavailable()
             if self.reply is not None:
                 self.reply(result)

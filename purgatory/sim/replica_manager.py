@@ -195,7 +195,7 @@ class ReplicaManager:
         self.purgatories[op.purgatory_name].try_complete_else_watch_nowait(op, op.watch_keys())
 
     async def park(self, op: BrokerOperation[Any]) -> Any:
-        """Park ``op`` with the core's ``park`` (abandoned if the awaiting task is cancelled,
+        """Park ``op`` with the core's ``park`` (cancelled if the awaiting task is cancelled,
         e.g. an HTTP client went away) and return its answer; None if the broker shut down
         or crashed under it without one."""
         with contextlib.suppress(OperationCancelled):  # answered unavailable, or not at all

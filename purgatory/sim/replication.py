@@ -107,7 +107,7 @@ class ReplicaFetcher:
         self._handle = self._loop.call_soon(self._send)
 
     def stop(self) -> None:
-        """Stop at once: a pending answer is dropped, a parked fetch abandoned."""
+        """Stop at once: a pending answer is dropped, a parked fetch cancelled."""
         if not self._running:
             return
         self._running = False
@@ -117,7 +117,7 @@ class ReplicaFetcher:
             self._handle = None
         parked, self._parked = self._parked, None
         if parked is not None:
-            parked.abandon()
+            parked.cancel()
 
     def _current_targets(self) -> list[Partition]:
         metadata = self._metadata

@@ -142,25 +142,6 @@ async def test_watched_falls_back_below_purge_interval_without_any_expiry() -> N
 
 
 @pytest.mark.asyncio
-async def test_cancel_for_key_returns_pending_ops_which_then_never_fire() -> None:
-    async with DelayedOperationPurgatory[Flag]("p") as purgatory:
-        ops = [Flag(10) for _ in range(3)]
-        await purgatory.try_complete_else_watch(ops[0], ["key"])
-        await purgatory.try_complete_else_watch(ops[1], ["key", "other"])
-        await purgatory.try_complete_else_watch(ops[2], ["other"])
-        cancelled = purgatory.cancel_for_key("key")
-        assert cancelled == ops[:2]
-        assert purgatory.cancel_for_key("missing") == []
-        assert (purgatory.watched, purgatory.num_delayed) == (2, 1)
-        await asyncio.sleep(0.05)
-        assert ops[2].is_expired
-        assert not ops[0].is_done
-        assert not ops[1].is_done
-        ops[1].ready[0] = True  # still reachable through its other key
-        assert await purgatory.check_and_complete("other") == 1
-
-
-@pytest.mark.asyncio
 async def test_async_check_pending_loses_no_trigger() -> None:
     """A trigger during an in-flight check makes that check run again, not wait."""
     state = {"version": 1}

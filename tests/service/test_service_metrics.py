@@ -101,7 +101,7 @@ def test_errors_cancellations_and_several_purgatories() -> None:
         await fetch.try_complete_else_watch(abandoned, ["f"])
         flag["set"] = True
         await produce.check_and_complete("p")
-        assert abandoned.abandon()
+        assert abandoned.cancel()
         got = samples(registry)
         assert got[("purgatory_operation_errors_total", (("purgatory", "Produce"),))] == 1
         assert got[("purgatory_operation_errors_total", (("purgatory", "Fetch"),))] == 0
