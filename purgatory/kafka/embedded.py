@@ -28,6 +28,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final, Self, TypeVar, final
 
+from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult, Latency, Record
@@ -49,9 +50,15 @@ class AsyncEmbeddedKafka:
 
     ``topics`` are created at start (name -> partitions, or (partitions, replication
     factor)); the replication factor defaults to ``min(3, brokers)``, as in Kafka's
-    tests. ``min_insync_replicas`` is Kafka's ``min.insync.replicas``; other
-    :class:`~purgatory.sim.Cluster` options (retention, replica lag, round trips) go in
-    ``cluster_options``.
+    tests, or to ``default.replication.factor`` if ``configs`` sets it.
+
+    ``configs`` are broker configs by Kafka's names, as a test Kafka's server.properties
+    sets them (:data:`~purgatory.kafka.broker_configs.BROKER_CONFIGS`: ``num.partitions``,
+    ``auto.create.topics.enable``, ``group.min.session.timeout.ms``,
+    ``message.max.bytes``, ``log.retention.ms``, ...), values as Kafka's text or typed;
+    an unknown name or a bad value raises ValueError naming it. ``min_insync_replicas`` is
+    ``min.insync.replicas`` too; other :class:`~purgatory.sim.Cluster` options (replica
+    lag, round trips) go in ``cluster_options``.
     """
 
     def __init__(
@@ -63,11 +70,17 @@ class AsyncEmbeddedKafka:
         host: str = "127.0.0.1",
         seed: int = 0,
         cluster_options: Mapping[str, Any] | None = None,
+        configs: Mapping[str, object] | None = None,
     ) -> None:
-        self.cluster = Cluster(
-            brokers, seed=seed, min_insync_replicas=min_insync_replicas, **(cluster_options or {})
-        )
-        self.front_door = KafkaFrontDoor(self.cluster, host, 0)
+        checked = _checked_configs(brokers, configs, min_insync_replicas, cluster_options)
+        options = dict(cluster_options or {})
+        options["min_insync_replicas"] = checked.number("min.insync.replicas")
+        for name, option in _CLUSTER_CONFIGS.items():
+            if checked.is_set(name):
+                options[option] = checked.explicit[name]
+        self.cluster = Cluster(brokers, seed=seed, **options)
+        self.configs = checked
+        self.front_door = KafkaFrontDoor(self.cluster, host, 0, configs=checked)
         self._topics = dict(topics or {})
         self._started = False
 
@@ -121,11 +134,16 @@ class AsyncEmbeddedKafka:
     async def create_topic(
         self, name: str, partitions: int = 1, replication_factor: int | None = None
     ) -> None:
-        """Create a topic (replication factor default: ``min(3, brokers)``). Raises
+        """Create a topic (replication factor default: ``default.replication.factor`` if
+        set, else ``min(3, brokers)``). Raises
         :class:`~purgatory.sim.SimulationError` (its ``code`` is Kafka's) if it exists or
         the sizes are impossible."""
         if replication_factor is None:
-            replication_factor = min(3, len(self.cluster.brokers))
+            replication_factor = (
+                self.configs.number("default.replication.factor")
+                if self.configs.is_set("default.replication.factor")
+                else min(3, len(self.cluster.brokers))
+            )
         await self.cluster.create_topic(name, partitions, replication_factor)
 
     async def delete_topic(self, name: str) -> None:
@@ -227,8 +245,12 @@ class EmbeddedKafka:
         host: str = "127.0.0.1",
         seed: int = 0,
         cluster_options: Mapping[str, Any] | None = None,
+        configs: Mapping[str, object] | None = None,
         loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
     ) -> None:
+        # checked here, so that a bad config raises before any thread starts
+        _checked_configs(brokers, configs, min_insync_replicas, cluster_options)
+
         def build() -> AsyncEmbeddedKafka:
             return AsyncEmbeddedKafka(
                 brokers,
@@ -237,6 +259,7 @@ class EmbeddedKafka:
                 host=host,
                 seed=seed,
                 cluster_options=cluster_options,
+                configs=configs,
             )
 
         self._build = build
@@ -390,6 +413,45 @@ class EmbeddedKafka:
     def __repr__(self) -> str:
         state = "running" if self._kafka is not None else "stopped"
         return f"<EmbeddedKafka {state} {self._kafka.bootstrap_servers if self._kafka else ''}>"
+
+
+#: the broker configs the cluster keeps: config name -> :class:`Cluster` option
+_CLUSTER_CONFIGS: Final = {
+    "log.retention.ms": "log_retention_ms",
+    "log.retention.bytes": "log_retention_bytes",
+}
+
+
+def _checked_configs(
+    brokers: int,
+    configs: Mapping[str, object] | None,
+    min_insync_replicas: int,
+    cluster_options: Mapping[str, Any] | None,
+) -> BrokerConfigs:
+    """``configs`` checked (:func:`broker_configs`), with ``min_insync_replicas`` as
+    ``min.insync.replicas`` unless it sets that; ValueError for a bad config, one set twice
+    (also as an argument or a cluster option, differently), or a replication factor the
+    brokers cannot hold."""
+    checked = broker_configs(configs)
+    options = cluster_options or {}
+    explicit = dict(checked.explicit)
+    if "min_insync_replicas" in options:
+        raise ValueError("min_insync_replicas is an argument, not a cluster option")
+    if checked.is_set("min.insync.replicas"):
+        if min_insync_replicas not in (1, explicit["min.insync.replicas"]):
+            raise ValueError(
+                f"min.insync.replicas={explicit['min.insync.replicas']} contradicts "
+                f"min_insync_replicas={min_insync_replicas}"
+            )
+    elif min_insync_replicas != 1:
+        explicit["min.insync.replicas"] = min_insync_replicas
+    for name, option in _CLUSTER_CONFIGS.items():
+        if name in explicit and option in options:
+            raise ValueError(f"{name} is set twice: in configs and as cluster option {option}")
+    factor = explicit.get("default.replication.factor")
+    if factor is not None and isinstance(brokers, int) and factor > brokers:
+        raise ValueError(f"default.replication.factor={factor} exceeds the {brokers} brokers")
+    return BrokerConfigs(explicit)
 
 
 async def _finish_tasks() -> None:

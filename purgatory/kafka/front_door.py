@@ -11,6 +11,7 @@ import zlib
 from typing import final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
@@ -37,10 +38,13 @@ from purgatory.sim import Cluster
 class KafkaFrontDoor:
     """Serves the Kafka protocol for every broker of ``cluster``; ``base_port`` 0 lets each
     listener pick a free port (tests), and Metadata advertises the ports actually bound.
-    ``limits`` bound the connections of all the listeners together; ``topics`` are the
-    defaults of topic creation, and whether a Metadata request creates unknown topics
-    (Kafka's ``auto.create.topics.enable``; off by default here); :attr:`faults` holds the
-    per-request fault rules of every listener."""
+    ``limits`` bound the connections of all the listeners together; ``configs`` are the
+    broker configs by Kafka's names (:mod:`purgatory.kafka.broker_configs`): topic
+    creation's defaults and whether a Metadata request creates unknown topics
+    (``auto.create.topics.enable``; off by default here), the group session bounds and
+    initial rebalance delay, the largest batch a Produce may carry; those the cluster
+    keeps (retention, ``min.insync.replicas``) it must have been built with. :attr:`faults`
+    holds the per-request fault rules of every listener."""
 
     def __init__(
         self,
@@ -49,7 +53,7 @@ class KafkaFrontDoor:
         base_port: int,
         limits: ListenerLimits | None = None,
         *,
-        topics: TopicDefaults | None = None,
+        configs: BrokerConfigs | None = None,
     ) -> None:
         self.cluster = cluster
         self.host = host
@@ -59,9 +63,15 @@ class KafkaFrontDoor:
         self.addresses: dict[int, tuple[str, int]] = {}
         # One coordinator serves every broker; its purgatories carry the label the
         # brokers' do, so that they share the metric families.
-        self.coordinator = GroupCoordinator(labels={"broker": "all"})
+        self.configs = BrokerConfigs() if configs is None else configs
+        self.coordinator = GroupCoordinator(
+            self.configs.number("group.min.session.timeout.ms"),
+            self.configs.number("group.max.session.timeout.ms"),
+            labels={"broker": "all"},
+            initial_rebalance_delay_ms=self.configs.number("group.initial.rebalance.delay.ms"),
+        )
         self.offsets = OffsetStore()
-        self._topics = TopicHandlers(cluster, topics)
+        self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs))
         self._shared: list[ApiTable] = [
             self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
@@ -95,14 +105,19 @@ class KafkaFrontDoor:
             port = self.addresses[broker_id][1]
         server = KafkaProtocolServer(self.stats, self.limits, broker_id)
         partitions = PartitionHandlers(
-            self.cluster, broker_id, self.addresses, self.stats, self._topics.auto_create
+            self.cluster,
+            broker_id,
+            self.addresses,
+            self.stats,
+            self._topics.auto_create,
+            self.configs.number("message.max.bytes"),
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)
         groups = GroupHandlers(
             self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
         )
-        configs = ConfigHandlers(self.cluster, broker_id, self._topics.defaults.settings())
+        configs = ConfigHandlers(self.cluster, broker_id, self.configs)
         for apis in [
             partitions.apis(),
             log_offsets.apis(),

@@ -10,6 +10,10 @@ unless a test names the fixture. Three brokers by default; a marker passes
     def test_orders(kafka_cluster):
         producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers)
 
+Broker configs go by Kafka's names, as your test Kafka's server.properties sets them::
+
+    @pytest.mark.kafka_cluster(configs={"group.min.session.timeout.ms": 1000})
+
 The cluster runs on its own loop thread, so the fixture serves synchronous tests
 (kafka-python, confluent-kafka) and asyncio tests (aiokafka) alike.
 """
@@ -31,8 +35,9 @@ NAME = "kafka_cluster"
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{NAME}(brokers=3, topics=None, min_insync_replicas=1, cluster_options=None): "
-        "the embedded Kafka cluster of the kafka_cluster fixture (EmbeddedKafka's arguments)",
+        f"{NAME}(brokers=3, topics=None, min_insync_replicas=1, cluster_options=None, "
+        "configs=None): the embedded Kafka cluster of the kafka_cluster fixture "
+        "(EmbeddedKafka's arguments; configs: broker configs by Kafka's names)",
     )
 
 

@@ -90,11 +90,16 @@ def topic_count(broker: ServiceCluster) -> int:
 
 
 async def new_cluster(
-    brokers: int, replica_rtt_ms: float | None = None, storage: StorageLimits | None = None
+    brokers: int,
+    replica_rtt_ms: float | None = None,
+    storage: StorageLimits | None = None,
+    *,
+    min_insync_replicas: int = 1,
 ) -> Cluster:
     """A started simulated cluster (imported lazily: the sim is the default broker).
     ``replica_rtt_ms``: the replication network's median round trip (None: the cluster's
-    default; 0: instant); ``storage``: its stored-bytes cap and default retention."""
+    default; 0: instant); ``storage``: its stored-bytes cap and default retention;
+    ``min_insync_replicas``: Kafka's ``min.insync.replicas``."""
     from purgatory.sim.cluster import DEFAULT_REPLICA_RTT, Cluster
     from purgatory.sim.faults import Latency
 
@@ -108,6 +113,7 @@ async def new_cluster(
         log_retention_bytes=storage.retention_bytes,
         log_retention_ms=storage.retention_ms,
         max_stored_bytes=storage.max_stored_bytes,
+        min_insync_replicas=min_insync_replicas,
     )
     await cluster.start()
     return cluster

@@ -20,10 +20,16 @@ import os
 import signal
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from purgatory.event_loops import available_loops, default_loop, loop_factory
+from purgatory.kafka.broker_configs import (
+    BROKER_CONFIGS,
+    BrokerConfigs,
+    broker_configs,
+    parse_assignment,
+)
 from purgatory.kafka.server import ListenerLimits
 from purgatory.service.config import (
     DEFAULT_MAX_CONNECTIONS,
@@ -199,9 +205,21 @@ def _add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kafka-auto-create-topics",
         action="store_true",
-        help="a Kafka Metadata request naming an unknown topic creates it, with 1 "
-        "partition and replication factor 1 (Kafka's auto.create.topics.enable, on by "
-        "default in Kafka; default here: off)",
+        help="a Kafka Metadata request naming an unknown topic creates it, with "
+        "num.partitions partitions and default.replication.factor replicas (1 and 1 "
+        "unless --kafka-config sets them): shorthand for --kafka-config "
+        "auto.create.topics.enable=true (on by default in Kafka; default here: off)",
+    )
+    parser.add_argument(
+        "--kafka-config",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a broker config by Kafka's name, as your test Kafka's server.properties "
+        "sets it (repeatable), e.g. num.partitions=2 or group.min.session.timeout.ms=1000; "
+        "DescribeConfigs reports it. Known: " + ", ".join(BROKER_CONFIGS) + " (see "
+        "docs/kafka.md); log.retention.ms and log.retention.bytes replace --retention-ms "
+        "and --retention-bytes",
     )
 
 
@@ -269,7 +287,10 @@ class ServeSettings:
     """Everything ``purgatory serve`` runs with; :func:`settings_from_args` builds it from
     the flags, checked. ``port`` 0 picks a free port; ``kafka_port`` None serves no Kafka,
     0 picks consecutive free ports (broker i on the first + i); ``ready_file`` is where to
-    write the bound addresses once every listener is up (:func:`ready_document`)."""
+    write the bound addresses once every listener is up (:func:`ready_document`);
+    ``kafka_configs`` are the broker configs by Kafka's names (``--kafka-config``), those
+    the cluster keeps (``log.retention.*``, ``min.insync.replicas``) applied whether or
+    not Kafka is served."""
 
     host: str = "127.0.0.1"
     port: int = 8080
@@ -284,6 +305,7 @@ class ServeSettings:
     kafka_port: int | None = None
     kafka_limits: ListenerLimits | None = None
     kafka_auto_create_topics: bool = False
+    kafka_configs: BrokerConfigs = field(default_factory=BrokerConfigs)
     trace: TraceWriter | None = None
     ready_file: str | None = None
 
@@ -319,6 +341,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         allowed_hosts=args.allowed_host,
     )
     _check_cluster_flags(args)
+    kafka_configs = _kafka_configs(args, storage)
     _check_ready_file(args.ready_file)
     trace = None if args.trace is None else TraceWriter(args.trace)  # last: nothing to undo
     return ServeSettings(
@@ -335,9 +358,60 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         kafka_port=args.kafka_port,
         kafka_limits=kafka_limits,
         kafka_auto_create_topics=args.kafka_auto_create_topics,
+        kafka_configs=kafka_configs,
         trace=trace,
         ready_file=args.ready_file,
     )
+
+
+#: the broker configs that replace a storage flag: config -> (flag, StorageLimits field)
+_STORAGE_CONFIGS = {
+    "log.retention.ms": ("--retention-ms", "retention_ms"),
+    "log.retention.bytes": ("--retention-bytes", "retention_bytes"),
+}
+
+
+def _kafka_configs(args: argparse.Namespace, storage: StorageLimits) -> BrokerConfigs:
+    """The ``--kafka-config`` settings checked, refusing one that contradicts another
+    flag (or itself) or a replication factor the brokers cannot hold."""
+    given: dict[str, str] = {}
+    for text in args.kafka_config:
+        name, value = parse_assignment(text)
+        if name in given and given[name] != value:
+            raise ValueError(f"--kafka-config {name} given twice: {given[name]!r}, {value!r}")
+        given[name] = value
+    try:
+        configs = broker_configs(given)
+    except ValueError as exc:
+        raise ValueError(f"--kafka-config {exc}") from None
+    auto = configs.explicit.get("auto.create.topics.enable")
+    if args.kafka_auto_create_topics and auto is False:
+        raise ValueError(
+            "--kafka-auto-create-topics contradicts --kafka-config auto.create.topics.enable=false"
+        )
+    defaults = StorageLimits()
+    for name, (flag, attribute) in _STORAGE_CONFIGS.items():
+        if configs.is_set(name) and getattr(storage, attribute) != getattr(defaults, attribute):
+            raise ValueError(f"--kafka-config {name} and {flag} both set the same retention")
+    factor = configs.explicit.get("default.replication.factor", 1)
+    if factor > args.brokers:
+        raise ValueError(
+            f"--kafka-config default.replication.factor={factor} exceeds --brokers {args.brokers}"
+        )
+    return configs
+
+
+def _effective_configs(settings: ServeSettings) -> tuple[BrokerConfigs, StorageLimits]:
+    """The broker configs, with ``--kafka-auto-create-topics`` as
+    ``auto.create.topics.enable``, and the storage limits with the retention they set."""
+    explicit = dict(settings.kafka_configs.explicit)
+    if settings.kafka_auto_create_topics:
+        explicit.setdefault("auto.create.topics.enable", True)
+    storage = StorageLimits() if settings.storage is None else settings.storage
+    for name, (_, attribute) in _STORAGE_CONFIGS.items():
+        if name in explicit:
+            storage = replace(storage, **{attribute: explicit[name]})
+    return BrokerConfigs(explicit), storage
 
 
 def _check_ready_file(path: str | None) -> None:
@@ -394,24 +468,28 @@ def run(args: argparse.Namespace) -> int:
 async def serve(settings: ServeSettings) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status. With ``kafka_port``, each
     broker also speaks the Kafka protocol (:mod:`purgatory.kafka`) over the same cluster,
-    within ``kafka_limits``, creating the unknown topics a Metadata request names if
-    ``kafka_auto_create_topics``.
+    within ``kafka_limits``, with the broker configs ``kafka_configs``, creating the
+    unknown topics a Metadata request names if ``kafka_auto_create_topics``.
     ``trace`` hears of every finished operation and of each fault injected over HTTP;
     ``replica_rtt_ms`` sets the replication network's round trip (None: the default);
     ``storage`` bounds what the logs hold (default: :class:`StorageLimits`)."""
     from purgatory.kafka.front_door import KafkaFrontDoor
-    from purgatory.kafka.handlers.topics import TopicDefaults
     from purgatory.service.broker import new_cluster
     from purgatory.service.connections import ServiceRunner
 
-    cluster = await new_cluster(settings.brokers, settings.replica_rtt_ms, settings.storage)
+    configs, storage = _effective_configs(settings)
+    cluster = await new_cluster(
+        settings.brokers,
+        settings.replica_rtt_ms,
+        storage,
+        min_insync_replicas=configs.number("min.insync.replicas"),
+    )
     for name, partitions, replication_factor in settings.topics:
         await cluster.create_topic(name, partitions, replication_factor)
     kafka = None
     if settings.kafka_port is not None:
-        auto_create = TopicDefaults(auto_create=settings.kafka_auto_create_topics)
         kafka = KafkaFrontDoor(
-            cluster, settings.host, settings.kafka_port, settings.kafka_limits, topics=auto_create
+            cluster, settings.host, settings.kafka_port, settings.kafka_limits, configs=configs
         )
     app = _observed_app(cluster, settings.config, settings.access, kafka, settings.trace)
     runner = ServiceRunner(

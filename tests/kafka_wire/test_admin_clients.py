@@ -22,12 +22,12 @@ from kio.schema.describe_configs.v4 import request as describe_v4
 from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 
+from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
-from purgatory.kafka.handlers.topics import TopicDefaults
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import encode_response, read_request, versions
 from purgatory.sim import Cluster
@@ -249,7 +249,7 @@ async def test_describe_configs_answers_sources_synonyms_and_refusals(version: i
     async with Cluster(brokers=3, seed=1, log_retention_ms=60_000) as cluster:
         await cluster.create_topic("own", 1, 1, retention_ms=1000)
         await cluster.create_topic("default", 1, 1)
-        handlers = ConfigHandlers(cluster, 1, TopicDefaults().settings())
+        handlers = ConfigHandlers(cluster, 1, BrokerConfigs())
         request = _describe_configs(
             version, [(2, "own"), (2, "default"), (2, "nope"), (4, "1"), (4, "2"), (8, "1")]
         )
@@ -287,7 +287,7 @@ async def test_describe_configs_answers_sources_synonyms_and_refusals(version: i
 async def test_describe_configs_lists_the_keys_asked_and_every_one_for_none() -> None:
     async with Cluster(brokers=1, seed=1) as cluster:
         await cluster.create_topic("t", 1, 1)
-        handlers = ConfigHandlers(cluster, 0, TopicDefaults().settings())
+        handlers = ConfigHandlers(cluster, 0, BrokerConfigs())
         request = DescribeConfigsRequest[CONFIGS[1]](
             resources=[
                 (2, "t", ["retention.ms", "no.such.config"]),

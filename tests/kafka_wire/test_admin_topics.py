@@ -24,6 +24,7 @@ from kio.schema.delete_topics.v6 import request as delete_v6
 from kio.schema.errors import ErrorCode as KioError
 from kio.serial import entity_reader, entity_writer
 
+from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
@@ -471,7 +472,9 @@ async def _produce_to_a_new_topic(client: str, bootstrap: str) -> None:
 @pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka", "aiokafka"])
 async def test_each_producer_creates_its_topic_when_auto_creation_is_on(client: str) -> None:
     async with Cluster(brokers=3, seed=1) as cluster:
-        door = KafkaFrontDoor(cluster, "127.0.0.1", 0, topics=TopicDefaults(auto_create=True))
+        door = KafkaFrontDoor(
+            cluster, "127.0.0.1", 0, configs=BrokerConfigs({"auto.create.topics.enable": True})
+        )
         await door.start()
         try:
             async with asyncio.timeout(TIMEOUT):

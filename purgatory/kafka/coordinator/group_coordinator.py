@@ -9,6 +9,11 @@ in the "Heartbeat" purgatory: each heartbeat completes it and parks the next one
 expiry removes the member and starts a rebalance. Both purgatories show in metrics and
 traces like the broker's own.
 
+With ``initial_rebalance_delay_ms`` (Kafka's ``group.initial.rebalance.delay.ms``; 0 here
+unless set, 3000 in Kafka) the first rebalance of an empty group is an InitialDelayedJoin
+instead: it waits that long for more members, and again (within the longest rebalance
+timeout) while more keep joining, before the first generation is handed out.
+
 Static membership (``group.instance.id``) is not kept: such a member is treated as a
 dynamic one.
 """
@@ -56,6 +61,28 @@ class DelayedJoin(DelayedOperation):
         self.coordinator._complete_join(self.group)
 
 
+class InitialDelayedJoin(DelayedJoin):
+    """Kafka's InitialDelayedJoin: the first rebalance of an empty group completes only
+    when its delay runs out, not when every member has joined; if members joined
+    meanwhile and ``remaining_ms`` of the rebalance timeout is left, it waits once more."""
+
+    __slots__ = ("members", "remaining_ms", "wait_ms")
+
+    def __init__(
+        self, coordinator: GroupCoordinator, group: Group, delay_ms: int, remaining_ms: int
+    ) -> None:
+        super().__init__(coordinator, group, delay_ms)
+        self.wait_ms = delay_ms
+        self.remaining_ms = remaining_ms
+        self.members = len(group.members)
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        self.coordinator._initial_delay_over(self)
+
+
 class DelayedHeartbeat(DelayedOperation):
     """Kafka's DelayedHeartbeat: done by the member's next heartbeat (or its leaving);
     expiring ends the member's session."""
@@ -82,16 +109,22 @@ class DelayedHeartbeat(DelayedOperation):
 @final
 class GroupCoordinator:
     """Every group's membership; one coordinator serves every broker of the cluster.
-    ``labels`` go on its two purgatories (metrics and traces)."""
+    ``labels`` go on its two purgatories (metrics and traces). A JoinGroup's session
+    timeout must lie in ``[min_session_timeout_ms, max_session_timeout_ms]`` (Kafka's
+    ``group.min.session.timeout.ms`` and ``group.max.session.timeout.ms``);
+    ``initial_rebalance_delay_ms`` is ``group.initial.rebalance.delay.ms``."""
 
     def __init__(
         self,
         min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS,
         max_session_timeout_ms: int = MAX_SESSION_TIMEOUT_MS,
         labels: Mapping[str, str] | None = None,
+        *,
+        initial_rebalance_delay_ms: int = 0,
     ) -> None:
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.groups: dict[str, Group] = {}
         self.rebalances: DelayedOperationPurgatory[DelayedJoin] = DelayedOperationPurgatory(
             "Rebalance", labels=labels
@@ -293,10 +326,30 @@ class GroupCoordinator:
         for member in group.members.values():
             _answer(member.sync, (ErrorCode.REBALANCE_IN_PROGRESS, b""))
             member.sync = None
+        was_empty = group.state is GroupState.EMPTY
         group.state = GroupState.PREPARING_REBALANCE
         timeout_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
-        join = DelayedJoin(self, group, timeout_ms)
+        delay_ms = self.initial_rebalance_delay_ms
+        if was_empty and delay_ms > 0:
+            join: DelayedJoin = InitialDelayedJoin(
+                self, group, delay_ms, max(timeout_ms - delay_ms, 0)
+            )
+        else:
+            join = DelayedJoin(self, group, timeout_ms)
         self.rebalances.try_complete_else_watch_nowait(join, [group.name])
+
+    def _initial_delay_over(self, done: InitialDelayedJoin) -> None:
+        """An initial delay ran out: wait once more if members joined meanwhile and the
+        rebalance timeout allows (as Kafka does), else complete the rebalance."""
+        group = done.group
+        if len(group.members) > done.members and done.remaining_ms > 0 and group.members:
+            delay_ms = min(done.wait_ms, done.remaining_ms)
+            again = InitialDelayedJoin(
+                self, group, delay_ms, max(done.remaining_ms - done.wait_ms, 0)
+            )
+            self.rebalances.try_complete_else_watch_nowait(again, [group.name])
+            return
+        self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
         """The rebalance is over: members that did not rejoin are out, the rest get the

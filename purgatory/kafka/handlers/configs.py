@@ -5,7 +5,12 @@ A topic has ``retention.ms`` and ``retention.bytes`` (its own if it was created 
 them, else the brokers'), ``cleanup.policy`` (always ``delete``: nothing is compacted),
 ``min.insync.replicas`` (the brokers', for every topic) and ``message.timestamp.type``
 (``CreateTime``: batches keep the producer's timestamps). A broker (resource name: its
-id) has the settings those come from, and topic creation's. Nothing here can be altered
+id) has the settings those come from and every other config of
+:data:`~purgatory.kafka.broker_configs.BROKER_CONFIGS` (``num.partitions``,
+``message.max.bytes``, the group session bounds, ...), each with its value in force and
+its source: STATIC_BROKER_CONFIG when it was set (``--kafka-config``,
+``EmbeddedKafka(configs=...)``) or the simulation's default differs from Kafka's, else
+DEFAULT_CONFIG. Nothing here can be altered
 over the wire, so every config is read-only. A null or empty list of keys asks for every
 config, as in Kafka. An unknown topic is answered UNKNOWN_TOPIC_OR_PARTITION, another
 broker's id or another resource type INVALID_REQUEST, each with its reason. No
@@ -14,17 +19,11 @@ documentation is kept (null, v3+).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from enum import IntEnum
-from typing import Any, Final, final
+from typing import Any, final
 
-from purgatory.kafka.handlers.settings import (
-    Config,
-    ConfigType,
-    broker_setting,
-    log_settings,
-    topic_configs,
-)
+from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.handlers.settings import Config, broker_configs_described, topic_configs
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -39,24 +38,15 @@ class Resource(IntEnum):
     BROKER = 4
 
 
-#: topic creation's broker settings: Kafka's default, type
-_CREATION: Final[dict[str, tuple[object, ConfigType]]] = {
-    "num.partitions": (1, ConfigType.INT),
-    "default.replication.factor": (1, ConfigType.INT),
-    "auto.create.topics.enable": (True, ConfigType.BOOLEAN),
-}
-
-
 @final
 class ConfigHandlers:
-    """The DescribeConfigs handler of broker ``broker_id``; ``creation``: its topic
-    creation settings by Kafka's names (``num.partitions``, ``default.replication.factor``,
-    ``auto.create.topics.enable``)."""
+    """The DescribeConfigs handler of broker ``broker_id``; ``configs``: the broker
+    configs the cluster was started with."""
 
-    def __init__(self, cluster: Cluster, broker_id: int, creation: Mapping[str, int]) -> None:
+    def __init__(self, cluster: Cluster, broker_id: int, configs: BrokerConfigs) -> None:
         self.cluster = cluster
         self.broker_id = broker_id
-        self.creation = creation
+        self.configs = configs
 
     def apis(self) -> ApiTable:
         return {
@@ -64,24 +54,13 @@ class ConfigHandlers:
         }
 
     def _broker_configs(self) -> list[Config]:
-        log, creation = log_settings(self.cluster), self.creation
-        return [
-            log["log.retention.ms"],
-            log["log.retention.bytes"],
-            log["min.insync.replicas"],
-            *(
-                broker_setting(name, creation[name], kafka_default, kind)
-                for name, (kafka_default, kind) in _CREATION.items()
-            ),
-            log["log.cleanup.policy"],
-            log["log.message.timestamp.type"],
-        ]
+        return list(broker_configs_described(self.cluster, self.configs).values())
 
     def _topic_configs(self, name: str) -> list[Config]:
         config = self.cluster.topic_config(name)
         if config is None:
             raise SimulationError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
-        return topic_configs(self.cluster, config)
+        return topic_configs(self.cluster, config, self.configs.explicit)
 
     def _configs(self, resource_type: int, name: str) -> list[Config]:
         if resource_type == Resource.TOPIC:

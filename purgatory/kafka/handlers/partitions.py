@@ -67,6 +67,9 @@ class PartitionHandlers:
     #: creates the unknown topics a Metadata request names (auto.create.topics.enable),
     #: saying why any could not be; None: never
     auto_create: Callable[[list[str]], Awaitable[Mapping[str, ErrorCode]]] | None = None
+    #: the largest record batch a Produce may carry (Kafka's message.max.bytes, its
+    #: default): a larger one is answered MESSAGE_TOO_LARGE
+    max_batch_bytes: int = 1_048_588
 
     def apis(self) -> ApiTable:
         return {
@@ -266,6 +269,8 @@ class PartitionHandlers:
                 raise DecodeError("null records")
             batches = split_batches(memoryview(records))
             for batch in batches:
+                if len(batch.buf) > self.max_batch_bytes:
+                    return ErrorCode.MESSAGE_TOO_LARGE, -1
                 if batch.compression == ZSTD and version < 7:
                     raise UnsupportedCompression("zstd needs Produce v7 (KIP-110)")
                 if batch.transactional:

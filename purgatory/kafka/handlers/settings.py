@@ -8,11 +8,15 @@ lives here.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from enum import IntEnum
 from typing import NamedTuple
 
+from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs, ConfigType
 from purgatory.sim import Cluster
 from purgatory.sim.log import LogConfig
+
+__all__ = ["Config", "ConfigType", "Source", "broker_configs_described", "topic_configs"]
 
 
 class Source(IntEnum):
@@ -21,16 +25,6 @@ class Source(IntEnum):
     TOPIC_CONFIG = 1
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
-
-
-class ConfigType(IntEnum):
-    """A config's type (Kafka's ConfigType, DescribeConfigs v3+)."""
-
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    LONG = 5
-    LIST = 7
 
 
 class Config(NamedTuple):
@@ -44,24 +38,71 @@ class Config(NamedTuple):
     synonyms: tuple[tuple[str, str, Source], ...] = ()
 
 
-def broker_setting(name: str, value: object, kafka_default: object, kind: ConfigType) -> Config:
-    """A broker setting: from its static config when it differs from Kafka's default."""
+def broker_setting(
+    name: str, value: object, kafka_default: object, kind: ConfigType, explicit: bool = False
+) -> Config:
+    """A broker setting: from its static config when it was set (``explicit``) or differs
+    from Kafka's default (the simulation's own defaults are its server.properties), else
+    Kafka's default."""
     text = str(value).lower() if isinstance(value, bool) else str(value)
-    source = Source.DEFAULT_CONFIG if value == kafka_default else Source.STATIC_BROKER_CONFIG
+    static = explicit or value != kafka_default
+    source = Source.STATIC_BROKER_CONFIG if static else Source.DEFAULT_CONFIG
     return Config(name, text, source, kind, ((name, text, source),))
 
 
-def log_settings(cluster: Cluster) -> dict[str, Config]:
-    """The broker settings (the same on every broker) that topic configs fall back on,
-    by name, in the order a broker lists them."""
-    log = cluster.log_defaults
-    settings = [
-        broker_setting("log.retention.ms", log.retention_ms, 604_800_000, ConfigType.LONG),
-        broker_setting("log.retention.bytes", log.retention_bytes, -1, ConfigType.LONG),
-        broker_setting("min.insync.replicas", cluster.min_insync_replicas, 1, ConfigType.INT),
+def _from_cluster(cluster: Cluster) -> dict[str, int]:
+    """The broker configs whose value in force is the cluster's own."""
+    return {
+        "log.retention.ms": cluster.log_defaults.retention_ms,
+        "log.retention.bytes": cluster.log_defaults.retention_bytes,
+        "min.insync.replicas": cluster.min_insync_replicas,
+    }
+
+
+def _fixed() -> list[Config]:
+    """The broker settings that cannot be changed here: nothing is compacted, and batches
+    keep the producer's timestamps."""
+    return [
         broker_setting("log.cleanup.policy", "delete", "delete", ConfigType.LIST),
         broker_setting("log.message.timestamp.type", "CreateTime", "CreateTime", ConfigType.STRING),
     ]
+
+
+def broker_configs_described(cluster: Cluster, configs: BrokerConfigs) -> dict[str, Config]:
+    """Every broker config of :data:`~purgatory.kafka.broker_configs.BROKER_CONFIGS`
+    (the same on every broker) with its value in force and its source, then the fixed
+    ``log.cleanup.policy`` and ``log.message.timestamp.type``, by name, in the order a
+    broker lists them."""
+    own = _from_cluster(cluster)
+    settings = [
+        broker_setting(
+            name,
+            own[name] if name in own else configs.value(name),
+            config.kafka_default,
+            config.type,
+            configs.is_set(name),
+        )
+        for name, config in BROKER_CONFIGS.items()
+    ]
+    settings += _fixed()
+    return {setting.name: setting for setting in settings}
+
+
+def log_settings(cluster: Cluster, explicit: Collection[str] = ()) -> dict[str, Config]:
+    """The broker settings (the same on every broker) that topic configs fall back on, by
+    name; ``explicit``: the names that were set."""
+    own = _from_cluster(cluster)
+    settings = [
+        broker_setting(
+            name,
+            own[name],
+            BROKER_CONFIGS[name].kafka_default,
+            BROKER_CONFIGS[name].type,
+            name in explicit,
+        )
+        for name in own
+    ]
+    settings += _fixed()
     return {setting.name: setting for setting in settings}
 
 
@@ -73,12 +114,15 @@ def _topic_setting(name: str, value: int, broker: Config) -> Config:
     return Config(name, str(value), Source.TOPIC_CONFIG, broker.type, (own, *broker.synonyms))
 
 
-def topic_configs(cluster: Cluster, config: LogConfig) -> list[Config]:
+def topic_configs(
+    cluster: Cluster, config: LogConfig, explicit: Collection[str] = ()
+) -> list[Config]:
     """The configs of a topic of ``cluster`` with retention ``config``: ``retention.ms``
     and ``retention.bytes`` (its own where they differ from the brokers'),
     ``cleanup.policy`` (``delete``: nothing is compacted), ``min.insync.replicas`` (the
-    brokers') and ``message.timestamp.type`` (``CreateTime``)."""
-    broker = log_settings(cluster)
+    brokers') and ``message.timestamp.type`` (``CreateTime``); ``explicit``: the broker
+    configs that were set."""
+    broker = log_settings(cluster, explicit)
     return [
         _topic_setting("retention.ms", config.retention_ms, broker["log.retention.ms"]),
         _topic_setting("retention.bytes", config.retention_bytes, broker["log.retention.bytes"]),

@@ -25,9 +25,10 @@ import re
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, final
 
+from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.handlers.settings import topic_configs
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
@@ -52,12 +53,25 @@ class TopicDefaults:
     ``num_partitions`` (``num.partitions``) and ``replication_factor``
     (``default.replication.factor``), both 1 as in Kafka, size an auto-created topic and
     a CreateTopics entry that asks for the broker's default (-1). ``max_partitions``
-    bounds one topic (records live in memory here; Kafka has no such bound)."""
+    bounds one topic (records live in memory here; Kafka has no such bound).
+    ``explicit``: the broker configs that were set, for the sources of the configs a
+    CreateTopics answer carries. :meth:`of` reads them all from the broker configs."""
 
     auto_create: bool = False
     num_partitions: int = 1
     replication_factor: int = 1
     max_partitions: int = 10_000
+    explicit: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def of(cls, configs: BrokerConfigs) -> TopicDefaults:
+        """The topic creation settings of the broker configs ``configs``."""
+        return cls(
+            auto_create=bool(configs.value("auto.create.topics.enable")),
+            num_partitions=configs.number("num.partitions"),
+            replication_factor=configs.number("default.replication.factor"),
+            explicit=frozenset(configs.explicit),
+        )
 
     def __post_init__(self) -> None:
         if not isinstance(self.auto_create, bool):
@@ -65,14 +79,6 @@ class TopicDefaults:
         check_int("max_partitions", self.max_partitions, 1)
         check_int("num_partitions", self.num_partitions, 1, self.max_partitions)
         check_int("replication_factor", self.replication_factor, 1)
-
-    def settings(self) -> dict[str, int]:
-        """These settings by Kafka's broker config names (a bool is an int)."""
-        return {
-            "auto.create.topics.enable": self.auto_create,
-            "num.partitions": self.num_partitions,
-            "default.replication.factor": self.replication_factor,
-        }
 
 
 class NewTopic(NamedTuple):
@@ -145,7 +151,10 @@ class TopicHandlers:
         """One topic's answer; the fields of later versions are dropped by ``respond``."""
         if created is None:  # Kafka's defaults: no id, -1 partitions and factor, no configs
             return {"name": name, "error_code": error, "error_message": message, "configs": []}
-        configs = sorted(topic_configs(self.cluster, created.config), key=lambda c: c.name)
+        configs = sorted(
+            topic_configs(self.cluster, created.config, self.defaults.explicit),
+            key=lambda c: c.name,
+        )
         return {
             "name": name,
             "topic_id": created.topic_id,
