@@ -18,8 +18,13 @@ The walk reads lengths and skips over values; it decodes nothing kio decodes.
 
 from __future__ import annotations
 
+import io
+
+from kio.serial.writers import write_unsigned_varint
+from kio.static.primitive import uvarint
+
 from purgatory.kafka.codec import DecodeError
-from purgatory.kafka.shapes import FIXED_WIDTH, FieldShape, Kind, shape_of
+from purgatory.kafka.shapes import FIXED_WIDTH, FieldShape, Kind, primitive_kind, shape_of
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -99,7 +104,7 @@ class _Walk:
             raise DecodeError(f"{field.name}: {count} elements with {len(buf) - pos} bytes left")
         item = field.item
         if item is None:
-            element = field._replace(kind=_element_kind(field.kafka_type))
+            element = field._replace(kind=primitive_kind(field.kafka_type, field.name))
             for _ in range(count):
                 pos = self.value(element, pos, legacy)
         else:
@@ -110,6 +115,7 @@ class _Walk:
     def tags(self, known: dict[int, FieldShape], pos: int) -> int:
         start = pos
         count, pos = _uvarint(self.buf, pos)
+        count_end = pos
         if count > len(self.buf) - pos:
             raise DecodeError(f"{count} tagged fields with {len(self.buf) - pos} bytes left")
         unknown: list[tuple[int, int]] = []
@@ -127,27 +133,15 @@ class _Walk:
         if unknown:
             # rewrite the count, then drop each unknown entry: kio reads the rest
             kept = count - len(unknown)
-            count_end = _uvarint(self.buf, start)[1]
-            self.cuts.append((start, count_end, _encode_uvarint(kept)))
+            self.cuts.append((start, count_end, _uvarint_bytes(kept)))
             self.cuts.extend((s, e, b"") for s, e in unknown)
         return pos
 
 
-def _element_kind(kafka_type: str) -> Kind:
-    if kafka_type == "string":
-        return Kind.STRING
-    if kafka_type in ("bytes", "records"):
-        return Kind.BYTES
-    return Kind.FIXED
-
-
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+def _uvarint_bytes(value: int) -> bytes:
+    out = io.BytesIO()
+    write_unsigned_varint(out, uvarint(value))
+    return out.getvalue()
 
 
 def guard(frame: bytes, header: type, body: type) -> bytes:

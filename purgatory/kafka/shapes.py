@@ -76,6 +76,18 @@ class Shape(NamedTuple):
     is_request_header: bool
 
 
+def primitive_kind(kafka_type: str, what: str) -> Kind:
+    """How a value of Kafka type ``kafka_type`` (a field's, or an array's elements') is
+    laid out; TypeError naming ``what`` for a type kio added after this was written."""
+    if kafka_type == "string":
+        return Kind.STRING
+    if kafka_type in ("bytes", "records"):
+        return Kind.BYTES
+    if kafka_type in FIXED_WIDTH:
+        return Kind.FIXED
+    raise TypeError(f"{what}: Kafka type {kafka_type!r} is not known here")
+
+
 def _field_shape(field: dataclasses.Field[Any]) -> FieldShape:
     hint: Any = field.type
     nullable = False
@@ -96,14 +108,8 @@ def _field_shape(field: dataclasses.Field[Any]) -> FieldShape:
         kind = Kind.ARRAY
     elif not kafka_type:
         kind, item = Kind.STRUCT, hint
-    elif kafka_type == "string":
-        kind = Kind.STRING
-    elif kafka_type in ("bytes", "records"):
-        kind = Kind.BYTES
-    elif kafka_type in FIXED_WIDTH:
-        kind = Kind.FIXED
-    else:  # a type kio added after this module was written
-        raise TypeError(f"{field.name}: Kafka type {kafka_type!r} is not known here")
+    else:
+        kind = primitive_kind(kafka_type, field.name)
     return FieldShape(field.name, kind, kafka_type, item, nullable, tag, default)
 
 
