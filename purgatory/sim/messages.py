@@ -137,6 +137,35 @@ class ElectLeadersRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One transaction marker to write (Kafka's WriteTxnMarkers entry): the coordinator
+    ended producer ``producer_id``'s transaction at ``producer_epoch``, committing it
+    (``commit``) or aborting it, on each of ``partitions`` (``(topic, partition)``
+    pairs). ``coordinator_epoch`` is the epoch of the coordinator that wrote it: a
+    marker from an older coordinator than the last one seen for the producer is fenced
+    (TRANSACTION_COORDINATOR_FENCED). See :meth:`Cluster.write_txn_markers`."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    partitions: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        check_int("producer_id", self.producer_id, 0)
+        check_int("producer_epoch", self.producer_epoch, 0, 0x7FFF)  # an int16
+        check_int("coordinator_epoch", self.coordinator_epoch, 0, 0x7FFFFFFF)  # an int32
+        if self.commit.__class__ is not bool:
+            raise TypeError(f"commit must be a bool, got {self.commit!r}")
+        if not isinstance(self.partitions, tuple):
+            raise TypeError("partitions must be a tuple of (topic, partition) pairs")
+        for item in self.partitions:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+                raise TypeError(f"each partition must be a (topic, partition) pair, got {item!r}")
+            check_int("partition", item[1], 0)
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionElection:
     """One partition's answer to an ElectLeaders request (``leader`` once known)."""
 
