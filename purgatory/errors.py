@@ -39,7 +39,9 @@ class ErrorCode(enum.StrEnum):
     REQUEST_TIMED_OUT = enum.auto(), 7
     BROKER_NOT_AVAILABLE = enum.auto(), 8
     MESSAGE_TOO_LARGE = enum.auto(), 10
+    COORDINATOR_LOAD_IN_PROGRESS = enum.auto(), 14
     COORDINATOR_NOT_AVAILABLE = enum.auto(), 15
+    NOT_COORDINATOR = enum.auto(), 16
     INVALID_TOPIC_EXCEPTION = enum.auto(), 17
     NOT_ENOUGH_REPLICAS = enum.auto(), 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = enum.auto(), 20
@@ -60,7 +62,11 @@ class ErrorCode(enum.StrEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = enum.auto(), 45
     INVALID_PRODUCER_EPOCH = enum.auto(), 47
     INVALID_TXN_STATE = enum.auto(), 48
+    INVALID_PRODUCER_ID_MAPPING = enum.auto(), 49
+    INVALID_TRANSACTION_TIMEOUT = enum.auto(), 50
+    CONCURRENT_TRANSACTIONS = enum.auto(), 51
     TRANSACTION_COORDINATOR_FENCED = enum.auto(), 52
+    OPERATION_NOT_ATTEMPTED = enum.auto(), 55
     KAFKA_STORAGE_ERROR = enum.auto(), 56
     NON_EMPTY_GROUP = enum.auto(), 68
     GROUP_ID_NOT_FOUND = enum.auto(), 69
@@ -73,6 +79,10 @@ class ErrorCode(enum.StrEnum):
     ELIGIBLE_LEADERS_NOT_AVAILABLE = enum.auto(), 83
     ELECTION_NOT_NEEDED = enum.auto(), 84
     INVALID_RECORD = enum.auto(), 87
+    UNSTABLE_OFFSET_COMMIT = enum.auto(), 88
+    PRODUCER_FENCED = enum.auto(), 90
     UNKNOWN_TOPIC_ID = enum.auto(), 100
+    TRANSACTIONAL_ID_NOT_FOUND = enum.auto(), 105
     MISMATCHED_ENDPOINT_TYPE = enum.auto(), 114
     UNSUPPORTED_ENDPOINT_TYPE = enum.auto(), 115
+    TRANSACTION_ABORTABLE = enum.auto(), 120

@@ -164,7 +164,8 @@ _CONFIGS: Final = (
         ConfigType.INT,
         900_000,
         900_000,
-        "reported only: transactions are not served yet",
+        "the longest transaction.timeout.ms InitProducerId may ask, else "
+        "INVALID_TRANSACTION_TIMEOUT",
         minimum=1,
     ),
     BrokerConfig(
@@ -172,8 +173,34 @@ _CONFIGS: Final = (
         ConfigType.INT,
         604_800_000,
         604_800_000,
-        "reported only: transactions are not served yet",
+        "reported only: transactional ids are kept while the cluster runs",
         minimum=1,
+    ),
+    BrokerConfig(
+        "transaction.state.log.num.partitions",
+        ConfigType.INT,
+        50,
+        50,
+        "partitions of __transaction_state (fixed once it is created): a transactional "
+        "id's coordinator leads its partition",
+        minimum=1,
+    ),
+    BrokerConfig(
+        "transaction.state.log.replication.factor",
+        ConfigType.INT,
+        3,
+        3,
+        "replicas of each __transaction_state partition (at most the number of brokers)",
+        minimum=1,
+        maximum=(1 << 15) - 1,
+    ),
+    BrokerConfig(
+        "transaction.partition.verification.enable",
+        ConfigType.BOOLEAN,
+        True,
+        True,
+        "KIP-890: a transactional produce to a partition not added to the transaction is "
+        "refused (INVALID_TXN_STATE)",
     ),
 )
 

@@ -15,6 +15,7 @@ from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.coordinator.transactions import TransactionCoordinators, TxnSettings
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
@@ -29,6 +30,7 @@ from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
+from purgatory.kafka.handlers.transactions import TransactionHandlers
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
 from purgatory.sim import Cluster
@@ -71,12 +73,27 @@ class KafkaFrontDoor:
             initial_rebalance_delay_ms=self.configs.number("group.initial.rebalance.delay.ms"),
         )
         self.offsets = OffsetStore()
+        self.producer_ids = ProducerIds()
+        # Each broker's transaction coordinator serves the __transaction_state partitions
+        # it leads; their TxnTimeout purgatory is labelled as the group coordinator's.
+        self.transactions = TransactionCoordinators(
+            cluster,
+            self.producer_ids,
+            self.offsets,
+            TxnSettings(
+                self.configs.number("transaction.state.log.num.partitions"),
+                self.configs.number("transaction.state.log.replication.factor"),
+                self.configs.number("transaction.max.timeout.ms"),
+                bool(self.configs.value("transaction.partition.verification.enable")),
+            ),
+            labels={"broker": "all"},
+        )
         self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs))
         self._shared: list[ApiTable] = [
             self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
             OffsetHandlers(self.offsets, self.coordinator, cluster).apis(),
-            CoordinatorHandlers(self._coordinator_for, ProducerIds()).apis(),
+            CoordinatorHandlers(self._coordinator_for, self.transactions, self.addresses).apis(),
             ElectionHandlers(cluster).apis(),
             DescribeClusterHandlers(cluster, self.addresses).apis(),
             DeleteGroupsHandlers(self.coordinator, self.offsets).apis(),
@@ -88,8 +105,9 @@ class KafkaFrontDoor:
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
-        """The group coordinator's (Rebalance, Heartbeat); the cluster has its own."""
-        return self.coordinator.purgatories
+        """The group coordinator's (Rebalance, Heartbeat) and the transaction
+        coordinators' (TxnTimeout); the cluster has its own."""
+        return {**self.coordinator.purgatories, **self.transactions.purgatories}
 
     async def start(self) -> None:
         for broker_id in sorted(self.cluster.brokers):
@@ -118,12 +136,21 @@ class KafkaFrontDoor:
             self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
         )
         configs = ConfigHandlers(self.cluster, broker_id, self.configs)
+        transactions = TransactionHandlers(
+            self.transactions,
+            broker_id,
+            self.producer_ids,
+            self.coordinator,
+            self.offsets,
+            self.cluster,
+        )
         for apis in [
             partitions.apis(),
             log_offsets.apis(),
             deletes.apis(),
             groups.apis(),
             configs.apis(),
+            transactions.apis(),
             *self._shared,
         ]:
             server.register_all(apis)
@@ -164,6 +191,7 @@ class KafkaFrontDoor:
 
     async def close(self) -> None:
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
+        await self.transactions.close()
         for server in self._servers.values():
             await server.close()
         self._servers.clear()

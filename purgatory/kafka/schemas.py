@@ -141,6 +141,8 @@ def kio_error(code: Any) -> KioErrorCode:
 
 
 _MS: Final = datetime.timedelta(milliseconds=1)
+#: a timestamp field's zero (kio writes an aware datetime as Unix milliseconds)
+_EPOCH: Final = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
 
 
 def millis(value: datetime.timedelta) -> int:
@@ -167,6 +169,8 @@ def _zero(field: FieldShape) -> Any:
         return KioErrorCode.none
     if kafka_type.startswith("timedelta"):
         return datetime.timedelta(0)
+    if kafka_type.startswith("datetime"):
+        return _EPOCH
     if kafka_type == "uuid":
         return uuid.UUID(int=0)
     if kafka_type == "bool":

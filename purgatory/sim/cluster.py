@@ -277,6 +277,11 @@ class Cluster:
     def is_alive(self, broker: int) -> bool:
         return self._metadata.alive[broker]
 
+    def call_on_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once, soon after the next change of leadership or of a
+        broker's liveness (the transaction coordinators load what their broker now leads)."""
+        self._metadata.call_on_change(callback)
+
     def metadata(self) -> messages.ClusterMetadata:
         """Brokers, and per partition: leader, epoch, replicas, ISR, HW, log offsets."""
         return self._metadata.describe(self._network.extra)

@@ -290,8 +290,9 @@ def test_every_api_answers_an_error_at_every_version(key: ApiKey, version: int) 
         assert sorted(_index(p) for p in partitions) == [0, 1], entries
     for path, entry in entries:
         fields = shape_of(type(entry)).every
-        if any(f.kafka_type == "error_code" for f in fields):
-            assert errors[f"{path}.error_code"] == error.number
+        for f in fields:  # named error_code, or partition_error_code (AddPartitionsToTxn)
+            if f.kafka_type == "error_code":
+                assert errors[f"{path}.{f.name}"] == error.number
         for f in fields:  # the request's keys, copied
             value = getattr(entry, f.name)
             if f.name in _TOPIC_KEYS and value:

@@ -27,9 +27,33 @@ class OffsetStore:
 
     def __init__(self) -> None:
         self.committed: dict[tuple[str, str, int], Committed] = {}
+        #: TxnOffsetCommit's offsets, per (group, producer id), until the transaction ends
+        self.pending: dict[tuple[str, int], dict[tuple[str, int], Committed]] = {}
 
     def commit(self, group: str, topic: str, partition: int, position: Committed) -> None:
         self.committed[group, topic, partition] = position
+
+    def commit_pending(
+        self, group: str, producer_id: int, topic: str, partition: int, position: Committed
+    ) -> None:
+        """A transactional commit: held apart until the transaction commits (then it is
+        the committed position) or aborts (then it is dropped), as Kafka's group
+        coordinator holds pending transactional offsets."""
+        self.pending.setdefault((group, producer_id), {})[topic, partition] = position
+
+    def complete_transaction(self, group: str, producer_id: int, commit: bool) -> None:
+        """The transaction marker reached the group: its pending offsets become visible
+        (commit) or go (abort). Idempotent, as a marker written again must be."""
+        for (topic, partition), position in self.pending.pop((group, producer_id), {}).items():
+            if commit:
+                self.committed[group, topic, partition] = position
+
+    def has_pending(self, group: str, topic: str, partition: int) -> bool:
+        """Whether a transaction holds an offset of the partition not yet committed
+        (OffsetFetch's require_stable answers UNSTABLE_OFFSET_COMMIT meanwhile)."""
+        return any(
+            (topic, partition) in held for (g, _), held in self.pending.items() if g == group
+        )
 
     def position(self, group: str, topic: str, partition: int) -> Committed:
         """What ``group`` committed for the partition (NOTHING_COMMITTED if nothing)."""

@@ -1,66 +1,80 @@
-"""FindCoordinator and InitProducerId: which broker coordinates a group (or transactional
-id), and a producer id for an idempotent producer. Every broker is a coordinator here (one
-state serves them all), but each key has one, whichever broker is asked.
+"""FindCoordinator: which broker coordinates a group (key type 0) or a transactional id
+(key type 1). Every broker answers for every key, and each key has one coordinator
+whichever broker is asked.
 
-Idempotent producers are served (each partition's log checks their sequence numbers);
-transactions are not: InitProducerId with a transactional id is answered INVALID_REQUEST
-at once, so a transactional producer fails at its first call instead of retrying, and the
-transaction APIs (AddPartitionsToTxn, EndTxn...) are not advertised.
+A group's coordinator is a live broker picked by a hash of the group id (one group
+coordinator serves every broker). A transactional id's is the leader of its partition of
+``__transaction_state``, as in Kafka; the topic is created on the first such request,
+and while the partition has no leader the answer is COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, final
+from collections.abc import Callable, Mapping
+from typing import Any, Final, final
 
-from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.coordinator.transactions import TransactionCoordinators
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim.errors import ErrorCode
 
-#: ``locate(key)``: the (broker id, host, port) of the broker that coordinates ``key``
+#: ``locate(key)``: the (broker id, host, port) of the broker that coordinates group ``key``
 Locate = Callable[[str], tuple[int, str, int]]
+
+#: FindCoordinator's key types (Kafka's CoordinatorType)
+GROUP: Final = 0
+TRANSACTION: Final = 1
 
 
 @final
 class CoordinatorHandlers:
-    """FindCoordinator 0-6 (answered by ``locate``; v4+ asks for several keys at once)
-    and InitProducerId 0-5."""
+    """FindCoordinator 0-6 (v4+ asks for several keys at once): groups answered by
+    ``locate``, transactional ids by ``transactions`` (broker addresses from
+    ``addresses``)."""
 
-    def __init__(self, locate: Locate, producer_ids: ProducerIds) -> None:
+    def __init__(
+        self,
+        locate: Locate,
+        transactions: TransactionCoordinators,
+        addresses: Mapping[int, tuple[str, int]],
+    ) -> None:
         self.locate = locate
-        self.producer_ids = producer_ids
+        self.transactions = transactions
+        self.addresses = addresses
 
     def apis(self) -> ApiTable:
         return {
             ApiKey.FIND_COORDINATOR: Api(*versions(ApiKey.FIND_COORDINATOR), self.find_coordinator),
-            ApiKey.INIT_PRODUCER_ID: Api(*versions(ApiKey.INIT_PRODUCER_ID), self.init_producer_id),
         }
 
-    def find_coordinator(self, header: RequestHeader, request: Any) -> Any:
+    async def find_coordinator(self, header: RequestHeader, request: Any) -> Any:
         """Clients ask several brokers and follow each answer, so the answer names the one
         coordinator of the key whichever broker is asked."""
+        key_type = request.key_type if header.api_version >= 1 else GROUP
+        if key_type == TRANSACTION:
+            await self.transactions.ensure_topic()
         if header.api_version >= 4:
-            found = [self._found(key) for key in request.coordinator_keys]
+            found = [self._found(key_type, key) for key in request.coordinator_keys]
             return respond(request, coordinators=found)
-        return respond(request, **self._found(request.key))
+        return respond(request, **self._found(key_type, request.key))
 
-    def _found(self, key: str) -> dict[str, Any]:
-        node_id, host, port = self.locate(key)
-        return {
-            "key": key,
-            "node_id": node_id,
-            "host": host,
-            "port": port,
-            "error_code": ErrorCode.NONE,
-        }
+    def _found(self, key_type: int, key: str) -> dict[str, Any]:
+        if key_type == GROUP:
+            node_id, host, port = self.locate(key)
+            return _answer(key, ErrorCode.NONE, node_id, host, port)
+        if key_type != TRANSACTION:
+            return _answer(key, ErrorCode.INVALID_REQUEST)
+        if not key:
+            return _answer(key, ErrorCode.INVALID_REQUEST)
+        error, broker = self.transactions.coordinator_of(key)
+        if error is not ErrorCode.NONE or broker not in self.addresses:
+            return _answer(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        host, port = self.addresses[broker]
+        return _answer(key, ErrorCode.NONE, broker, host, port)
 
-    def init_producer_id(self, header: RequestHeader, request: Any) -> Any:
-        """A fresh producer id at epoch 0 for an idempotent producer (no transactional
-        id), as Kafka answers one; INVALID_REQUEST, id -1, for a transactional one."""
-        if request.transactional_id is not None:
-            return respond(
-                request, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1
-            )
-        return respond(request, producer_id=self.producer_ids.next(), producer_epoch=0)
+
+def _answer(
+    key: str, error: ErrorCode, node_id: int = -1, host: str = "", port: int = -1
+) -> dict[str, Any]:
+    return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error}

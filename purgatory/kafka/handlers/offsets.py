@@ -98,17 +98,23 @@ class OffsetHandlers:
 
     def offset_fetch(self, header: RequestHeader, request: Any) -> Any:
         version = header.api_version
+        # KIP-447: a read_committed consumer asks not to be given an offset that an open
+        # transaction may still change; such a partition answers UNSTABLE_OFFSET_COMMIT.
+        stable = version >= 7 and request.require_stable
         if version >= 8:
             return respond(
                 request,
                 groups=[
-                    self._fetched(version, group.group_id, group.topics) for group in request.groups
+                    self._fetched(version, group.group_id, group.topics, stable)
+                    for group in request.groups
                 ],
             )
-        fetched = self._fetched(version, request.group_id, request.topics)
+        fetched = self._fetched(version, request.group_id, request.topics, stable)
         return respond(request, topics=fetched["topics"], error_code=ErrorCode.NONE)
 
-    def _fetched(self, version: int, group: str, topics: Any) -> dict[str, Any]:
+    def _fetched(
+        self, version: int, group: str, topics: Any, stable: bool = False
+    ) -> dict[str, Any]:
         """One group's committed offsets: of the partitions asked for, or (``topics``
         null) of every partition it committed."""
         by_id = version >= _TOPIC_IDS
@@ -118,27 +124,37 @@ class OffsetHandlers:
                 topic_id = self.topics.topic_id(name) if by_id else None
                 if by_id and topic_id is None:
                     continue  # the topic is gone: it has no id to be named by
-                answered.append(self._positions(group, name, topic_id, indexes))
+                answered.append(self._positions(group, name, topic_id, indexes, stable))
         else:
             for topic in topics:
                 asked: str | None = self._name(topic.topic_id) if by_id else topic.name
                 topic_id = topic.topic_id if by_id else None
-                answered.append(self._positions(group, asked, topic_id, topic.partition_indexes))
+                answered.append(
+                    self._positions(group, asked, topic_id, topic.partition_indexes, stable)
+                )
         return {"group_id": group, "topics": answered, "error_code": ErrorCode.NONE}
 
     def _positions(
-        self, group: str, name: str | None, topic_id: uuid.UUID | None, indexes: Any
+        self,
+        group: str,
+        name: str | None,
+        topic_id: uuid.UUID | None,
+        indexes: Any,
+        stable: bool = False,
     ) -> dict[str, Any]:
         partitions = []
         for index in indexes:
-            if name is None:  # an id nobody knows
+            unstable = stable and name is not None and self.offsets.has_pending(group, name, index)
+            if name is None or unstable:  # an id nobody knows, or a transaction's offset
                 partitions.append(
                     {
                         "partition_index": index,
                         "committed_offset": -1,
                         "committed_leader_epoch": -1,
                         "metadata": "",
-                        "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                        "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT
+                        if unstable
+                        else ErrorCode.UNKNOWN_TOPIC_ID,
                     }
                 )
                 continue

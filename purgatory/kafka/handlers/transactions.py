@@ -1,0 +1,318 @@
+"""The transaction APIs (KIP-98) as broker ``broker_id`` answers them: InitProducerId 0-5,
+AddPartitionsToTxn 0-5 (v4+ batched, with KIP-890's ``verify_only``), AddOffsetsToTxn
+0-4, EndTxn 0-5, TxnOffsetCommit 0-5, DescribeTransactions 0 and ListTransactions 0-2.
+
+The broker's :class:`~purgatory.kafka.coordinator.transactions.TransactionCoordinator`
+serves the transactional ids whose ``__transaction_state`` partition the broker leads;
+any other is answered NOT_COORDINATOR (the client asks FindCoordinator again). As Kafka
+answers older clients, a fenced producer is told INVALID_PRODUCER_EPOCH by the versions
+that predate PRODUCER_FENCED (KIP-588: InitProducerId before v4, the others before v2).
+TxnOffsetCommit goes to the group coordinator: its offsets are held pending in the offset
+store until the transaction's marker completes them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Callable
+from typing import Any, Final, final
+
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
+from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.coordinator.transactions import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TransactionCoordinator,
+    TransactionCoordinators,
+    TxnState,
+)
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import millis, respond, versions
+from purgatory.kafka.server import Api, ApiTable
+from purgatory.sim import Cluster
+from purgatory.sim.errors import ErrorCode
+
+#: the first version of each API that knows PRODUCER_FENCED (KIP-588)
+_FENCED_SINCE: Final = {
+    ApiKey.INIT_PRODUCER_ID: 4,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+    ApiKey.ADD_OFFSETS_TO_TXN: 2,
+    ApiKey.END_TXN: 2,
+    ApiKey.TXN_OFFSET_COMMIT: 2,
+}
+#: ListTransactions' state names (its filters must be among them)
+_STATES: Final = {state.value: state for state in TxnState}
+
+
+def _for_version(key: ApiKey, version: int, error: ErrorCode) -> ErrorCode:
+    if error is ErrorCode.PRODUCER_FENCED and version < _FENCED_SINCE[key]:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
+
+
+def _utc(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+@final
+class TransactionHandlers:
+    """The transaction APIs of broker ``broker_id``; ``producer_ids`` serves idempotent
+    producers (InitProducerId without a transactional id) too."""
+
+    def __init__(
+        self,
+        coordinators: TransactionCoordinators,
+        broker_id: int,
+        producer_ids: ProducerIds,
+        groups: GroupCoordinator,
+        offsets: OffsetStore,
+        cluster: Cluster,
+    ) -> None:
+        self.coordinators = coordinators
+        self.coordinator: TransactionCoordinator = coordinators[broker_id]
+        self.broker_id = broker_id
+        self.producer_ids = producer_ids
+        self.groups = groups
+        self.offsets = offsets
+        self.cluster = cluster
+
+    def apis(self) -> ApiTable:
+        table: dict[ApiKey, Callable[[RequestHeader, Any], Any]] = {
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: self.add_offsets_to_txn,
+            ApiKey.END_TXN: self.end_txn,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
+            ApiKey.DESCRIBE_TRANSACTIONS: self.describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: self.list_transactions,
+        }
+        return {key: Api(*versions(key), handler) for key, handler in table.items()}
+
+    async def init_producer_id(self, header: RequestHeader, request: Any) -> Any:
+        """A fresh producer id at epoch 0 for an idempotent producer (no transactional
+        id); for a transactional one, the coordinator's id and (bumped) epoch."""
+        if request.transactional_id is None:
+            return respond(request, producer_id=self.producer_ids.next(), producer_epoch=0)
+        expected: tuple[int, int] | None = None
+        if header.api_version >= 3:
+            pid, epoch = request.producer_id, request.producer_epoch
+            if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+                return self._init_error(request, ErrorCode.INVALID_REQUEST)
+            expected = None if pid == NO_PRODUCER_ID else (pid, epoch)
+        error, pid, epoch = await self.coordinator.init_producer_id(
+            request.transactional_id, millis(request.transaction_timeout), expected
+        )
+        if error is not ErrorCode.NONE:
+            return self._init_error(request, error)
+        return respond(request, producer_id=pid, producer_epoch=epoch)
+
+    @staticmethod
+    def _init_error(request: Any, error: ErrorCode) -> Any:
+        error = _for_version(ApiKey.INIT_PRODUCER_ID, request.__version__, error)
+        return respond(
+            request, error_code=error, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH
+        )
+
+    async def add_partitions_to_txn(self, header: RequestHeader, request: Any) -> Any:
+        """v0-3: one producer's partitions; v4+: several transactions at once (brokers
+        verifying produce requests send these), each maybe ``verify_only``."""
+        version = header.api_version
+        if version < 4:
+            results = await self._add(
+                request.v3_and_below_transactional_id,
+                request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch,
+                request.v3_and_below_topics,
+                False,
+                version,
+            )
+            return respond(request, results_by_topic_v3_and_below=results)
+        answered = []
+        for txn in request.transactions:
+            results = await self._add(
+                txn.transactional_id,
+                txn.producer_id,
+                txn.producer_epoch,
+                txn.topics,
+                txn.verify_only,
+                version,
+            )
+            answered.append({"transactional_id": txn.transactional_id, "topic_results": results})
+        return respond(request, error_code=ErrorCode.NONE, results_by_transaction=answered)
+
+    async def _add(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        topics: Any,
+        verify_only: bool,
+        version: int,
+    ) -> list[dict[str, Any]]:
+        wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
+        if verify_only:
+            errors = self.coordinator.verify(transactional_id, producer_id, producer_epoch, wanted)
+        else:
+            unknown = {tp for tp in wanted if self.cluster.partition(*tp) is None}
+            if unknown:
+                # as Kafka: nothing is added, the known partitions are not attempted
+                errors = {
+                    tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if tp in unknown
+                    else ErrorCode.OPERATION_NOT_ATTEMPTED
+                    for tp in wanted
+                }
+            else:
+                error = await self.coordinator.add_partitions(
+                    transactional_id, producer_id, producer_epoch, wanted
+                )
+                error = _for_version(ApiKey.ADD_PARTITIONS_TO_TXN, version, error)
+                errors = dict.fromkeys(wanted, error)
+        return _by_topic(errors)
+
+    async def add_offsets_to_txn(self, header: RequestHeader, request: Any) -> Any:
+        """The group's offsets join the transaction (Kafka adds the group's
+        ``__consumer_offsets`` partition to it)."""
+        error = await self.coordinator.add_partitions(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            groups=[request.group_id],
+        )
+        return respond(
+            request, error_code=_for_version(ApiKey.ADD_OFFSETS_TO_TXN, header.api_version, error)
+        )
+
+    async def end_txn(self, header: RequestHeader, request: Any) -> Any:
+        """Commit or abort: answered once PrepareCommit/PrepareAbort is durable."""
+        error = await self.coordinator.end_txn(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.committed,
+        )
+        error = _for_version(ApiKey.END_TXN, header.api_version, error)
+        ok = error is ErrorCode.NONE
+        return respond(
+            request,
+            error_code=error,
+            producer_id=request.producer_id if ok else NO_PRODUCER_ID,
+            producer_epoch=request.producer_epoch if ok else NO_PRODUCER_EPOCH,
+        )
+
+    def txn_offset_commit(self, header: RequestHeader, request: Any) -> Any:
+        """Offsets committed inside a transaction: checked as an OffsetCommit is (v3+
+        names the member and generation), and against the transaction (the group must
+        have been added at this producer epoch), then held pending until the marker."""
+        version = header.api_version
+        group = request.group_id
+        error = self.coordinators.verify_offsets(
+            request.transactional_id, request.producer_id, request.producer_epoch, group
+        )
+        if error is ErrorCode.NONE and version >= 3:
+            generation = request.generation_id
+            if generation >= 0 or request.member_id:
+                error = self.groups.commit_error(group, generation, request.member_id)
+        error = _for_version(ApiKey.TXN_OFFSET_COMMIT, version, error)
+        answered = []
+        for topic in request.topics:
+            for partition in topic.partitions:
+                if error is ErrorCode.NONE:
+                    epoch = partition.committed_leader_epoch if version >= 2 else -1
+                    metadata = partition.committed_metadata
+                    self.offsets.commit_pending(
+                        group,
+                        request.producer_id,
+                        topic.name,
+                        partition.partition_index,
+                        Committed(
+                            partition.committed_offset, epoch, "" if metadata is None else metadata
+                        ),
+                    )
+            answered.append(
+                {
+                    "name": topic.name,
+                    "partitions": [
+                        {"partition_index": p.partition_index, "error_code": error}
+                        for p in topic.partitions
+                    ],
+                }
+            )
+        return respond(request, topics=answered)
+
+    def describe_transactions(self, header: RequestHeader, request: Any) -> Any:
+        states = []
+        for transactional_id in request.transactional_ids:
+            found = self.coordinator.describe(transactional_id)
+            if isinstance(found, ErrorCode):
+                # the other fields keep the schema's defaults, as Kafka leaves them
+                states.append({"transactional_id": transactional_id, "error_code": found})
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for topic, index in sorted(found.partitions):
+                by_topic.setdefault(topic, []).append(index)
+            states.append(
+                {
+                    "transactional_id": transactional_id,
+                    "error_code": ErrorCode.NONE,
+                    "transaction_state": found.state.value,
+                    "transaction_timeout": found.timeout_ms,
+                    "transaction_start_time": _utc(found.start_ms),
+                    "producer_id": found.producer_id,
+                    "producer_epoch": found.producer_epoch,
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+                }
+            )
+        return respond(request, transaction_states=states)
+
+    def list_transactions(self, header: RequestHeader, request: Any) -> Any:
+        """This broker's transactional ids, filtered by state names (unknown ones are
+        echoed back), producer ids, v1+ by running longer than ``duration_filter`` ms,
+        v2+ by a regular expression on the id (Java's syntax; Python's ``re`` here)."""
+        version = header.api_version
+        unknown = [s for s in request.state_filters if s not in _STATES]
+        states = {_STATES[s] for s in request.state_filters if s in _STATES}
+        producers = set(request.producer_id_filters)
+        duration = request.duration_filter if version >= 1 else -1
+        pattern = request.transactional_id_pattern if version >= 2 else None
+        matcher = None
+        if pattern:
+            try:
+                matcher = re.compile(pattern)
+            except re.error:
+                return respond(request, error_code=ErrorCode.INVALID_REQUEST)
+        now = self.coordinators.wall_ms()
+        listed = []
+        for txn in self.coordinator.transactions():
+            if states and txn.state not in states:
+                continue
+            if producers and txn.producer_id not in producers:
+                continue
+            if duration >= 0 and now - txn.start_ms <= duration:
+                continue
+            if matcher is not None and not matcher.fullmatch(txn.transactional_id):
+                continue
+            listed.append(
+                {
+                    "transactional_id": txn.transactional_id,
+                    "producer_id": txn.producer_id,
+                    "transaction_state": txn.state.value,
+                }
+            )
+        return respond(
+            request,
+            error_code=ErrorCode.NONE,
+            unknown_state_filters=unknown,
+            transaction_states=listed,
+        )
+
+
+def _by_topic(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index), error in errors.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": index, "partition_error_code": error}
+        )
+    return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
