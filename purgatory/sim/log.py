@@ -327,6 +327,18 @@ class RecordBatch:
 _NO_RETENTION: Final = LogConfig()
 
 
+def records_in(batches: Iterable[RecordBatch], start: int, end: int) -> list[Record]:
+    """The records of ``batches`` (consecutive) in ``[start, end)``."""
+    out: list[Record] = []
+    for batch in batches:
+        records = batch.records
+        if batch.base_offset < start or batch.end_offset > end:
+            lo = max(start - batch.base_offset, 0)
+            records = records[lo : end - batch.base_offset]
+        out.extend(records)
+    return out
+
+
 def marker_of(batch: ProducedBatch) -> EndTxnMarker | None:
     """The transaction marker ``batch`` holds; None for a data batch (or a control batch
     that is no end-transaction marker)."""
@@ -639,14 +651,7 @@ class Log:
     def read_records(self, start: int, end: int, max_bytes: int) -> list[Record]:
         """Records in ``[start, end)`` from whole batches of at most ``max_bytes`` in all
         (but at least one batch), as Kafka answers a fetch."""
-        out: list[Record] = []
-        for batch in self.read_batches(start, end, max_bytes):
-            records = batch.records
-            if batch.base_offset < start or batch.end_offset > end:
-                lo = max(start - batch.base_offset, 0)
-                records = records[lo : end - batch.base_offset]
-            out.extend(records)
-        return out
+        return records_in(self.read_batches(start, end, max_bytes), start, end)
 
     def record_at(self, offset: int) -> Record | None:
         if not self.log_start_offset <= offset < self.leo:

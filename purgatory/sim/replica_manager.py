@@ -24,6 +24,7 @@ from typing import Any, Final, TypeVar, final
 from purgatory import DelayedOperationPurgatory, OperationCancelled
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import (
+    READ_COMMITTED,
     DeleteRecordsRequest,
     DeleteRecordsResult,
     ElectLeadersRequest,
@@ -295,10 +296,11 @@ class ReplicaManager:
         log = p.logs[self.broker_id]
         if offset < log.log_start_offset or offset > log.leo:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
-        hw = p.hws[self.broker_id]
+        read_committed = request.isolation_level == READ_COMMITTED
+        end = p.last_stable_offset() if read_committed else p.hws[self.broker_id]
         min_bytes = request.min_bytes
         if request.max_wait_ms > 0 and (
-            hw <= offset or readable_at_least(log, offset, hw, min_bytes) < min_bytes
+            end <= offset or readable_at_least(log, offset, end, min_bytes) < min_bytes
         ):
             return DelayedFetch(
                 request.max_wait_ms,
@@ -309,8 +311,9 @@ class ReplicaManager:
                 reply,
                 self.op_observer,
                 request.as_batches,
+                read_committed,
             )
-        return read_consumer_fetch(p, offset, request.max_bytes, request.as_batches)
+        return read_consumer_fetch(p, offset, request.max_bytes, request.as_batches, read_committed)
 
     def delete_records(
         self, request: DeleteRecordsRequest, reply: Callable[[DeleteRecordsResult], None] | None
