@@ -129,6 +129,8 @@ class KafkaFrontDoor:
             self.stats,
             self._topics.auto_create,
             self.configs.number("message.max.bytes"),
+            # KIP-890: the transaction coordinators say whether a partition was added
+            self.transactions.verify_produce if self.transactions.settings.verification else None,
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)

@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kio_wire import read_response
+from kio_wire import read_response, round_trip
 
-from purgatory.kafka.coordinator.producer_ids import ProducerIds
-from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
+from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.schemas import build, encode_response, request_type
+from purgatory.kafka.schemas import build, request_type
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
@@ -81,31 +80,28 @@ async def test_produce_checks_sequences_with_kafkas_codes() -> None:
         assert values == [b"s0", b"s1", b"s2", b"s3", b"s0", b"s1", b"s77", b"s78", b"s0", b"s1"]
 
 
+@pytest.mark.asyncio
 @pytest.mark.parametrize("version", range(6))
-def test_init_producer_id_hands_out_fresh_ids_and_refuses_transactions(version: int) -> None:
-    handlers = CoordinatorHandlers(lambda key: (0, "h", 1), ProducerIds())
+async def test_init_producer_id_hands_out_fresh_ids(door: KafkaFrontDoor, version: int) -> None:
+    """An idempotent producer (no transactional id) gets a fresh id at epoch 0 from any
+    broker; an empty transactional id is INVALID_REQUEST (transactional ones:
+    test_transactions.py)."""
 
-    def ask(transactional_id: str | None) -> Any:
+    async def ask(transactional_id: str | None, broker: int = 0) -> Any:
         request = build(
             request_type(ApiKey.INIT_PRODUCER_ID, version),
             {"transactional_id": transactional_id, "transaction_timeout": 60_000},
         )
-        header = RequestHeader(ApiKey.INIT_PRODUCER_ID, version, 1, "c")
-        answer = handlers.init_producer_id(header, request)
-        frame = encode_response(1, answer)[4:]  # without its size
+        frame = await round_trip(door.addresses[broker], request)
         return read_response(frame, ApiKey.INIT_PRODUCER_ID, version).body
 
-    first, second = ask(None), ask(None)
+    first, second = await ask(None), await ask(None, broker=2)
     first_code, second_code = int(first.error_code), int(second.error_code)
     assert (first_code, first.producer_epoch, second_code) == (0, 0, 0)
     assert first.producer_id >= 0
     assert second.producer_id != first.producer_id
-    for transactional_id in ("payments", ""):
-        refused = ask(transactional_id)
-        assert (int(refused.error_code), refused.producer_id) == (
-            ErrorCode.INVALID_REQUEST.number,
-            -1,
-        )
+    refused = await ask("")
+    assert (int(refused.error_code), refused.producer_id) == (ErrorCode.INVALID_REQUEST.number, -1)
 
 
 def _slow_one_follower(cluster: Cluster) -> tuple[int, int]:

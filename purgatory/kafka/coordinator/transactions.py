@@ -305,7 +305,7 @@ class TransactionCoordinator:
         return ErrorCode.NONE
 
     def _watch_timeout(self, txn: TxnMetadata) -> None:
-        elapsed = max(self.shared.now_ms() - txn.start_ms, 0)
+        elapsed = max(self.shared.wall_ms() - txn.start_ms, 0)
         op = TxnTimeout(self, txn, txn.timeout_ms - elapsed)
         self.shared.timeouts.try_complete_else_watch_nowait(op, [txn.transactional_id])
 
@@ -667,8 +667,10 @@ class TransactionCoordinators:
     """Every broker's transaction coordinator and what they share: the cluster, the
     producer ids, the offset store (for TxnOffsetCommit's pending offsets), the settings
     and the "TxnTimeout" purgatory (labelled as the group coordinator's are). ``clock``
-    schedules the timeouts (None: the loop's); ``wall_ms`` stamps the records (Unix
-    milliseconds, as Kafka's)."""
+    schedules the timeouts (None: the loop's); ``wall_ms`` stamps the records and measures
+    how long a transaction has run (Unix milliseconds, as Kafka's); without
+    ``reaper_enabled`` nothing expires a timeout but ``timeouts.timer.run_due()`` (tests
+    on a manual clock)."""
 
     def __init__(
         self,
@@ -680,22 +682,18 @@ class TransactionCoordinators:
         labels: Mapping[str, str] | None = None,
         clock: Clock | None = None,
         wall_ms: Callable[[], int] | None = None,
+        reaper_enabled: bool = True,
     ) -> None:
         self.cluster = cluster
         self.producer_ids = producer_ids
         self.offsets = offsets
         self.settings = TxnSettings() if settings is None else settings
         self.timeouts: DelayedOperationPurgatory[TxnTimeout] = DelayedOperationPurgatory(
-            "TxnTimeout", labels=labels, clock=clock
+            "TxnTimeout", labels=labels, clock=clock, reaper_enabled=reaper_enabled
         )
-        self._clock = clock
         self.wall_ms: Callable[[], int] = wall_ms or (lambda: int(time.time() * 1000))
         self.coordinators = {b: TransactionCoordinator(b, self) for b in cluster.brokers}
         self._watching = False
-
-    def now_ms(self) -> int:
-        """The purgatory's clock, for the deadlines (the start time is wall time)."""
-        return self.wall_ms()
 
     def __getitem__(self, broker_id: int) -> TransactionCoordinator:
         return self.coordinators[broker_id]
@@ -756,8 +754,6 @@ class TransactionCoordinators:
         the produce path answers for a fenced one); INVALID_TXN_STATE if the partition
         was not added; NOT_ENOUGH_REPLICAS (retriable, as Kafka maps a coordinator it
         cannot reach) while no coordinator knows the producer."""
-        if not self.settings.verification:
-            return ErrorCode.NONE
         for coordinator in self.coordinators.values():
             coordinator.elected_or_resigned()
             txn = coordinator.by_producer(producer_id)

@@ -1,0 +1,257 @@
+"""Transactions end to end with the three real clients against the embedded cluster:
+confluent-kafka (librdkafka), aiokafka and kafka-python transactional producers commit
+and abort, a read_committed consumer sees exactly the committed records (a
+read_uncommitted one sees the aborted ones too), offsets sent to the transaction are
+committed with it; and a consume-transform-produce loop keeps every input record exactly
+once in its output across the crash of an output partition's leader mid-transaction and
+then of the transaction coordinator."""
+
+from __future__ import annotations
+
+import time
+import zlib
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CkPartition
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+from kafka import TopicPartition as KpPartition
+
+from purgatory.kafka.coordinator.transactions import TRANSACTION_STATE_TOPIC, partition_for
+from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
+
+COMMITTED = [b"c0", b"c1", b"c2", b"c3", b"last"]
+ABORTED = [b"a0", b"a1", b"a2"]
+
+
+def _read_confluent(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    """Every record of both partitions of ``topic`` a consumer at ``isolation`` reads."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{isolation}",
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([CkPartition(topic, 0, 0), CkPartition(topic, 1, 0)])
+    got: list[bytes] = []
+    ended: set[int] = set()
+    deadline = time.monotonic() + 30
+    try:
+        while len(ended) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is None:
+                continue
+            if message.error():
+                ended.add(message.partition())
+                continue
+            got.append(message.value())
+    finally:
+        consumer.close()
+    assert len(ended) == 2, "never reached the end of both partitions"
+    return got
+
+
+@pytest.mark.kafka_cluster(topics={"out": (2, 3)})
+def test_confluent_commits_and_aborts(kafka_cluster: EmbeddedKafka) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ck-1"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(4):
+        producer.produce("out", value=b"c%d" % i, partition=i % 2)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce("out", value=b"a%d" % i, partition=i % 2)
+    producer.flush(30)  # the aborted records are in the log
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce("out", value=b"last", partition=1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ck-group"})
+    offsets = [CkPartition("out", 0, 3)]
+    producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+    producer.commit_transaction(30)
+    committed = consumer.committed([CkPartition("out", 0)], 10)
+    consumer.close()
+    assert committed[0].offset == 3
+    assert sorted(_read_confluent(bootstrap, "out", "read_committed")) == COMMITTED
+    assert sorted(_read_confluent(bootstrap, "out", "read_uncommitted")) == sorted(
+        COMMITTED + ABORTED
+    )
+
+
+@pytest.mark.kafka_cluster(topics={"out": (2, 3)})
+def test_kafka_python_commits_and_aborts(kafka_cluster: EmbeddedKafka) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-1")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(4):
+            producer.send("out", b"c%d" % i, partition=i % 2)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send("out", b"a%d" % i, partition=i % 2)
+        producer.flush()
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send("out", b"last", partition=1)
+        offsets = {KpPartition("out", 0): OffsetAndMetadata(3, "", -1)}
+        producer.send_offsets_to_transaction(offsets, "kp-group")
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id="kp-group",
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+    )
+    try:
+        consumer.assign([KpPartition("out", 0), KpPartition("out", 1)])
+        assert consumer.committed(KpPartition("out", 0)) == 3
+        consumer.seek_to_beginning()
+        assert sorted(m.value for m in consumer) == COMMITTED
+    finally:
+        consumer.close()
+    assert sorted(_read_confluent(bootstrap, "out", "read_uncommitted")) == sorted(
+        COMMITTED + ABORTED
+    )
+
+
+@pytest.mark.asyncio
+async def test_aiokafka_transaction_context_commits_and_aborts() -> None:
+    async with AsyncEmbeddedKafka(brokers=3, seed=2, topics={"out": (2, 3)}) as kafka:
+        bootstrap = kafka.bootstrap_servers
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="ak-1")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(4):
+                    await producer.send("out", b"c%d" % i, partition=i % 2)
+            with pytest.raises(RuntimeError, match="abort"):
+                await _abort_in_a_transaction(producer)
+            async with producer.transaction():
+                await producer.send("out", b"last", partition=1)
+                await producer.send_offsets_to_transaction({TopicPartition("out", 0): 3}, "ak")
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id="ak",
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        try:
+            partitions = [TopicPartition("out", 0), TopicPartition("out", 1)]
+            consumer.assign(partitions)
+            assert await consumer.committed(partitions[0]) == 3
+            await consumer.seek_to_beginning()
+            got: list[bytes] = []
+            ends = await consumer.end_offsets(partitions)  # read_committed: the LSO
+            while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
+                batches = await consumer.getmany(timeout_ms=1000)
+                got += [m.value for ms in batches.values() for m in ms if m.value is not None]
+        finally:
+            await consumer.stop()
+        assert sorted(got) == COMMITTED
+
+
+async def _abort_in_a_transaction(producer: AIOKafkaProducer) -> None:
+    """Records sent, then an error inside ``transaction()``: the context aborts."""
+    async with producer.transaction():
+        for i in range(3):
+            await producer.send_and_wait("out", b"a%d" % i, partition=i % 2)
+        raise RuntimeError("the transaction aborts")
+
+
+def _group_away_from(brokers: set[int]) -> str:
+    """A group id whose coordinator (the front door's hash over three live brokers) is
+    none of ``brokers``: librdkafka's producer keeps sending TxnOffsetCommit to the group
+    coordinator it found first, and waits for it if it dies (see the docs)."""
+    return next(
+        g for g in (f"eos-{i}" for i in range(100)) if zlib.crc32(g.encode()) % 3 not in brokers
+    )
+
+
+@pytest.mark.kafka_cluster(
+    topics={"in": (2, 3), "out": (2, 3)},
+    # a crashed follower leaves the ISR within a second (acks=all waits till then)
+    cluster_options={"replica_lag_time_max_ms": 1000},
+)
+def test_consume_transform_produce_is_exactly_once_across_leader_and_coordinator_crashes(
+    kafka_cluster: EmbeddedKafka,
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    records = 300
+    source = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(records):
+        source.produce("in", value=b"r%04d" % i, partition=i % 2)
+    assert source.flush(30) == 0
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": "eos-1", "linger.ms": 1}
+    )
+    producer.init_transactions(30)
+    coordinator = kafka_cluster.leader(TRANSACTION_STATE_TOPIC, partition_for("eos-1", 50))
+    out_leader = kafka_cluster.leader("out", 0)
+    assert coordinator is not None
+    assert out_leader is not None
+    assert coordinator != out_leader  # two brokers die (the cluster's seed decides who leads)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": _group_away_from({coordinator, out_leader}),
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([CkPartition("in", 0), CkPartition("in", 1)])
+    crashed: list[int] = []
+    done = transactions = 0
+    deadline = time.monotonic() + 90
+    try:
+        while done < records and time.monotonic() < deadline:
+            messages = [m for m in consumer.consume(25, 1) if not m.error()]
+            if not messages:
+                continue
+            producer.begin_transaction()
+            for message in messages:
+                producer.produce(
+                    "out", value=message.value().upper(), partition=message.partition()
+                )
+            transactions += 1
+            if transactions == 3:  # the output leader dies with the transaction open
+                kafka_cluster.crash_broker(out_leader)
+                crashed.append(out_leader)
+            if transactions == 6:  # then the transaction coordinator
+                kafka_cluster.crash_broker(coordinator)
+                crashed.append(coordinator)
+            try:
+                positions = consumer.position(consumer.assignment())
+                metadata = consumer.consumer_group_metadata()
+                producer.send_offsets_to_transaction(positions, metadata, 30)
+                producer.commit_transaction(30)
+            except KafkaException as exc:
+                if not exc.args[0].txn_requires_abort():
+                    raise
+                # the usual recovery: abort, and consume again from the committed offsets
+                producer.abort_transaction(30)
+                for tp in consumer.committed(consumer.assignment(), 10):
+                    consumer.seek(tp)
+                continue
+            done += len(messages)
+    finally:
+        consumer.close()
+    assert done == records
+    assert crashed == [out_leader, coordinator]
+    assert kafka_cluster.leader(TRANSACTION_STATE_TOPIC, partition_for("eos-1", 50)) not in crashed
+    got = _read_confluent(bootstrap, "out", "read_committed")
+    assert sorted(got) == [b"R%04d" % i for i in range(records)]  # each exactly once

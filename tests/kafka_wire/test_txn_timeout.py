@@ -1,0 +1,114 @@
+"""A transaction past its ``transaction_timeout_ms`` is aborted by its coordinator, which
+bumps the producer epoch (fencing the producer), as Kafka's does. The wait is a TxnTimeout
+in the "TxnTimeout" purgatory, driven here by a manual clock (no reaper, no sleeps): the
+timer runs only when the test says so."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from purgatory import ManualClock
+from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.coordinator.transactions import (
+    TransactionCoordinator,
+    TransactionCoordinators,
+    TxnMetadata,
+    TxnSettings,
+    TxnState,
+)
+from purgatory.sim import Cluster
+from purgatory.sim.errors import ErrorCode
+
+TXN = "slow"
+
+
+@pytest_asyncio.fixture
+async def txns() -> AsyncIterator[tuple[TransactionCoordinators, ManualClock]]:
+    clock = ManualClock(1_700_000_000_000)
+    async with Cluster(3, seed=1) as cluster:
+        await cluster.create_topic("t", 2, 3)
+        coordinators = TransactionCoordinators(
+            cluster,
+            ProducerIds(),
+            OffsetStore(),
+            TxnSettings(num_partitions=3),
+            clock=clock,
+            wall_ms=lambda: int(clock()),
+            reaper_enabled=False,
+        )
+        assert await coordinators.ensure_topic() is ErrorCode.NONE
+        yield coordinators, clock
+        await coordinators.close()
+
+
+def _owner(txns: TransactionCoordinators) -> TransactionCoordinator:
+    owner = txns.owner(TXN)
+    assert owner is not None
+    return owner
+
+
+async def _state(owner: TransactionCoordinator, state: TxnState) -> TxnMetadata:
+    """The transaction once it reaches ``state`` (its writes are acks=all round trips)."""
+    for _ in range(500):
+        txn = owner.describe(TXN)
+        assert not isinstance(txn, ErrorCode)
+        if txn.state is state:
+            return txn
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"never {state}: {txn}")
+
+
+@pytest.mark.asyncio
+async def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(
+    txns: tuple[TransactionCoordinators, ManualClock],
+) -> None:
+    coordinators, clock = txns
+    owner = _owner(coordinators)
+    error, pid, epoch = await owner.init_producer_id(TXN, 10_000, None)
+    assert (error, epoch) == (ErrorCode.NONE, 0)
+    assert await owner.add_partitions(TXN, pid, epoch, [("t", 0)]) is ErrorCode.NONE
+    timeouts = coordinators.timeouts
+    assert timeouts.num_delayed == 1
+    clock.advance(6_000)
+    # more partitions later do not restart the clock: it runs from the transaction's start
+    assert await owner.add_partitions(TXN, pid, epoch, [("t", 1)]) is ErrorCode.NONE
+    clock.advance(3_999)
+    assert timeouts.timer.run_due() == 0
+    assert (await _state(owner, TxnState.ONGOING)).producer_epoch == 0
+    clock.advance(1)
+    assert timeouts.timer.run_due() == 1
+    aborted = await _state(owner, TxnState.COMPLETE_ABORT)
+    assert (aborted.producer_id, aborted.producer_epoch) == (pid, 1)
+    assert timeouts.statistics().expired == 1
+    for index in (0, 1):  # the abort markers are in
+        p = coordinators.cluster.partition("t", index)
+        assert p is not None
+        assert p.last_stable_offset() == p.hw > 0
+    # the producer learns it was fenced at its next request
+    assert await owner.add_partitions(TXN, pid, epoch, [("t", 0)]) is ErrorCode.PRODUCER_FENCED
+    assert await owner.end_txn(TXN, pid, epoch, commit=True) is ErrorCode.PRODUCER_FENCED
+    assert await owner.init_producer_id(TXN, 10_000, None) == (ErrorCode.NONE, pid, 2)
+
+
+@pytest.mark.asyncio
+async def test_a_transaction_that_ends_in_time_leaves_no_timeout(
+    txns: tuple[TransactionCoordinators, ManualClock],
+) -> None:
+    coordinators, clock = txns
+    owner = _owner(coordinators)
+    _, pid, epoch = await owner.init_producer_id(TXN, 10_000, None)
+    assert await owner.add_partitions(TXN, pid, epoch, [("t", 0)]) is ErrorCode.NONE
+    clock.advance(9_000)
+    assert await owner.end_txn(TXN, pid, epoch, commit=True) is ErrorCode.NONE
+    assert coordinators.timeouts.num_delayed == 0
+    clock.advance(60_000)
+    assert coordinators.timeouts.timer.run_due() == 0
+    done = await _state(owner, TxnState.COMPLETE_COMMIT)
+    assert done.producer_epoch == 0
+    stats = coordinators.timeouts.statistics()
+    assert (stats.completed, stats.expired) == (1, 0)
