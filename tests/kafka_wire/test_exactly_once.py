@@ -183,8 +183,9 @@ def _group_away_from(brokers: set[int]) -> str:
 
 @pytest.mark.kafka_cluster(
     topics={"in": (2, 3), "out": (2, 3)},
-    # a crashed follower leaves the ISR within a second (acks=all waits till then)
-    cluster_options={"replica_lag_time_max_ms": 1000},
+    # a crashed follower leaves the ISR within a second (acks=all waits till then);
+    # followers long-poll well within that, so that a live one never leaves it
+    cluster_options={"replica_lag_time_max_ms": 1000, "replica_fetch_wait_max_ms": 100},
 )
 def test_consume_transform_produce_is_exactly_once_across_leader_and_coordinator_crashes(
     kafka_cluster: EmbeddedKafka,

@@ -38,8 +38,9 @@ async def kafka() -> AsyncIterator[AsyncEmbeddedKafka]:
         seed=1,
         topics={"t": (2, 3)},
         configs={"transaction.state.log.num.partitions": 5},
-        # a crashed follower leaves the ISR within half a second (acks=all waits till then)
-        cluster_options={"replica_lag_time_max_ms": 500},
+        # a crashed follower leaves the ISR within a second (acks=all waits till then);
+        # followers long-poll well within that, so that a live one never leaves it
+        cluster_options={"replica_lag_time_max_ms": 1000, "replica_fetch_wait_max_ms": 100},
     ) as kafka:
         yield kafka
 
@@ -161,6 +162,11 @@ async def test_find_coordinator_names_the_leader_of_the_ids_partition(
     assert set(answers) == {leader}
     bad = await call(kafka, 0, ApiKey.FIND_COORDINATOR, 3, key=TXN, key_type=7)
     assert bad.error_code == KioError.invalid_request
+    listed = await call(kafka, 0, ApiKey.METADATA, 12, topics=None)
+    assert {t.name: t.is_internal for t in listed.topics} == {
+        "t": False,
+        TRANSACTION_STATE_TOPIC: True,  # as Kafka lists it: clients' patterns skip it
+    }
 
 
 @pytest.mark.asyncio
