@@ -5,17 +5,20 @@ of a parked consumer fetch (produce sent -> record received), p50 and p99, over 
 protocol (aiokafka) and over the HTTP long poll.
 
     python examples/kafka_throughput.py [--client aiokafka|confluent] [--records 50000]
-        [--idempotence] [--consume] [--wakeups 200] [--replica-rtt-ms MS] [--warmup 1000]
+        [--idempotence] [--transactional N] [--consume] [--wakeups 200]
+        [--replica-rtt-ms MS] [--warmup 1000]
     python examples/kafka_throughput.py --librdkafka-mock [--records 500000]
 
-``--client aiokafka`` (the default) produces with aiokafka's default batching;
-``--client confluent`` with librdkafka (confluent-kafka, ``linger.ms=5``) and consumes with
-it. Starts the server as a child process on loopback (``purgatory.testing.ServeProcess``:
-its log is kept in a temporary directory), produces, reads the server's CPU time from
-/proc (Linux), and stops it. ``--librdkafka-mock`` runs the same librdkafka producer
-against librdkafka's own in-process mock cluster instead
-(``test.mock.num.brokers=3``; partition 0 of a topic of replication factor 3): the same
-figures, its brokers' CPU counted in this process's.
+``--client aiokafka`` (the default) produces with aiokafka's default batching; ``--client
+confluent`` with librdkafka (confluent-kafka, ``linger.ms=5``) and consumes with it.
+``--transactional N`` (confluent) then produces as many records again, to a topic of their
+own, with a transactional producer that commits every N records, and with ``--consume``
+reads those back read_committed and read_uncommitted. Starts the server as a child process
+on loopback (``purgatory.testing.ServeProcess``: its log is kept in a temporary
+directory), produces, reads the server's CPU time from /proc (Linux), and stops it.
+``--librdkafka-mock`` runs the same librdkafka producer against librdkafka's own
+in-process mock cluster instead (``test.mock.num.brokers=3``; partition 0 of a topic of
+replication factor 3): the same figures, its brokers' CPU counted in this process's.
 """
 
 from __future__ import annotations
@@ -52,18 +55,27 @@ async def produce(bootstrap: str, records: int) -> float:
         await producer.stop()
 
 
-def confluent_produce(bootstrap: str, records: int, idempotence: bool) -> float:
+def confluent_produce(
+    bootstrap: str, records: int, idempotence: bool, topic: str = "t", transaction: int = 0
+) -> float:
+    """Records/s of one librdkafka producer; with ``transaction`` > 0, a transactional one
+    (idempotent too) committing every ``transaction`` records (its InitProducerId is not
+    timed: a warm-up produces first)."""
     from confluent_kafka import KafkaException, Producer
 
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 5,
-            "enable.idempotence": idempotence,
-            "message.timeout.ms": 30_000,  # a refused record fails instead of retrying on
-        }
-    )
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "linger.ms": 5,
+        "enable.idempotence": idempotence,
+        "message.timeout.ms": 30_000,  # a refused record fails instead of retrying on
+    }
+    if transaction:
+        config["transactional.id"] = f"throughput-{topic}"
+    producer = Producer(config)
+    if transaction:
+        producer.init_transactions(30)
+        producer.begin_transaction()
     failed: list[object] = []
 
     def delivered(error: object, _message: object) -> None:
@@ -71,17 +83,22 @@ def confluent_produce(bootstrap: str, records: int, idempotence: bool) -> float:
             failed.append(error)
 
     value = b"x" * 100
-    producer.produce("t", value, partition=0, on_delivery=delivered)  # connections, metadata
+    producer.produce(topic, value, partition=0, on_delivery=delivered)  # connections, metadata
     producer.flush(30)
     start = time.perf_counter()
-    for _ in range(records):
+    for i in range(records):
+        if transaction and i and i % transaction == 0:
+            producer.commit_transaction(60)  # waits for every record of it, then the commit
+            producer.begin_transaction()
         while True:
             try:
-                producer.produce("t", value, partition=0, on_delivery=delivered)
+                producer.produce(topic, value, partition=0, on_delivery=delivered)
                 break
             except BufferError:  # the client's queue is full: let deliveries drain it
                 producer.poll(0.001)
-    if producer.flush(60):
+    if transaction:
+        producer.commit_transaction(60)
+    elif producer.flush(60):
         raise KafkaException("records still undelivered after 60 s")
     elapsed = time.perf_counter() - start
     if failed:
@@ -106,7 +123,9 @@ async def aiokafka_consume(bootstrap: str, records: int) -> float:
         await consumer.stop()
 
 
-def confluent_consume(bootstrap: str, records: int) -> float:
+def confluent_consume(
+    bootstrap: str, records: int, topic: str = "t", isolation: str = "read_uncommitted"
+) -> float:
     from confluent_kafka import Consumer, KafkaException
     from confluent_kafka import TopicPartition as Tp
 
@@ -115,6 +134,7 @@ def confluent_consume(bootstrap: str, records: int) -> float:
             "bootstrap.servers": bootstrap,
             "group.id": "throughput",
             "enable.auto.commit": False,
+            "isolation.level": isolation,
             # librdkafka stops fetching for a second (its default) whenever its queue of
             # 100,000 records is full, which a broker faster than this loop fills: that
             # measures the pause, not the broker
@@ -122,7 +142,7 @@ def confluent_consume(bootstrap: str, records: int) -> float:
         }
     )
     try:
-        consumer.assign([Tp("t", 0, 0)])
+        consumer.assign([Tp(topic, 0, 0)])
         start = time.perf_counter()
         got = 0
         while got < records:
@@ -196,6 +216,13 @@ def main() -> None:
     parser.add_argument(
         "--idempotence", action="store_true", help="produce with enable.idempotence (confluent)"
     )
+    parser.add_argument(
+        "--transactional",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then as many records with a transactional producer committing every N (confluent)",
+    )
     parser.add_argument("--consume", action="store_true", help="read the records back")
     parser.add_argument(
         "--warmup",
@@ -222,7 +249,9 @@ def main() -> None:
     command = ["--kafka-port", "0", "--topic", "t:1:3", "--log-level", "WARNING"]
     if args.replica_rtt_ms is not None:
         command += ["--replica-rtt-ms", args.replica_rtt_ms]
-    command += ["--topic", "w:1:3", "--topic", "h:1:3"]
+    command += ["--topic", "w:1:3", "--topic", "h:1:3", "--topic", "x:1:3"]
+    if args.transactional and args.client != "confluent":
+        parser.error("--transactional needs --client confluent")
     with ServeProcess(*command) as server:
         url, bootstrap = server.url, server.bootstrap_servers
         n = args.records
@@ -251,9 +280,33 @@ def main() -> None:
             client_before = time.process_time()
             elapsed = consume_with(n)
             report("consume", n, elapsed, cpu_seconds(server.pid) - broker_before, client_before)
+        if args.transactional:
+            transactional(bootstrap, server.pid, n, args.transactional, args.warmup, args.consume)
         if args.wakeups:
             print(summary("kafka", asyncio.run(kafka_wakeups(bootstrap, args.wakeups))))
             print(summary("http ", asyncio.run(http_wakeups(url, args.wakeups))))
+
+
+def transactional(bootstrap: str, pid: int, n: int, size: int, warmup: int, consume: bool) -> None:
+    """``n`` records to topic x with transactions of ``size``; then (``consume``) read
+    back read_committed and read_uncommitted."""
+    if warmup:  # creates __transaction_state and loads the transaction APIs' schemas
+        confluent_produce(bootstrap, warmup, True, "x", size)
+    broker_before = cpu_seconds(pid)
+    client_before = time.process_time()
+    elapsed = confluent_produce(bootstrap, n, True, "x", size)
+    what = f"produce, transactions of {size}"
+    report(what, n, elapsed, cpu_seconds(pid) - broker_before, client_before)
+    if not consume:
+        return
+    for isolation in ("read_committed", "read_uncommitted"):
+        total = n + 1 + (warmup + 1 if warmup else 0)  # each run's first record too
+        broker_before = cpu_seconds(pid)
+        client_before = time.process_time()
+        elapsed = confluent_consume(bootstrap, total, "x", isolation)
+        report(
+            f"consume {isolation}", total, elapsed, cpu_seconds(pid) - broker_before, client_before
+        )
 
 
 def librdkafka_mock(records: int, warmup: int) -> None:

@@ -401,6 +401,9 @@ async def test_list_transactions_filters(kafka: AsyncEmbeddedKafka) -> None:
     }
     answer = await call(kafka, 0, ApiKey.LIST_TRANSACTIONS, 0, state_filters=["Nope", "Empty"])
     assert list(answer.unknown_state_filters) == ["Nope"]
+    assert await listed(0, state_filters=["Dead"]) == set()  # Kafka's, never seen here
+    answer = await call(kafka, 0, ApiKey.LIST_TRANSACTIONS, 0, state_filters=["Nope"])
+    assert (list(answer.unknown_state_filters), answer.transaction_states) == (["Nope"], ())
 
 
 @pytest.mark.asyncio

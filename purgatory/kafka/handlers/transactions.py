@@ -44,6 +44,8 @@ _FENCED_SINCE: Final = {
 }
 #: ListTransactions' state names (its filters must be among them)
 _STATES: Final = {state.value: state for state in TxnState}
+#: Kafka's states no transaction here is ever in (a filter naming them is known, matches none)
+_TRANSIENT: Final = frozenset({"Dead", "PrepareEpochFence"})
 
 
 def _for_version(key: ApiKey, version: int, error: ErrorCode) -> ErrorCode:
@@ -272,8 +274,10 @@ class TransactionHandlers:
         echoed back), producer ids, v1+ by running longer than ``duration_filter`` ms,
         v2+ by a regular expression on the id (Java's syntax; Python's ``re`` here)."""
         version = header.api_version
-        unknown = [s for s in request.state_filters if s not in _STATES]
+        unknown = [s for s in request.state_filters if s not in _STATES and s not in _TRANSIENT]
         states = {_STATES[s] for s in request.state_filters if s in _STATES}
+        if request.state_filters and not states:
+            return respond(request, error_code=ErrorCode.NONE, unknown_state_filters=unknown)
         producers = set(request.producer_id_filters)
         duration = request.duration_filter if version >= 1 else -1
         pattern = request.transactional_id_pattern if version >= 2 else None
