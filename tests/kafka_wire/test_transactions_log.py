@@ -14,6 +14,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from kio_wire import read_response, round_trip
 
+from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
@@ -370,3 +371,11 @@ async def test_consumers_see_committed_records_only(
     # no aborted record, no control record, nothing of the open transaction
     assert got == expected
     assert not door.stats.bad_input
+
+
+@pytest.mark.asyncio
+async def test_embedded_records_leave_markers_out() -> None:
+    async with AsyncEmbeddedKafka(brokers=1, seed=1, topics={"t": (1, 1)}) as kafka:
+        await _fill(kafka.front_door)
+        values = [r.value for r in kafka.records("t", 0)]
+    assert values == EVERYTHING  # what a read_uncommitted consumer reads

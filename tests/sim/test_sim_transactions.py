@@ -337,3 +337,28 @@ def test_txn_marker_is_checked_when_built() -> None:
         TxnMarker(1, 0, 0, True, [("t", 0)])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="isolation_level"):
         FetchRequest("t", 0, 0, isolation_level=2)
+
+
+def test_a_marker_in_flight_when_the_leader_crashes_is_written_again_on_the_new_one() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        await _txn_produce(c, 7, 0)  # [0, 2) on every replica
+        c.set_replication_latency(1, Latency(200.0))
+        c.set_replication_latency(2, Latency(200.0))
+        marker = TxnMarker(7, 0, 0, False, (("t", 0),))
+        pending = asyncio.ensure_future(c.write_txn_markers([marker]))
+        await asyncio.sleep(0.01)  # appended on broker 0, not replicated yet
+        assert not pending.done()
+        await c.crash_broker(0)
+        assert await pending == {("t", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+        p = c.partition("t", 0)
+        assert p is not None
+        assert p.leader in (1, 2)
+        assert p.leader_log.txns.ongoing == {7: 0}  # the new leader never saw the marker
+        c.set_replication_latency(1, None)
+        c.set_replication_latency(2, None)
+        assert await c.write_txn_markers([marker]) == {("t", 0): ErrorCode.NONE}
+        assert p.last_stable_offset() == p.hw == 3
+        fetched = await c.fetch(FetchRequest("t", 0, 0, isolation_level=1, max_wait_ms=0))
+        assert fetched.aborted_transactions == [CompletedTxn(7, 0, 2, True)]
+
+    _run(body)
