@@ -23,6 +23,7 @@ from purgatory.sim.log import CONTROL, TRANSACTIONAL
 # Attributes bit 4 (TRANSACTIONAL): the batch belongs to a transaction; bit 5 (CONTROL): a
 # control batch (a transaction marker), which only a broker writes. Defined by the log,
 # which writes markers.
+
 # baseOffset q, batchLength i, partitionLeaderEpoch i, magic b, crc I, attributes h,
 # lastOffsetDelta i, baseTimestamp q, maxTimestamp q, producerId q, producerEpoch h,
 # baseSequence i, recordCount i

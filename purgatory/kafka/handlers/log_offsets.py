@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, final
 
+from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.handlers.leadership import leads
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import WireBatch, max_timestamp_of
@@ -15,7 +16,7 @@ from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import RecordBatch
-from purgatory.sim.messages import READ_COMMITTED
+from purgatory.sim.messages import READ_COMMITTED, READ_UNCOMMITTED
 
 EARLIEST: Final = -2
 LATEST: Final = -1
@@ -46,7 +47,10 @@ class LogOffsetHandlers:
     def list_offsets(self, header: RequestHeader, request: Any) -> Any:
         # v2+: read_committed (1) answers LATEST with the last stable offset, and
         # searches by time below it (Kafka's lastFetchableOffset)
-        committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED
+        isolation = int(getattr(request, "isolation_level", READ_UNCOMMITTED))
+        if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise DecodeError(f"list offsets isolation_level {isolation}")
+        committed = isolation == READ_COMMITTED
         topics = []
         for topic in request.topics:
             partitions = []
