@@ -459,3 +459,53 @@ async def test_txn_timeout_purgatory_is_exposed(kafka: AsyncEmbeddedKafka) -> No
     assert await end(kafka, broker, pid, 0, commit=False) == KioError.none
     assert purgatories["TxnTimeout"].num_delayed == 0
     assert TxnState.ONGOING.value == "Ongoing"
+
+
+async def _produce_batch(
+    kafka: AsyncEmbeddedKafka, index: int, producer_id: int, epoch: int, sequence: int = 0
+) -> KioError:
+    """A transactional batch (kafka-python's framing) produced to t-``index`` through its
+    leader: the partition's error."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 0, True, producer_id, epoch, sequence, 1 << 20)
+    builder.append(0, 1_700_000_000_000, None, b"v", [])
+    leader = kafka.cluster.partition("t", index)
+    assert leader is not None
+    assert leader.leader is not None
+    answer = await call(
+        kafka,
+        leader.leader,
+        ApiKey.PRODUCE,
+        9,
+        transactional_id=TXN,
+        acks=-1,
+        timeout=10_000,
+        topic_data=[
+            {"name": "t", "partition_data": [{"index": index, "records": bytes(builder.build())}]}
+        ],
+    )
+    return answer.responses[0].partition_responses[0].error_code  # type: ignore[no-any-return]
+
+
+@pytest.mark.asyncio
+async def test_a_transactional_produce_is_verified_with_the_coordinator(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    """KIP-890: the first batch of a transaction on a partition is accepted only if the
+    partition was added to the producer's ongoing transaction at its epoch."""
+    broker = await coordinator(kafka)  # creates __transaction_state
+    assert await _produce_batch(kafka, 0, 4242, 0) == KioError.invalid_producer_id_mapping
+    pid = (await init(kafka, broker)).producer_id
+    assert await _produce_batch(kafka, 0, pid, 0) == KioError.invalid_txn_state  # nothing added
+    assert await add(kafka, broker, pid, 0, [0]) == [KioError.none]
+    assert await _produce_batch(kafka, 1, pid, 0) == KioError.invalid_txn_state  # not t-1
+    assert await _produce_batch(kafka, 0, pid, 0) == KioError.none
+    assert await _produce_batch(kafka, 0, pid, 0, sequence=1) == KioError.none  # within it
+    assert await end(kafka, broker, pid, 0, commit=True) == KioError.none
+    await settled(kafka, "CompleteCommit")
+    bumped = await init(kafka, broker)
+    assert bumped.producer_epoch == 1
+    assert await add(kafka, broker, pid, 1, [1]) == [KioError.none]
+    assert await _produce_batch(kafka, 1, pid, 0) == KioError.invalid_producer_epoch  # a zombie
+    assert await _produce_batch(kafka, 1, pid, 1) == KioError.none

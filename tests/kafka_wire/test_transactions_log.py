@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from kio_wire import read_response, round_trip
 
@@ -27,6 +29,16 @@ from purgatory.sim.log import CONTROL, TRANSACTIONAL
 
 TIMEOUT = 60.0
 T0 = 1_700_000_000_000
+#: these batches come from producers no transaction coordinator knows (the log side alone;
+#: the coordinator's: test_transactions.py), which KIP-890's verification would refuse
+UNVERIFIED: dict[str, object] = {"transaction.partition.verification.enable": False}
+
+
+@pytest_asyncio.fixture
+async def door() -> AsyncIterator[KafkaFrontDoor]:
+    """The conftest's cluster (three brokers, t of 2 partitions) without verification."""
+    async with AsyncEmbeddedKafka(brokers=3, seed=1, topics={"t": (2, 3)}, configs=UNVERIFIED) as k:
+        yield k.front_door
 
 
 def _batch(
@@ -375,7 +387,9 @@ async def test_consumers_see_committed_records_only(
 
 @pytest.mark.asyncio
 async def test_embedded_records_leave_markers_out() -> None:
-    async with AsyncEmbeddedKafka(brokers=1, seed=1, topics={"t": (1, 1)}) as kafka:
+    async with AsyncEmbeddedKafka(
+        brokers=1, seed=1, topics={"t": (1, 1)}, configs=UNVERIFIED
+    ) as kafka:
         await _fill(kafka.front_door)
         values = [r.value for r in kafka.records("t", 0)]
     assert values == EVERYTHING  # what a read_uncommitted consumer reads

@@ -749,22 +749,32 @@ class TransactionCoordinators:
         self, producer_id: int, producer_epoch: int, topic: str, partition: int
     ) -> ErrorCode:
         """KIP-890's check of a transactional Produce, as a partition leader asks the
-        coordinator (AddPartitionsToTxn verify_only): NONE if the partition is in the
-        producer's ongoing transaction; INVALID_PRODUCER_EPOCH for an older epoch (what
-        the produce path answers for a fenced one); INVALID_TXN_STATE if the partition
-        was not added; NOT_ENOUGH_REPLICAS (retriable, as Kafka maps a coordinator it
-        cannot reach) while no coordinator knows the producer."""
+        coordinator (AddPartitionsToTxn verify_only), with the answers Kafka's produce path
+        gives: NONE if the partition is in the producer's ongoing transaction;
+        INVALID_PRODUCER_EPOCH for an older epoch; INVALID_TXN_STATE if the partition was
+        not added; INVALID_PRODUCER_ID_MAPPING for a producer no coordinator knows; and
+        NOT_ENOUGH_REPLICAS (retriable) while the answer cannot be had: a
+        ``__transaction_state`` partition without a leader (its coordinator may be the
+        missing one), or the transaction being committed or aborted (Kafka's
+        CONCURRENT_TRANSACTIONS, mapped so for a produce)."""
+        txn = None
         for coordinator in self.coordinators.values():
             coordinator.elected_or_resigned()
             txn = coordinator.by_producer(producer_id)
-            if txn is None:
-                continue
-            if producer_epoch < txn.producer_epoch:
-                return ErrorCode.INVALID_PRODUCER_EPOCH
-            if txn.state is TxnState.ONGOING and (topic, partition) in txn.partitions:
-                return ErrorCode.NONE
-            return ErrorCode.INVALID_TXN_STATE
-        return ErrorCode.NOT_ENOUGH_REPLICAS
+            if txn is not None:
+                break
+        if txn is None:
+            state = self.cluster.topics.get(TRANSACTION_STATE_TOPIC, [])
+            if any(p.leader is None or not self.cluster.is_alive(p.leader) for p in state):
+                return ErrorCode.NOT_ENOUGH_REPLICAS
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch < txn.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if txn.state in _PREPARED or txn.pending:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        if txn.state is TxnState.ONGOING and (topic, partition) in txn.partitions:
+            return ErrorCode.NONE
+        return ErrorCode.INVALID_TXN_STATE
 
     def verify_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group: str
