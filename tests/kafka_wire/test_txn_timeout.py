@@ -112,3 +112,29 @@ async def test_a_transaction_that_ends_in_time_leaves_no_timeout(
     assert done.producer_epoch == 0
     stats = coordinators.timeouts.statistics()
     assert (stats.completed, stats.expired) == (1, 0)
+
+
+@pytest.mark.asyncio
+async def test_a_used_up_epoch_moves_to_a_new_producer_id(
+    txns: tuple[TransactionCoordinators, ManualClock],
+) -> None:
+    """Kafka's rotation: past epoch 32766 the next bump hands out a new producer id at epoch
+    0, and a KIP-360 retry naming the old id at the used-up epoch gets the new one."""
+    coordinators, _ = txns
+    owner = _owner(coordinators)
+    _, pid, _ = await owner.init_producer_id(TXN, 10_000, None)
+    # 32,766 bumps take a while over acks=all writes: start from the state they would leave
+    txn = owner.describe(TXN)
+    assert not isinstance(txn, ErrorCode)
+    worn = txn.copy(producer_epoch=32_766)
+    assert await owner._write(owner._owned(TXN), txn, worn) is ErrorCode.NONE  # type: ignore[arg-type]
+    error, new_pid, epoch = await owner.init_producer_id(TXN, 10_000, (pid, 32_766))
+    assert (error, epoch) == (ErrorCode.NONE, 0)
+    assert new_pid != pid
+    again = await owner.init_producer_id(TXN, 10_000, (pid, 32_766))  # the answer was lost
+    assert again == (ErrorCode.NONE, new_pid, 0)  # the same answer, not a second bump
+    assert await owner.init_producer_id(TXN, 10_000, (pid, 5)) == (
+        ErrorCode.PRODUCER_FENCED,
+        -1,
+        -1,
+    )

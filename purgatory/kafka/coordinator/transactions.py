@@ -361,7 +361,8 @@ class TransactionCoordinator:
                 producer_id=self.shared.producer_ids.next(),
                 producer_epoch=0,
                 previous_producer_id=txn.producer_id,
-                last_producer_epoch=NO_PRODUCER_EPOCH,
+                # KIP-360: a retry naming the old id at this epoch gets the new id again
+                last_producer_epoch=NO_PRODUCER_EPOCH if expected is None else txn.producer_epoch,
                 start_ms=-1,
                 last_update_ms=now,
             )
