@@ -509,3 +509,29 @@ async def test_a_transactional_produce_is_verified_with_the_coordinator(
     assert await add(kafka, broker, pid, 1, [1]) == [KioError.none]
     assert await _produce_batch(kafka, 1, pid, 0) == KioError.invalid_producer_epoch  # a zombie
     assert await _produce_batch(kafka, 1, pid, 1) == KioError.none
+
+
+@pytest.mark.asyncio
+async def test_no_coordinator_while_the_partition_has_no_leader() -> None:
+    """Every replica of the id's ``__transaction_state`` partition down: FindCoordinator
+    answers COORDINATOR_NOT_AVAILABLE (from the broker left); the last leader back, the
+    transaction is where it was."""
+    async with AsyncEmbeddedKafka(
+        brokers=4, seed=1, topics={"t": (2, 3)}, configs={"transaction.state.log.num.partitions": 5}
+    ) as kafka:
+        broker = await coordinator(kafka)
+        pid = (await init(kafka, broker)).producer_id
+        assert await add(kafka, broker, pid, 0, [0]) == [KioError.none]
+        state = kafka.cluster.partition(TRANSACTION_STATE_TOPIC, partition_for(TXN, 5))
+        assert state is not None
+        last = state.leader
+        assert last is not None
+        for replica in [r for r in state.replicas if r != last] + [last]:
+            await kafka.crash_broker(replica)
+        (left,) = (b for b in range(4) if kafka.front_door.listening(b))
+        found = await call(kafka, left, ApiKey.FIND_COORDINATOR, 3, key=TXN, key_type=1)
+        assert found.error_code == KioError.coordinator_not_available
+        await kafka.restart_broker(last)
+        described = await settled(kafka, "Ongoing")
+        assert (described.producer_id, described.producer_epoch) == (pid, 0)
+        assert await coordinator(kafka) == last
