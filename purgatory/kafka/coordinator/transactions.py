@@ -30,7 +30,7 @@ import enum
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, final
 
@@ -594,7 +594,10 @@ class TransactionCoordinator:
             return False
         return True
 
-    def _spawn(self, work: Awaitable[None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        if self.shared.closed:  # a leadership change after close: nothing more to finish
+            work.close()
+            return
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -695,6 +698,7 @@ class TransactionCoordinators:
         self.wall_ms: Callable[[], int] = wall_ms or (lambda: int(time.time() * 1000))
         self.coordinators = {b: TransactionCoordinator(b, self) for b in cluster.brokers}
         self._watching = False
+        self.closed = False
 
     def __getitem__(self, broker_id: int) -> TransactionCoordinator:
         return self.coordinators[broker_id]
@@ -721,13 +725,15 @@ class TransactionCoordinators:
         return ErrorCode.NONE
 
     def _watch_leadership(self) -> None:
-        if self._watching or self.cluster.closed:
+        if self._watching or self.closed or self.cluster.closed:
             return
         self._watching = True
         self.cluster.call_on_change(self._leadership_changed)
 
     def _leadership_changed(self) -> None:
         self._watching = False
+        if self.closed:
+            return
         for coordinator in self.coordinators.values():
             coordinator.elected_or_resigned()
         self._watch_leadership()
@@ -802,6 +808,7 @@ class TransactionCoordinators:
         return {"TxnTimeout": self.timeouts}  # type: ignore[dict-item]
 
     async def close(self) -> None:
+        self.closed = True
         for coordinator in self.coordinators.values():
             await coordinator.close()
         await self.timeouts.shutdown()
