@@ -256,3 +256,33 @@ def test_consume_transform_produce_is_exactly_once_across_leader_and_coordinator
     assert kafka_cluster.leader(TRANSACTION_STATE_TOPIC, partition_for("eos-1", 50)) not in crashed
     got = _read_confluent(bootstrap, "out", "read_committed")
     assert sorted(got) == [b"R%04d" % i for i in range(records)]  # each exactly once
+
+
+@pytest.mark.asyncio
+async def test_txn_timeouts_show_on_the_metrics_of_purgatory_serve() -> None:
+    """Each transaction's timeout is an operation of the TxnTimeout purgatory, metered on
+    ``/metrics`` with the brokers' and the group coordinator's: one transaction committed,
+    one aborted by its producer, each completes its TxnTimeout (none expires)."""
+    import aiohttp
+
+    from purgatory.testing import ServeProcess
+
+    with ServeProcess("--kafka-port", "0", "--topic", "out:2:3", "--log-level", "WARNING") as srv:
+        producer = AIOKafkaProducer(bootstrap_servers=srv.bootstrap_servers, transactional_id="m")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send("out", b"c", partition=0)
+            with pytest.raises(RuntimeError, match="abort"):
+                await _abort_in_a_transaction(producer)
+        finally:
+            await producer.stop()
+        async with aiohttp.ClientSession() as session, session.get(srv.url + "/metrics") as got:
+            metrics = await got.text()
+
+    def counter(name: str) -> float:
+        line = f'purgatory_operations_{name}_total{{broker="all",purgatory="TxnTimeout"}} '
+        [value] = [row[len(line) :] for row in metrics.splitlines() if row.startswith(line)]
+        return float(value)
+
+    assert (counter("completed"), counter("expired")) == (2, 0)
