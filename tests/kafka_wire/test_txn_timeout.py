@@ -138,3 +138,26 @@ async def test_a_used_up_epoch_moves_to_a_new_producer_id(
         -1,
         -1,
     )
+
+
+@pytest.mark.asyncio
+async def test_a_timeout_during_another_write_aborts_once_that_write_is_done(
+    txns: tuple[TransactionCoordinators, ManualClock],
+) -> None:
+    coordinators, clock = txns
+    owner = _owner(coordinators)
+    _, pid, epoch = await owner.init_producer_id(TXN, 10_000, None)
+    assert await owner.add_partitions(TXN, pid, epoch, [("t", 0)]) is ErrorCode.NONE
+    adding = asyncio.ensure_future(owner.add_partitions(TXN, pid, epoch, [("t", 1)]))
+    await asyncio.sleep(0)  # its record is on its way to the log: a write is pending
+    txn = owner.describe(TXN)
+    assert not isinstance(txn, ErrorCode)
+    assert txn.pending
+    clock.advance(10_000)
+    assert coordinators.timeouts.timer.run_due() == 1  # expired, and tried again later
+    assert await adding is ErrorCode.NONE
+    assert (await _state(owner, TxnState.ONGOING)).partitions == {("t", 0), ("t", 1)}
+    clock.advance(50)
+    assert coordinators.timeouts.timer.run_due() == 1
+    aborted = await _state(owner, TxnState.COMPLETE_ABORT)
+    assert aborted.producer_epoch == epoch + 1

@@ -512,12 +512,17 @@ class TransactionCoordinator:
         return error
 
     def abort_timed_out(self, transactional_id: str) -> None:
-        """The TxnTimeout of an Ongoing transaction expired: fence and abort it."""
+        """The TxnTimeout of an Ongoing transaction expired: fence and abort it. While
+        another change of it is being written, or if the abort cannot be written, it is
+        tried again shortly (Kafka's coordinator looks for timed-out ones periodically)."""
         loaded = self._owned(transactional_id)
         if isinstance(loaded, ErrorCode):
             return
         txn = loaded.txns.get(transactional_id)
-        if txn is None or txn.state is not TxnState.ONGOING or txn.pending:
+        if txn is None or txn.state is not TxnState.ONGOING:
+            return
+        if txn.pending:
+            self._retry_timeout(txn)
             return
         logger.info("transaction %r timed out: aborting it", transactional_id)
         self._spawn(self._fence_and_abort_logged(loaded, txn))
@@ -526,6 +531,12 @@ class TransactionCoordinator:
         error = await self._fence_and_abort(loaded, txn)
         if error is not ErrorCode.NONE:
             logger.warning("aborting timed-out %r failed: %s", txn.transactional_id, error)
+            if error is not ErrorCode.NOT_COORDINATOR:  # the next coordinator's, else
+                self._retry_timeout(txn)
+
+    def _retry_timeout(self, txn: TxnMetadata) -> None:
+        op = TxnTimeout(self, txn, int(MARKER_RETRY_BACKOFF_S * 1000))
+        self.shared.timeouts.try_complete_else_watch_nowait(op, [txn.transactional_id])
 
     # -- markers ---------------------------------------------------------------------------
 
