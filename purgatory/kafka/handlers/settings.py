@@ -161,6 +161,8 @@ class ClusterConfigs:
             checked[name] = None if value is None else _parsed(config.parse, value)
         if validate_only:
             return
+        for name in list(self.cluster.topics):  # what each topic has of its own, first
+            self.topic_overrides(name)
         target = self.dynamic_default if broker is None else self.dynamic.setdefault(broker, {})
         for name, value in checked.items():
             if value is None:
@@ -181,7 +183,7 @@ class ClusterConfigs:
     def topic_overrides(self, name: str) -> dict[str, Value] | None:
         """Topic ``name``'s own configs (None: no such topic). A topic created without
         them (through the cluster itself) has those retention settings of its own that
-        differ from the brokers'."""
+        differ from the brokers' (taken before any broker config changes)."""
         topic_id = self.cluster.topic_id(name)
         if topic_id is None:
             return None
