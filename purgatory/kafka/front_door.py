@@ -7,6 +7,8 @@ broker's :class:`PartitionHandlers`, then the handlers over the shared state.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import zlib
 from typing import final
 
@@ -71,7 +73,9 @@ class KafkaFrontDoor:
             labels={"broker": "all"},
             initial_rebalance_delay_ms=self.configs.number("group.initial.rebalance.delay.ms"),
         )
-        self.offsets = OffsetStore()
+        # commits are timed by the coordinator's clock, as groups turning Empty are
+        self.offsets = OffsetStore(self.coordinator.rebalances.timer.now_ms)
+        self._expiry: asyncio.Task[None] | None = None
         #: every config of the cluster: the brokers', AlterConfigs', the topics'
         self.cluster_configs = ClusterConfigs(cluster, self.configs)
         self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs), self.cluster_configs)
@@ -98,6 +102,22 @@ class KafkaFrontDoor:
         for broker_id in sorted(self.cluster.brokers):
             port = self.base_port + broker_id if self.base_port else 0
             await self.start_listener(broker_id, port)
+        if self._expiry is None:
+            self._expiry = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
+
+    def expire_offsets(self) -> int:
+        """One pass of Kafka's offset expiry: committed offsets of groups without members
+        older than ``offsets.retention.minutes`` go (see :meth:`OffsetStore.expire`);
+        returns how many. The front door runs one every
+        ``offsets.retention.check.interval.ms``."""
+        retention_ms = self.configs.number("offsets.retention.minutes") * 60_000
+        return self.offsets.expire(retention_ms, self.coordinator.groups)
+
+    async def _expire_offsets_loop(self) -> None:
+        interval_s = self.configs.number("offsets.retention.check.interval.ms") / 1000.0
+        while True:
+            await asyncio.sleep(interval_s)
+            self.expire_offsets()
 
     async def start_listener(self, broker_id: int, port: int | None = None) -> None:
         """Listen for broker ``broker_id`` again (after :meth:`stop_listener`), on
@@ -166,6 +186,11 @@ class KafkaFrontDoor:
         return broker, host, port
 
     async def close(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._expiry
+            self._expiry = None
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
         for server in self._servers.values():
             await server.close()
