@@ -305,6 +305,7 @@ async def test_dynamic_broker_configs_reach_the_topics_that_inherit_them() -> No
         assert cluster.topic_config("own").retention_ms == 1000  # its own wins
         assert cluster.log_defaults.retention_ms == 60_000  # topics created from now on
         # one broker's: only that broker's logs and answers
+        assert configs.max_message_bytes("plain", 1) == 1_048_588  # kept until a change
         assert _incremental(broker0, 1, [(BROKER, "1", [("message.max.bytes", SET, "100")])]) == [
             (0, None)
         ]
@@ -364,8 +365,10 @@ async def test_list_config_resources_lists_topics_and_brokers() -> None:
         ]
         brokers = _call(handlers, ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [BROKER]})
         assert [r.resource_name for r in brokers.config_resources] == ["0", "1"]
-        bad = _call(handlers, ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [8]})
-        assert bad.error_code.value == 42  # INVALID_REQUEST: broker loggers have no configs
+        loggers = _call(handlers, ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [8, 32]})
+        assert (loggers.error_code.value, loggers.config_resources) == (0, ())  # none here
+        bad = _call(handlers, ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [2, 99]})
+        assert bad.error_code.value == 42  # INVALID_REQUEST: no such resource type
 
 
 # -- real admin clients ------------------------------------------------------------------

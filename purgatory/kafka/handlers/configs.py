@@ -83,8 +83,14 @@ _GROUP_CONFIGS: Final = (
     "streams.num.standby.replicas",
 )
 
-#: ListConfigResources v1 with no types: the types Kafka lists
-_LISTED: Final = (Resource.TOPIC, Resource.BROKER, Resource.CLIENT_METRICS, Resource.GROUP)
+#: ListConfigResources v1's resource types (Kafka 4.1's; none asked: all of them)
+_LISTED: Final = (
+    Resource.TOPIC,
+    Resource.BROKER,
+    Resource.BROKER_LOGGER,
+    Resource.CLIENT_METRICS,
+    Resource.GROUP,
+)
 
 
 @final
@@ -287,9 +293,10 @@ class ConfigHandlers:
 
     def list_config_resources(self, header: RequestHeader, request: Any) -> Any:
         """v0 (ListClientMetricsResources) lists client metrics resources: none here. v1
-        lists the resources of the types asked (none: topics, brokers, client metrics
-        and groups) that have configs: every topic and broker (groups and client metrics
-        have none here); a type that has no configs INVALID_REQUEST."""
+        lists the resources of the types asked (none: topics, brokers, broker loggers,
+        client metrics and groups) that have configs: every topic and broker (broker
+        loggers, client metrics and groups have none here); another type
+        INVALID_REQUEST."""
         if header.api_version == 0:
             return respond(request, error_code=ErrorCode.NONE, config_resources=[])
         asked = list(request.resource_types) or list(_LISTED)

@@ -94,6 +94,8 @@ class ClusterConfigs:
         self.dynamic: dict[int, dict[str, Value]] = {}
         #: each topic's own configs, by topic id (a topic created again starts afresh)
         self._topics: dict[uuid.UUID, dict[str, Value]] = {}
+        #: max.message.bytes in force by (topic id, broker)
+        self._max_bytes: dict[tuple[uuid.UUID | None, int], int] = {}
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -175,6 +177,7 @@ class ClusterConfigs:
             self._int(self.broker_value("log.retention.ms", -1)),
             default.min_insync_replicas,
         )
+        self._max_bytes.clear()
         for name in list(self.cluster.topics):
             self.apply(name)
 
@@ -277,14 +280,22 @@ class ClusterConfigs:
 
     def apply(self, name: str) -> None:
         """Hand the simulation topic ``name``'s configs in force, on each broker."""
+        self._max_bytes.clear()  # rare: a config changed
         own = self.topic_overrides(name)
         if own is not None:
             self.cluster.set_topic_config(name, lambda broker: self.log_config(own, broker))
 
     def max_message_bytes(self, topic: str, broker: int) -> int:
-        """The largest batch a Produce to ``topic`` may carry, on ``broker``."""
-        own = self.topic_overrides(topic) or {}
-        return self._int(self.topic_value("max.message.bytes", own, broker))
+        """The largest batch a Produce to ``topic`` may carry, on ``broker`` (asked on
+        every Produce, so kept until a config changes)."""
+        key = (self.cluster.topic_id(topic), broker)
+        limit = self._max_bytes.get(key)
+        if limit is None:
+            own = self.topic_overrides(topic) or {}
+            limit = self._max_bytes[key] = self._int(
+                self.topic_value("max.message.bytes", own, broker)
+            )
+        return limit
 
     def topics_with_configs(self) -> list[str]:
         """The topics there are (every topic has configs, Kafka's defaults at least)."""
