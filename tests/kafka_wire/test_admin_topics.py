@@ -120,6 +120,7 @@ async def test_create_topics_answers_each_bad_entry_with_kafkas_code(version: in
             ("not-a-number", 1, 1, [], [("retention.ms", "soon")]),
             ("too-small", 1, 1, [], [("segment.bytes", "1000")]),
             ("unknown-config", 1, 1, [], [("retention.minutes", "10")]),
+            ("null-config", 1, 1, [], [("retention.ms", None), ("segment.ms", None)]),
             ("defaults", -1, -1, [], []),
             ("assigned", -1, -1, [(1, [2, 0]), (0, [1, 2])], []),
         )
@@ -142,6 +143,7 @@ async def test_create_topics_answers_each_bad_entry_with_kafkas_code(version: in
             "not-a-number": 40,
             "too-small": 40,
             "unknown-config": 40,
+            "null-config": 40,
             "defaults": 0,
             "assigned": 0,
         }
@@ -149,6 +151,9 @@ async def test_create_topics_answers_each_bad_entry_with_kafkas_code(version: in
         assert "cleanup.policy" in (answers["bad-policy"][1] or "")
         assert "segment.bytes" in (answers["too-small"][1] or "")
         assert answers["unknown-config"][1] == "Unknown topic config name: retention.minutes"
+        assert answers["null-config"][1] == (
+            "Null value not supported for topic configs: retention.ms,segment.ms"
+        )
         # what was created is what was asked, and nothing else
         assert sorted(cluster.topics) == ["assigned", "defaults", "exists", "ok"]
         assert [p.replicas for p in cluster.topics["ok"]] == [(1, 2), (2, 0), (0, 1)]

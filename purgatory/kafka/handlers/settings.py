@@ -242,6 +242,13 @@ class ClusterConfigs:
         """A topic's configs as a request gives them, checked and typed:
         SimulationError INVALID_CONFIG naming an unknown config or a bad value."""
         checked: dict[str, Value] = {}
+        configs = list(configs)
+        nulls = [name for name, value in configs if value is None]
+        if nulls:
+            raise SimulationError(
+                ErrorCode.INVALID_CONFIG,
+                f"Null value not supported for topic configs: {','.join(nulls)}",
+            )
         for name, value in configs:
             checked[name] = _parsed(partial(check_topic_config, name), value)
         try:
