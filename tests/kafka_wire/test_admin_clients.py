@@ -254,7 +254,10 @@ async def test_describe_configs_answers_sources_synonyms_and_refusals(version: i
         handlers = ConfigHandlers(configs, 1, {1: ("127.0.0.1", 9093)})
         request = _describe_configs(
             version,
-            [(2, "own"), (2, "default"), (2, "nope"), (4, "1"), (4, "2"), (4, "x"), (8, "1")],
+            [
+                *[(2, "own"), (2, "default"), (2, "nope"), (2, "no!")],
+                *[(4, "1"), (4, "2"), (4, "x"), (8, "1")],
+            ],
         )
         response = _ask(handlers.describe_configs, request, DescribeConfigsResponse)
     results = {(r.resource_type, r.resource_name): r for r in response.results}
@@ -262,6 +265,7 @@ async def test_describe_configs_answers_sources_synonyms_and_refusals(version: i
         ((2, "own"), 0),
         ((2, "default"), 0),
         ((2, "nope"), 3),  # UNKNOWN_TOPIC_OR_PARTITION
+        ((2, "no!"), 17),  # INVALID_TOPIC_EXCEPTION: no topic may have that name
         ((4, "1"), 0),
         ((4, "2"), 42),  # INVALID_REQUEST: another broker's configs
         ((4, "x"), 42),  # not a broker id

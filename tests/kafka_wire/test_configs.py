@@ -217,6 +217,7 @@ async def test_incremental_alter_configs_sets_deletes_appends_and_subtracts(vers
             [
                 (TOPIC, "nope", [("retention.ms", SET, "1")]),
                 (TOPIC, "t", [("retention.ms", SET, "soon"), ("no.such", SET, "1")]),
+                (TOPIC, "", [("retention.ms", SET, "1")]),
                 (BROKER, "0", [("num.partitions", SET, "3")]),
                 (BROKER, "x", [("log.retention.ms", SET, "1")]),
                 (GROUP, "g", [("share.record.lock.duration.ms", SET, "30000")]),
@@ -226,11 +227,12 @@ async def test_incremental_alter_configs_sets_deletes_appends_and_subtracts(vers
         assert answers[0] == (3, "Topic 'nope' does not exist")  # UNKNOWN_TOPIC_OR_PARTITION
         assert answers[1][0] == 40
         assert "retention.ms" in (answers[1][1] or "")
-        assert answers[2] == (42, "Cannot update these configs dynamically: Set(num.partitions)")
-        assert answers[3][0] == 42  # INVALID_REQUEST: not a broker id
-        assert answers[4][0] == 40
-        assert "share" in (answers[4][1] or "")
-        assert answers[5] == (40, "Unknown group config name: no.such.group.config")
+        assert answers[2][0] == 17  # INVALID_TOPIC_EXCEPTION: no topic may be named ""
+        assert answers[3] == (42, "Cannot update these configs dynamically: Set(num.partitions)")
+        assert answers[4][0] == 42  # INVALID_REQUEST: not a broker id
+        assert answers[5][0] == 40
+        assert "share" in (answers[5][1] or "")
+        assert answers[6] == (40, "Unknown group config name: no.such.group.config")
         for configs_, code in [
             ([("retention.ms", APPEND, "1")], 40),  # not a list
             ([("retention.ms", SET, None)], 42),  # a null value

@@ -12,8 +12,9 @@ dynamic configs set for every broker, as Kafka does. Each entry has its source
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG), its synonyms when asked (every place the value is
 set, most binding first), its type (v3+) and its documentation when asked (v3+). A null
 or empty list of keys asks for every config. An unknown topic is answered
-UNKNOWN_TOPIC_OR_PARTITION; another broker's id, a name that is not a broker id, or a
-resource type not served here INVALID_REQUEST, each with its reason.
+UNKNOWN_TOPIC_OR_PARTITION, a name no topic may have INVALID_TOPIC_EXCEPTION; another
+broker's id, a name that is not a broker id, or a resource type not served here
+INVALID_REQUEST, each with its reason.
 
 AlterConfigs replaces a resource's own configs with those given; IncrementalAlterConfigs
 changes them one by one: SET, DELETE (back to the inherited value), APPEND and SUBTRACT
@@ -48,6 +49,7 @@ from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.validate import check_topic_name
 
 
 class Resource(IntEnum):
@@ -134,6 +136,7 @@ class ConfigHandlers:
 
     def _described(self, resource_type: int, name: str) -> list[Config]:
         if resource_type == Resource.TOPIC:
+            check_topic_name(name)  # a name no topic may have: INVALID_TOPIC_EXCEPTION
             own = self.configs.topic_overrides(name)
             if own is None:
                 raise SimulationError(
@@ -248,6 +251,7 @@ class ConfigHandlers:
     ) -> None:
         kind, name = resource.resource_type, resource.resource_name
         if kind == Resource.TOPIC:
+            check_topic_name(name)
             current = self.configs.topic_overrides(name)
             if current is None:
                 raise SimulationError(
