@@ -443,6 +443,23 @@ def _confluent_round(bootstrap: str) -> dict[str, Any]:
     producer.produce("c", b"x" * 1000, partition=0, on_delivery=lambda err, msg: errors.append(err))
     producer.flush(10)
     out["produce"] = errors
+    # min.insync.replicas above the 3 replicas: acks=all is refused (no retries: see it)
+    raised = ConfigResource(
+        ResourceType.TOPIC,
+        "c",
+        incremental_configs=[
+            ConfigEntry("min.insync.replicas", "4", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    for future in admin.incremental_alter_configs([raised]).values():
+        future.result()
+    strict = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "retries": 0, "enable.idempotence": False}
+    )
+    refused: list[Any] = []
+    strict.produce("c", b"v", partition=0, on_delivery=lambda err, msg: refused.append(err))
+    strict.flush(10)
+    out["acks_all"] = refused
     return out
 
 
@@ -462,11 +479,16 @@ async def test_confluent_creates_alters_describes_and_is_refused_as_by_kafka(
         'retention.ms="10000"',
     ]
     assert out["group"].code() == 40
-    # AlterConfigs replaced the topic's configs: only max.message.bytes is its own now
-    assert door.cluster_configs.topic_overrides("c") == {"max.message.bytes": 200}
+    # AlterConfigs replaced the topic's configs with max.message.bytes alone; then
+    # IncrementalAlterConfigs added min.insync.replicas
+    own = {"max.message.bytes": 200, "min.insync.replicas": 4}
+    assert door.cluster_configs.topic_overrides("c") == own
     [error] = out["produce"]
     assert error is not None
-    assert error.code() == 10
+    assert error.code() == 10  # MESSAGE_TOO_LARGE
+    [error] = out["acks_all"]
+    assert error is not None
+    assert error.code() == 19  # NOT_ENOUGH_REPLICAS
 
 
 def _kafka_python_round(bootstrap: str) -> dict[str, Any]:
