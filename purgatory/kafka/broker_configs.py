@@ -238,8 +238,8 @@ _CONFIGS: Final = (
         ConfigType.STRING,
         "producer",
         "producer",
-        "compression.type of topics that set none; kept and reported: batches are stored "
-        "as the producer compressed them",
+        "compression.type of topics that set none: the codec their batches are stored "
+        "with (producer: as the producer compressed them)",
         Rule(choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
         dynamic=True,
     ),
@@ -475,6 +475,8 @@ _TOPIC: Final = (
         None,
         "compression.type",
         BROKER_CONFIGS["compression.type"].rule,
+        "the codec batches are stored with: a batch the producer compressed otherwise is "
+        "recompressed (producer: kept as sent; uncompressed: inflated)",
     ),
     TopicConfig(
         "compression.gzip.level", _T.INT, -1, "compression.gzip.level", Rule(1, 9, also=(-1,))

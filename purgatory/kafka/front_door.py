@@ -134,6 +134,7 @@ class KafkaFrontDoor:
             self.stats,
             self._topics.auto_create,
             lambda topic: self.cluster_configs.max_message_bytes(topic, broker_id),
+            lambda topic: self.cluster_configs.codec(topic, broker_id),
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)

@@ -7,14 +7,18 @@ ListConfigResources."""
 from __future__ import annotations
 
 import asyncio
+import time
 import warnings
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as AioPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource as AioResource
 from aiokafka.admin.config_resource import ConfigResourceType as AioType
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -37,6 +41,12 @@ from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.record_batches import (
+    compression_of,
+    encode_batch,
+    recompressed,
+    split_batches,
+)
 from purgatory.kafka.schemas import build, request_type, versions
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
@@ -541,3 +551,81 @@ async def test_aiokafka_alters_a_topic_config(door: KafkaFrontDoor) -> None:
     assert result.error is ErrorCode.NOT_ENOUGH_REPLICAS
     result = await door.cluster.produce(ProduceRequest("t", 0, [(None, b"v")], acks=1))
     assert result.error is ErrorCode.NONE
+
+
+def _compressed_round(bootstrap: str, codecs: dict[str, str]) -> dict[str, list[bytes]]:
+    """Topics with each compression.type, written by a producer that compresses with
+    another codec (or none), read back by a consumer."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [NewTopic(f"z-{n}", 1, 1, config={"compression.type": n}) for n in codecs]
+    for future in admin.create_topics(topics, request_timeout=10).values():
+        future.result()
+    got: dict[str, list[bytes]] = {}
+    for name, sent_with in codecs.items():
+        topic = f"z-{name}"
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": sent_with})
+        for i in range(50):
+            producer.produce(topic, f"{name}-{i}".encode() * 20, key=b"k")
+        producer.flush(10)
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest"}
+        )
+        consumer.assign([ConfluentPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(values) < 50 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        consumer.close()
+        got[name] = values
+    return got
+
+
+@pytest.mark.asyncio
+async def test_a_topics_compression_type_recompresses_what_it_stores(door: KafkaFrontDoor) -> None:
+    # each topic's codec differs from the producer's, so every batch is rewritten
+    codecs = {
+        "gzip": "none",
+        "snappy": "gzip",
+        "lz4": "none",
+        "zstd": "snappy",
+        "uncompressed": "lz4",
+        "producer": "gzip",
+    }
+    got = await asyncio.to_thread(_compressed_round, door.bootstrap, codecs)
+    expected_codec = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4, "uncompressed": 0}
+    expected_codec["producer"] = 1  # kept as the producer compressed it
+    for name in codecs:
+        assert got[name] == [f"{name}-{i}".encode() * 20 for i in range(50)], name
+        [partition] = door.cluster.topics[f"z-{name}"]
+        stored = door.cluster.stored_batches(f"z-{name}", 0, 0, partition.leo)
+        assert stored, name
+        assert {compression_of(b.wire or b"") for b in stored} == {expected_codec[name]}, name
+    # aiokafka's own decoders read every rewritten batch too
+    for name in codecs:
+        consumer = AIOKafkaConsumer(bootstrap_servers=door.bootstrap, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.assign([AioPartition(f"z-{name}", 0)])
+            values: list[bytes] = []
+            while len(values) < 50:
+                batches = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 20)
+                values += [m.value for messages in batches.values() for m in messages]
+        finally:
+            await consumer.stop()
+        assert values == got[name], name
+
+
+def test_a_recompressed_batch_keeps_its_header_and_records_and_a_valid_crc() -> None:
+    [batch] = split_batches(encode_batch(0, 0, [(b"k", b"v" * 100), (None, b"w")], 1234))
+    for codec in (1, 2, 3, 4, 0):
+        again = recompressed(batch, codec)
+        assert again.compression == codec
+        assert again.crc_valid()
+        again.check_framing()
+        assert again.key_values() == [(b"k", b"v" * 100), (None, b"w")]
+        assert (again.base_timestamp, again.record_count) == (1234, 2)
+        assert again.producer_id == batch.producer_id
+        batch = again
+    assert recompressed(batch, 0) is batch  # already uncompressed: kept as is

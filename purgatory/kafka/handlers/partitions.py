@@ -25,6 +25,7 @@ from purgatory.kafka.record_batches import (
     TruncatedBatch,
     compression_of,
     encode_batch,
+    recompressed,
     split_batches,
 )
 from purgatory.kafka.schemas import millis, respond, versions
@@ -70,6 +71,9 @@ class PartitionHandlers:
     #: the largest record batch a Produce to a topic may carry (its max.message.bytes,
     #: else the broker's message.max.bytes): a larger one is answered MESSAGE_TOO_LARGE
     max_batch_bytes: Callable[[str], int] = lambda topic: 1_048_588
+    #: the codec a topic's compression.type has batches stored with (0: uncompressed),
+    #: None for "producer": as the producer compressed them
+    topic_codec: Callable[[str], int | None] = lambda topic: None
 
     def apis(self) -> ApiTable:
         return {
@@ -291,6 +295,12 @@ class PartitionHandlers:
             self.stats.bad(kind, f"Produce to {topic}-{index}: {exc}")
             return ErrorCode.CORRUPT_MESSAGE, -1
         wire = batches[0] if len(batches) == 1 else None
+        codec = self.topic_codec(topic)
+        if wire is not None and codec is not None:
+            try:  # Kafka's broker recompresses a batch for its topic's compression.type
+                wire = recompressed(wire, codec)
+            except UnsupportedCompression:
+                return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
         try:
             result = await self.cluster.produce(
                 ProduceRequest(topic, index, entries, acks, timeout_ms, wire)

@@ -34,6 +34,9 @@ from purgatory.sim.log import LogConfig
 
 __all__ = ["ClusterConfigs", "Config", "ConfigType", "Source"]
 
+#: compression.type -> the codec of a record batch's attributes (producer: none forced)
+_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
 
 class Source(IntEnum):
     """Where a config's value comes from (Kafka's ConfigSource)."""
@@ -96,6 +99,8 @@ class ClusterConfigs:
         self._topics: dict[uuid.UUID, dict[str, Value]] = {}
         #: max.message.bytes in force by (topic id, broker)
         self._max_bytes: dict[tuple[uuid.UUID | None, int], int] = {}
+        #: the codec of compression.type in force by (topic id, broker)
+        self._codecs: dict[tuple[uuid.UUID | None, int], int | None] = {}
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -178,6 +183,7 @@ class ClusterConfigs:
             default.min_insync_replicas,
         )
         self._max_bytes.clear()
+        self._codecs.clear()
         for name in list(self.cluster.topics):
             self.apply(name)
 
@@ -288,6 +294,7 @@ class ClusterConfigs:
     def apply(self, name: str) -> None:
         """Hand the simulation topic ``name``'s configs in force, on each broker."""
         self._max_bytes.clear()  # rare: a config changed
+        self._codecs.clear()
         own = self.topic_overrides(name)
         if own is not None:
             self.cluster.set_topic_config(name, lambda broker: self.log_config(own, broker))
@@ -303,6 +310,17 @@ class ClusterConfigs:
                 self.topic_value("max.message.bytes", own, broker)
             )
         return limit
+
+    def codec(self, topic: str, broker: int) -> int | None:
+        """The codec ``topic``'s batches are stored with on ``broker`` (its
+        compression.type: 0 uncompressed, 1 gzip, 2 snappy, 3 lz4, 4 zstd), None for
+        ``producer`` (as the producer sent them); asked on every Produce, so kept."""
+        key = (self.cluster.topic_id(topic), broker)
+        if key not in self._codecs:
+            own = self.topic_overrides(topic) or {}
+            name = self.topic_value("compression.type", own, broker)
+            self._codecs[key] = _CODECS.get(str(name))
+        return self._codecs[key]
 
     def topics_with_configs(self) -> list[str]:
         """The topics there are (every topic has configs, Kafka's defaults at least)."""
