@@ -316,6 +316,12 @@ async def test_dynamic_broker_configs_reach_the_topics_that_inherit_them() -> No
         assert cluster.topic_config("plain").retention_ms == 60_000
         assert cluster.topic_config("own").retention_ms == 1000  # its own wins
         assert cluster.log_defaults.retention_ms == 60_000  # topics created from now on
+        # any negative retention.bytes means none, as in Kafka
+        assert _incremental(broker0, 1, [(BROKER, "", [("log.retention.bytes", SET, "-5")])]) == [
+            (0, None)
+        ]
+        assert cluster.topic_config("plain").retention_bytes == -1
+        assert _describe(broker0, TOPIC, "plain")["retention.bytes"].value == "-5"
         # one broker's: only that broker's logs and answers
         assert configs.max_message_bytes("plain", 1) == 1_048_588  # kept until a change
         assert _incremental(broker0, 1, [(BROKER, "1", [("message.max.bytes", SET, "100")])]) == [
@@ -327,7 +333,7 @@ async def test_dynamic_broker_configs_reach_the_topics_that_inherit_them() -> No
         assert (mine.value, mine.config_source, mine.read_only) == ("100", 2, False)
         assert _describe(broker0, BROKER, "0")["message.max.bytes"].value == "1048588"
         every = _describe(broker0, BROKER, "")  # the dynamic configs set for every broker
-        assert set(every) == {"log.retention.ms", "min.insync.replicas"}
+        assert set(every) == {"log.retention.ms", "log.retention.bytes", "min.insync.replicas"}
         # min.insync.replicas for every broker: acks=all produces need that many
         assert _incremental(broker0, 1, [(BROKER, "", [("min.insync.replicas", SET, "3")])]) == [
             (0, None)

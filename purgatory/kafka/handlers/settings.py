@@ -178,8 +178,8 @@ class ClusterConfigs:
                 target[name] = value
         default = self.cluster.log_defaults  # what cluster.create_topic falls back on
         self.cluster.log_defaults = LogConfig(
-            self._int(self.broker_value("log.retention.bytes", -1)),
-            self._int(self.broker_value("log.retention.ms", -1)),
+            self._int(self.broker_value("log.retention.bytes", -1), lowest=-1),
+            self._int(self.broker_value("log.retention.ms", -1), lowest=-1),
             default.min_insync_replicas,
         )
         self._max_bytes.clear()
