@@ -221,7 +221,7 @@ _CONFIGS: Final = (
         -1,
         None,
         "bytes a partition of a topic that sets no retention.bytes keeps (-1: no limit)",
-        Rule(),
+        Rule(-1),
         dynamic=True,
     ),
     BrokerConfig(

@@ -316,12 +316,15 @@ async def test_dynamic_broker_configs_reach_the_topics_that_inherit_them() -> No
         assert cluster.topic_config("plain").retention_ms == 60_000
         assert cluster.topic_config("own").retention_ms == 1000  # its own wins
         assert cluster.log_defaults.retention_ms == 60_000  # topics created from now on
-        # any negative retention.bytes means none, as in Kafka
-        assert _incremental(broker0, 1, [(BROKER, "", [("log.retention.bytes", SET, "-5")])]) == [
+        # a topic's retention.bytes may be any negative (none), as in Kafka
+        assert _incremental(broker0, 1, [(TOPIC, "plain", [("retention.bytes", SET, "-5")])]) == [
             (0, None)
         ]
         assert cluster.topic_config("plain").retention_bytes == -1
         assert _describe(broker0, TOPIC, "plain")["retention.bytes"].value == "-5"
+        assert _incremental(broker0, 1, [(BROKER, "", [("log.retention.bytes", SET, "-1")])]) == [
+            (0, None)
+        ]
         # one broker's: only that broker's logs and answers
         assert configs.max_message_bytes("plain", 1) == 1_048_588  # kept until a change
         assert _incremental(broker0, 1, [(BROKER, "1", [("message.max.bytes", SET, "100")])]) == [
