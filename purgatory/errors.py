@@ -60,6 +60,7 @@ class ErrorCode(enum.StrEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = enum.auto(), 45
     INVALID_PRODUCER_EPOCH = enum.auto(), 47
     INVALID_TXN_STATE = enum.auto(), 48
+    TRANSACTION_COORDINATOR_FENCED = enum.auto(), 52
     KAFKA_STORAGE_ERROR = enum.auto(), 56
     NON_EMPTY_GROUP = enum.auto(), 68
     GROUP_ID_NOT_FOUND = enum.auto(), 69

@@ -32,6 +32,7 @@ from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult, Latency, Record
+from purgatory.sim.log import records_in
 from purgatory.sim.messages import PartitionMetadata
 
 T = TypeVar("T")
@@ -172,14 +173,17 @@ class AsyncEmbeddedKafka:
 
     def records(self, topic: str, partition: int) -> list[Record]:
         """The records a consumer can read from the partition (from the log start up to
-        the high watermark), as the leader holds them: ``(offset, key, value)``."""
+        the high watermark; transaction markers, which consumers skip, left out), as the
+        leader holds them: ``(offset, key, value)``."""
         p = self.cluster.partition(topic, partition)
         if p is None:
             raise KeyError(f"no partition {topic}-{partition}")
         if p.leader is None:
             return []
         log = p.logs[p.leader]
-        return log.read_records(log.log_start_offset, p.hw, 1 << 62)
+        start = log.log_start_offset
+        batches = log.read_batches(start, p.hw, 1 << 62)
+        return records_in([b for b in batches if not b.control], start, p.hw)
 
     # -- faults ------------------------------------------------------------------------------
 

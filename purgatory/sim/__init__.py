@@ -3,7 +3,8 @@ DelayedDeleteRecords parked in each broker's purgatories, with faults.
 
 The public API is :class:`Cluster`, the requests it takes and the results and metadata it
 answers with, :class:`Latency` (injected round trips), :class:`Record`, and its refusals
-(:class:`SimulationError`, carrying an :class:`ErrorCode`); see
+(:class:`SimulationError`, carrying an :class:`ErrorCode`), and the transaction markers
+its coordinator writes (:class:`TxnMarker`, :meth:`Cluster.write_txn_markers`); see
 :mod:`purgatory.sim.cluster`. The parts inside (the controller, each broker's replica
 manager, the delayed operations) stay importable from their modules
 (:mod:`purgatory.sim.controller`, :mod:`purgatory.sim.replica_manager`,
@@ -28,6 +29,7 @@ from purgatory.sim.messages import (
     ProduceRequest,
     ProduceResult,
     TopicMetadata,
+    TxnMarker,
 )
 
 __all__ = [
@@ -50,4 +52,5 @@ __all__ = [
     "Record",
     "SimulationError",
     "TopicMetadata",
+    "TxnMarker",
 ]

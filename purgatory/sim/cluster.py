@@ -24,6 +24,7 @@ restarted brokers, leader failover) are methods here.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -358,6 +359,48 @@ class Cluster:
     ) -> DelayedFetch | None:
         """:meth:`fetch` for callback clients, like :meth:`send_produce`."""
         return self._send(request, reply, ReplicaManager.fetch, messages.FetchResult)
+
+    async def write_txn_markers(
+        self, markers: Sequence[messages.TxnMarker], timeout_ms: int = 30_000
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Write transaction markers, Kafka's WriteTxnMarkers inside the cluster (the
+        transaction coordinator's side of EndTxn): each marker goes to each of its
+        partitions' current leader as a control batch and is replicated like any batch,
+        ending the producer's transaction there (an aborted one enters the partition's
+        aborted-transactions index; the last stable offset moves past it once the marker
+        is committed). Returns, per ``(topic, partition)``, NONE once the HW passed the
+        marker (acks=all, at most ``timeout_ms``: REQUEST_TIMED_OUT), or why not:
+        UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (also when leadership moved
+        before the marker was committed: write it again through the new leader),
+        NOT_ENOUGH_REPLICAS(_AFTER_APPEND), INVALID_PRODUCER_EPOCH (the producer is at a
+        newer epoch), TRANSACTION_COORDINATOR_FENCED (a newer coordinator wrote for it),
+        KAFKA_STORAGE_ERROR, BROKER_NOT_AVAILABLE (the cluster is closed, or the leader
+        crashed under it). ValueError if one call names a partition twice (one marker
+        per partition per call: send concurrent calls for several producers)."""
+        check_int("timeout_ms", timeout_ms, 0)
+        targets: list[tuple[messages.TxnMarker, str, int]] = []
+        seen: set[tuple[str, int]] = set()
+        for marker in markers:
+            if not isinstance(marker, messages.TxnMarker):
+                raise TypeError(f"markers must be TxnMarker, got {marker!r}")
+            for tp in marker.partitions:
+                if tp in seen:
+                    raise ValueError(f"partition {tp[0]}-{tp[1]} named twice in one call")
+                seen.add(tp)
+                targets.append((marker, tp[0], tp[1]))
+        if self._closed:
+            return dict.fromkeys(seen, _UNAVAILABLE)
+
+        async def one(marker: messages.TxnMarker, topic: str, index: int) -> ErrorCode:
+            rm = self._route(topic, index)
+            answer = rm.write_txn_marker(marker, topic, index, timeout_ms, None)
+            if isinstance(answer, messages.ProduceResult):
+                return answer.error
+            result: messages.ProduceResult | None = await rm.park(answer)
+            return _UNAVAILABLE if result is None else result.error
+
+        errors = await asyncio.gather(*(one(m, t, i) for m, t, i in targets))
+        return {(t, i): error for (_, t, i), error in zip(targets, errors, strict=True)}
 
     async def delete_records(
         self, request: messages.DeleteRecordsRequest

@@ -203,6 +203,7 @@ class _NoWire:
 
     buf = bytearray()
     record_count = producer_id = producer_epoch = base_sequence = 0
+    transactional = False
 
     def assign(self, base_offset: int, leader_epoch: int) -> None:
         raise AssertionError("never stored")
