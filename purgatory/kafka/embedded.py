@@ -453,7 +453,7 @@ def _checked_configs(
         if name in explicit and option in options:
             raise ValueError(f"{name} is set twice: in configs and as cluster option {option}")
     factor = explicit.get("default.replication.factor")
-    if factor is not None and isinstance(brokers, int) and factor > brokers:
+    if isinstance(factor, int) and isinstance(brokers, int) and factor > brokers:
         raise ValueError(f"default.replication.factor={factor} exceeds the {brokers} brokers")
     return BrokerConfigs(explicit)
 

@@ -28,6 +28,7 @@ from purgatory.kafka.handlers.log_offsets import LogOffsetHandlers
 from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
+from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
@@ -71,7 +72,9 @@ class KafkaFrontDoor:
             initial_rebalance_delay_ms=self.configs.number("group.initial.rebalance.delay.ms"),
         )
         self.offsets = OffsetStore()
-        self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs))
+        #: every config of the cluster: the brokers', AlterConfigs', the topics'
+        self.cluster_configs = ClusterConfigs(cluster, self.configs)
+        self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs), self.cluster_configs)
         self._shared: list[ApiTable] = [
             self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
@@ -110,14 +113,14 @@ class KafkaFrontDoor:
             self.addresses,
             self.stats,
             self._topics.auto_create,
-            self.configs.number("message.max.bytes"),
+            lambda topic: self.cluster_configs.max_message_bytes(topic, broker_id),
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)
         groups = GroupHandlers(
             self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
         )
-        configs = ConfigHandlers(self.cluster, broker_id, self.configs)
+        configs = ConfigHandlers(self.cluster_configs, broker_id, self.addresses)
         for apis in [
             partitions.apis(),
             log_offsets.apis(),

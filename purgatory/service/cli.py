@@ -409,8 +409,9 @@ def _effective_configs(settings: ServeSettings) -> tuple[BrokerConfigs, StorageL
         explicit.setdefault("auto.create.topics.enable", True)
     storage = StorageLimits() if settings.storage is None else settings.storage
     for name, (_, attribute) in _STORAGE_CONFIGS.items():
-        if name in explicit:
-            storage = replace(storage, **{attribute: explicit[name]})
+        value = explicit.get(name)
+        if isinstance(value, int):
+            storage = replace(storage, **{attribute: value})
     return BrokerConfigs(explicit), storage
 
 

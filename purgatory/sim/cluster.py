@@ -253,6 +253,18 @@ class Cluster:
         parts = self._metadata.topics.get(name)
         return None if parts is None else next(iter(parts[0].logs.values())).config
 
+    def set_topic_config(self, name: str, config: Callable[[int], LogConfig]) -> None:
+        """Change a topic's config (Kafka's AlterConfigs): each replica's log on broker
+        ``b`` takes ``config(b)`` (brokers may differ, as Kafka's resolve a topic's configs
+        against their own). Retention applies it on its next pass, a produce at once.
+        Raises :class:`SimulationError` (UNKNOWN_TOPIC_OR_PARTITION) for no such topic."""
+        parts = self._metadata.topics.get(name)
+        if parts is None:
+            raise SimulationError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        for p in parts:
+            for broker, log in p.logs.items():
+                log.config = config(broker)
+
     @property
     def min_insync_replicas(self) -> int:
         """The brokers' min.insync.replicas: acks=all needs an ISR at least this big."""

@@ -222,7 +222,10 @@ class ReplicaManager:
         if isinstance(p, ErrorCode):
             return ProduceResult(p)
         acks = request.acks
-        min_isr = self.config.min_insync_replicas
+        # the topic's own min.insync.replicas, else the broker's
+        min_isr = (
+            p.logs[self.broker_id].config.min_insync_replicas or self.config.min_insync_replicas
+        )
         if acks == -1 and len(p.isr) < min_isr:
             return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
         # raises KAFKA_STORAGE_ERROR, appending nothing, past the stored-bytes cap

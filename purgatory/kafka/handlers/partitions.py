@@ -79,9 +79,9 @@ class PartitionHandlers:
     #: creates the unknown topics a Metadata request names (auto.create.topics.enable),
     #: saying why any could not be; None: never
     auto_create: Callable[[list[str]], Awaitable[Mapping[str, ErrorCode]]] | None = None
-    #: the largest record batch a Produce may carry (Kafka's message.max.bytes, its
-    #: default): a larger one is answered MESSAGE_TOO_LARGE
-    max_batch_bytes: int = 1_048_588
+    #: the largest record batch a Produce to a topic may carry (its max.message.bytes,
+    #: else the broker's message.max.bytes): a larger one is answered MESSAGE_TOO_LARGE
+    max_batch_bytes: Callable[[str], int] = lambda topic: 1_048_588
     #: asked about each transactional batch that would begin its producer's transaction
     #: on a partition (KIP-890 verification; Kafka verifies only a transaction's first
     #: write to a partition); None: every one is accepted
@@ -284,8 +284,9 @@ class PartitionHandlers:
             if records is None:
                 raise DecodeError("null records")
             batches = split_batches(memoryview(records))
+            limit = self.max_batch_bytes(topic)
             for batch in batches:
-                if len(batch.buf) > self.max_batch_bytes:
+                if len(batch.buf) > limit:
                     return ErrorCode.MESSAGE_TOO_LARGE, -1
                 if batch.compression == ZSTD and version < 7:
                     raise UnsupportedCompression("zstd needs Produce v7 (KIP-110)")

@@ -1,0 +1,516 @@
+"""Topic and broker configs over the Kafka protocol: CreateTopics with Kafka's topic
+configs, AlterConfigs and IncrementalAlterConfigs (every version through the handler;
+confluent-kafka's, kafka-python's and aiokafka's admin clients over the wire) and what a
+change does (retention, min.insync.replicas, max.message.bytes, dynamic broker configs);
+ListConfigResources."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from typing import Any
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource as AioResource
+from aiokafka.admin.config_resource import ConfigResourceType as AioType
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource as KpResource
+from kafka.admin import ConfigResourceType as KpType
+
+from purgatory.kafka.broker_configs import (
+    TOPIC_CONFIGS,
+    BrokerConfigs,
+    as_text,
+    check_topic_config,
+)
+from purgatory.kafka.front_door import KafkaFrontDoor
+from purgatory.kafka.handlers.configs import ConfigHandlers
+from purgatory.kafka.handlers.settings import ClusterConfigs
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import build, request_type, versions
+from purgatory.sim import Cluster
+from purgatory.sim.errors import ErrorCode
+from purgatory.sim.messages import ProduceRequest
+
+TOPIC, BROKER, GROUP = 2, 4, 32
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _handlers(cluster: Cluster, static: dict[str, object] | None = None) -> ConfigHandlers:
+    return ConfigHandlers(ClusterConfigs(cluster, BrokerConfigs(static or {})), 0, {})
+
+
+def _call(handlers: ConfigHandlers, key: ApiKey, version: int, values: dict[str, Any]) -> Any:
+    request = build(request_type(key, version), values)
+    header = RequestHeader(key, version, 1, "test")
+    return handlers.apis()[key][2](header, request)
+
+
+def _describe(handlers: ConfigHandlers, kind: int, name: str) -> dict[str, Any]:
+    high = versions(ApiKey.DESCRIBE_CONFIGS)[1]
+    resource = {"resource_type": kind, "resource_name": name, "configuration_keys": None}
+    response = _call(
+        handlers,
+        ApiKey.DESCRIBE_CONFIGS,
+        high,
+        {"resources": [resource], "include_synonyms": True},
+    )
+    [result] = response.results
+    assert result.error_code.value == 0, result.error_message
+    return {c.name: c for c in result.configs}
+
+
+def _incremental(
+    handlers: ConfigHandlers,
+    version: int,
+    resources: list[tuple[int, str, list[tuple[str, int, str | None]]]],
+    validate_only: bool = False,
+) -> list[tuple[int, str | None]]:
+    response = _call(
+        handlers,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        version,
+        {
+            "resources": [
+                {
+                    "resource_type": kind,
+                    "resource_name": name,
+                    "configs": [
+                        {"name": n, "config_operation": op, "value": v} for n, op, v in configs
+                    ],
+                }
+                for kind, name, configs in resources
+            ],
+            "validate_only": validate_only,
+        },
+    )
+    return [(r.error_code.value, r.error_message) for r in response.responses]
+
+
+def _alter(
+    handlers: ConfigHandlers,
+    version: int,
+    resources: list[tuple[int, str, list[tuple[str, str | None]]]],
+    validate_only: bool = False,
+) -> list[tuple[int, str | None]]:
+    response = _call(
+        handlers,
+        ApiKey.ALTER_CONFIGS,
+        version,
+        {
+            "resources": [
+                {
+                    "resource_type": kind,
+                    "resource_name": name,
+                    "configs": [{"name": n, "value": v} for n, v in configs],
+                }
+                for kind, name, configs in resources
+            ],
+            "validate_only": validate_only,
+        },
+    )
+    return [(r.error_code.value, r.error_message) for r in response.responses]
+
+
+def test_every_topic_config_takes_its_default_and_refuses_what_kafka_refuses() -> None:
+    for name, config in TOPIC_CONFIGS.items():
+        default = config.kafka_default()
+        assert check_topic_config(name, as_text(default)) == default, name
+    assert check_topic_config("message.timestamp.difference.max.ms", "1000") == 1000
+    assert check_topic_config("min.cleanable.dirty.ratio", "0.25") == 0.25
+    assert check_topic_config("cleanup.policy", "compact, delete") == "compact,delete"
+    assert check_topic_config("compression.gzip.level", "-1") == -1
+    assert check_topic_config("leader.replication.throttled.replicas", "0:1,1:2") == "0:1,1:2"
+    for name, bad in [
+        ("retention.ms", "-2"),
+        ("min.insync.replicas", "0"),
+        ("min.cleanable.dirty.ratio", "1.5"),
+        ("compression.type", "brotli"),
+        ("compression.gzip.level", "0"),
+        ("cleanup.policy", "delete,shred"),
+        ("message.timestamp.type", "Now"),
+        ("segment.bytes", "1024"),
+        ("preallocate", "yes"),
+        ("max.message.bytes", "2147483648"),  # past Java's int
+        ("leader.replication.throttled.replicas", "0-1"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            check_topic_config(name, bad)
+    with pytest.raises(ValueError, match=r"Unknown topic config name: retention\.hours"):
+        check_topic_config("retention.hours", "1")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", range(versions(ApiKey.INCREMENTAL_ALTER_CONFIGS)[1] + 1))
+async def test_incremental_alter_configs_sets_deletes_appends_and_subtracts(version: int) -> None:
+    async with Cluster(brokers=3, seed=1, log_retention_ms=3_600_000) as cluster:
+        await cluster.create_topic("t", 1, 3)
+        handlers = _handlers(cluster)
+        assert _incremental(
+            handlers,
+            version,
+            [
+                (
+                    TOPIC,
+                    "t",
+                    [
+                        ("cleanup.policy", APPEND, "compact"),  # from Kafka's default: delete
+                        ("retention.ms", SET, "10000"),
+                        ("compression.type", SET, "gzip"),
+                    ],
+                )
+            ],
+        ) == [(0, None)]
+        configs = _describe(handlers, TOPIC, "t")
+        assert configs["cleanup.policy"].value == "delete,compact"
+        assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == (
+            "10000",
+            1,  # DYNAMIC_TOPIC_CONFIG
+        )
+        assert cluster.topic_config("t").retention_ms == 10_000  # the simulation follows
+        assert _incremental(
+            handlers,
+            version,
+            [
+                (
+                    TOPIC,
+                    "t",
+                    [
+                        ("cleanup.policy", SUBTRACT, "delete,compact"),
+                        ("retention.ms", DELETE, None),
+                    ],
+                )
+            ],
+        ) == [(0, None)]
+        configs = _describe(handlers, TOPIC, "t")
+        assert configs["cleanup.policy"].value == ""  # an empty list, as Kafka keeps it
+        assert configs["compression.type"].value == "gzip"  # untouched
+        assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == (
+            "3600000",
+            4,  # STATIC_BROKER_CONFIG: back to the broker's
+        )
+        assert cluster.topic_config("t").retention_ms == 3_600_000
+        # each resource on its own, with Kafka's codes
+        answers = _incremental(
+            handlers,
+            version,
+            [
+                (TOPIC, "nope", [("retention.ms", SET, "1")]),
+                (TOPIC, "t", [("retention.ms", SET, "soon")]),
+                (TOPIC, "t", [("retention.ms", APPEND, "1")]),
+            ],
+        )
+        assert [code for code, _ in answers] == [3, 42, 42]  # a resource named twice
+        answers = _incremental(
+            handlers,
+            version,
+            [
+                (TOPIC, "nope", [("retention.ms", SET, "1")]),
+                (TOPIC, "t", [("retention.ms", SET, "soon"), ("no.such", SET, "1")]),
+                (BROKER, "0", [("num.partitions", SET, "3")]),
+                (BROKER, "x", [("log.retention.ms", SET, "1")]),
+                (GROUP, "g", [("share.record.lock.duration.ms", SET, "30000")]),
+                (GROUP, "h", [("no.such.group.config", SET, "1")]),
+            ],
+        )
+        assert answers[0] == (3, "Topic 'nope' does not exist")  # UNKNOWN_TOPIC_OR_PARTITION
+        assert answers[1][0] == 40
+        assert "retention.ms" in (answers[1][1] or "")
+        assert answers[2] == (42, "Cannot update these configs dynamically: Set(num.partitions)")
+        assert answers[3][0] == 42  # INVALID_REQUEST: not a broker id
+        assert answers[4][0] == 40
+        assert "share" in (answers[4][1] or "")
+        assert answers[5] == (40, "Unknown group config name: no.such.group.config")
+        for configs_, code in [
+            ([("retention.ms", APPEND, "1")], 40),  # not a list
+            ([("retention.ms", SET, None)], 42),  # a null value
+            ([("retention.ms", 9, "1")], 42),  # no such operation
+            ([("retention.ms", SET, "1"), ("retention.ms", DELETE, None)], 42),  # twice
+        ]:
+            [(got, _)] = _incremental(handlers, version, [(TOPIC, "t", configs_)])
+            assert got == code, configs_
+        # validate_only checks and changes nothing
+        assert _incremental(
+            handlers, version, [(TOPIC, "t", [("retention.ms", SET, "5")])], validate_only=True
+        ) == [(0, None)]
+        assert cluster.topic_config("t").retention_ms == 3_600_000
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", range(versions(ApiKey.ALTER_CONFIGS)[1] + 1))
+async def test_alter_configs_replaces_a_topics_configs(version: int) -> None:
+    async with Cluster(brokers=1, seed=1) as cluster:
+        await cluster.create_topic("t", 1, 1, retention_ms=1000)
+        handlers = _handlers(cluster)
+        assert _describe(handlers, TOPIC, "t")["retention.ms"].config_source == 1
+        assert _alter(handlers, version, [(TOPIC, "t", [("retention.bytes", "4096")])]) == [
+            (0, None)
+        ]
+        configs = _describe(handlers, TOPIC, "t")
+        # AlterConfigs replaces the whole set: retention.ms is the broker's again
+        assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == (
+            "-1",
+            4,  # STATIC_BROKER_CONFIG: the cluster's own, not Kafka's default
+        )
+        assert configs["retention.bytes"].value == "4096"
+        assert cluster.topic_config("t").retention_bytes == 4096
+        answers = _alter(
+            handlers,
+            version,
+            [
+                (TOPIC, "t", [("retention.ms", None)]),
+                (TOPIC, "u", [("retention.ms", "1")]),
+                (BROKER, "", [("message.max.bytes", "5000")]),
+            ],
+            validate_only=True,
+        )
+        assert answers == [
+            (42, "Null value not supported for : retention.ms"),
+            (3, "Topic 'u' does not exist"),
+            (0, None),
+        ]
+        # validate_only: still Kafka's default, not a dynamic config
+        assert _describe(handlers, BROKER, "0")["message.max.bytes"].config_source == 5
+
+
+@pytest.mark.asyncio
+async def test_dynamic_broker_configs_reach_the_topics_that_inherit_them() -> None:
+    async with Cluster(brokers=2, seed=1, log_retention_ms=3_600_000) as cluster:
+        await cluster.create_topic("plain", 1, 2)
+        await cluster.create_topic("own", 1, 2, retention_ms=1000)
+        configs = ClusterConfigs(cluster, BrokerConfigs())
+        broker0 = ConfigHandlers(configs, 0, {})
+        broker1 = ConfigHandlers(configs, 1, {})
+        assert _incremental(broker0, 1, [(BROKER, "", [("log.retention.ms", SET, "60000")])]) == [
+            (0, None)
+        ]
+        described = _describe(broker0, TOPIC, "plain")["retention.ms"]
+        assert (described.value, described.config_source) == ("60000", 3)  # DYNAMIC_DEFAULT
+        assert [(s.name, s.value, s.source) for s in described.synonyms] == [
+            ("log.retention.ms", "60000", 3),
+            ("log.retention.ms", "3600000", 4),
+            ("log.retention.ms", "604800000", 5),
+        ]
+        assert cluster.topic_config("plain").retention_ms == 60_000
+        assert cluster.topic_config("own").retention_ms == 1000  # its own wins
+        assert cluster.log_defaults.retention_ms == 60_000  # topics created from now on
+        # one broker's: only that broker's logs and answers
+        assert _incremental(broker0, 1, [(BROKER, "1", [("message.max.bytes", SET, "100")])]) == [
+            (0, None)
+        ]
+        assert configs.max_message_bytes("plain", 1) == 100
+        assert configs.max_message_bytes("plain", 0) == 1_048_588
+        mine = _describe(broker1, BROKER, "1")["message.max.bytes"]
+        assert (mine.value, mine.config_source, mine.read_only) == ("100", 2, False)
+        assert _describe(broker0, BROKER, "0")["message.max.bytes"].value == "1048588"
+        every = _describe(broker0, BROKER, "")  # the dynamic configs set for every broker
+        assert set(every) == {"log.retention.ms", "min.insync.replicas"}
+        # min.insync.replicas for every broker: acks=all produces need that many
+        assert _incremental(broker0, 1, [(BROKER, "", [("min.insync.replicas", SET, "3")])]) == [
+            (0, None)
+        ]
+        result = await cluster.produce(ProduceRequest("plain", 0, [(None, b"v")], acks=-1))
+        assert result.error is ErrorCode.NOT_ENOUGH_REPLICAS
+        assert _incremental(
+            broker0, 1, [(BROKER, "", [("min.insync.replicas", DELETE, None)])]
+        ) == [(0, None)]
+        result = await cluster.produce(ProduceRequest("plain", 0, [(None, b"v")], acks=-1))
+        assert result.error is ErrorCode.NONE
+
+
+@pytest.mark.asyncio
+async def test_a_lower_retention_ms_drops_records_on_the_next_retention_pass() -> None:
+    # retention passes run every log_retention_check_interval_ms; the test calls the one
+    # the leader would run next (ReplicaManager.apply_retention) instead of waiting
+    async with Cluster(brokers=1, seed=1, log_retention_check_interval_ms=3_600_000) as cluster:
+        await cluster.create_topic("t", 1, 1)
+        handlers = _handlers(cluster)
+        for _ in range(3):
+            result = await cluster.produce(ProduceRequest("t", 0, [(None, b"v")], acks=-1))
+            assert result.error is ErrorCode.NONE
+        partition = cluster.topics["t"][0]
+        leader = cluster.brokers[0].replica_manager
+        assert not leader.apply_retention(partition)  # kept forever (the cluster's -1)
+        assert _incremental(handlers, 1, [(TOPIC, "t", [("retention.ms", SET, "1")])]) == [
+            (0, None)
+        ]
+        await asyncio.sleep(0.01)  # the batches are older than 1 ms now
+        assert leader.apply_retention(partition)
+        assert partition.logs[0].log_start_offset == 3
+
+
+@pytest.mark.asyncio
+async def test_list_config_resources_lists_topics_and_brokers() -> None:
+    async with Cluster(brokers=2, seed=1) as cluster:
+        await cluster.create_topic("t", 1, 1)
+        handlers = _handlers(cluster)
+        v0 = _call(handlers, ApiKey.LIST_CONFIG_RESOURCES, 0, {})
+        assert (v0.error_code.value, v0.config_resources) == (0, ())  # no client metrics
+        every = _call(handlers, ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": []})
+        assert [(r.resource_type, r.resource_name) for r in every.config_resources] == [
+            (TOPIC, "t"),
+            (BROKER, "0"),
+            (BROKER, "1"),
+        ]
+        brokers = _call(handlers, ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [BROKER]})
+        assert [r.resource_name for r in brokers.config_resources] == ["0", "1"]
+        bad = _call(handlers, ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [8]})
+        assert bad.error_code.value == 42  # INVALID_REQUEST: broker loggers have no configs
+
+
+# -- real admin clients ------------------------------------------------------------------
+
+
+def _confluent_round(bootstrap: str) -> dict[str, Any]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    out: dict[str, Any] = {}
+    created = admin.create_topics(
+        [
+            NewTopic(
+                "c",
+                2,
+                3,
+                config={
+                    "compression.type": "gzip",
+                    "message.timestamp.difference.max.ms": "60000",
+                    "min.cleanable.dirty.ratio": "0.3",
+                },
+            ),
+            NewTopic("bad", 1, 1, config={"retention.hours": "1"}),
+        ],
+        request_timeout=10,
+    )
+    created["c"].result()
+    try:
+        created["bad"].result()
+    except KafkaException as exc:
+        out["bad"] = exc.args[0]
+    res = ConfigResource(
+        ResourceType.TOPIC,
+        "c",
+        incremental_configs=[
+            ConfigEntry(
+                "cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND
+            ),
+            ConfigEntry("retention.ms", "10000", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
+    for future in admin.incremental_alter_configs([res]).values():
+        future.result()
+    [described] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "c")]).values()
+    out["non_default"] = sorted(
+        str(entry) for entry in described.result().values() if not entry.is_default
+    )
+    group = ConfigResource(
+        ResourceType.GROUP,
+        "g",
+        incremental_configs=[
+            ConfigEntry(
+                "share.record.lock.duration.ms",
+                "30000",
+                incremental_operation=AlterConfigOpType.SET,
+            )
+        ],
+    )
+    for future in admin.incremental_alter_configs([group]).values():
+        try:
+            future.result()
+        except KafkaException as exc:
+            out["group"] = exc.args[0]
+    old = ConfigResource(ResourceType.TOPIC, "c", set_config={"max.message.bytes": "200"})
+    with warnings.catch_warnings():  # AlterConfigs is deprecated, not gone (KIP-339)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        futures = admin.alter_configs([old])
+    for future in futures.values():
+        future.result()
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 10_000})
+    errors: list[Any] = []
+    producer.produce("c", b"x" * 1000, partition=0, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(10)
+    out["produce"] = errors
+    return out
+
+
+@pytest.mark.asyncio
+async def test_confluent_creates_alters_describes_and_is_refused_as_by_kafka(
+    door: KafkaFrontDoor,
+) -> None:
+    out = await asyncio.to_thread(_confluent_round, door.bootstrap)
+    assert out["bad"].code() == 40  # INVALID_CONFIG
+    assert "retention.hours" in out["bad"].str()
+    assert out["non_default"] == [
+        'cleanup.policy="delete,compact"',
+        'compression.type="gzip"',
+        'message.timestamp.difference.max.ms="60000"',  # deprecated, taken as Kafka 3 does
+        'min.cleanable.dirty.ratio="0.3"',
+        'min.insync.replicas="1"',  # a Kafka 4.1+ cluster-wide dynamic config (KIP-966)
+        'retention.ms="10000"',
+    ]
+    assert out["group"].code() == 40
+    # AlterConfigs replaced the topic's configs: only max.message.bytes is its own now
+    assert door.cluster_configs.topic_overrides("c") == {"max.message.bytes": 200}
+    [error] = out["produce"]
+    assert error is not None
+    assert error.code() == 10
+
+
+def _kafka_python_round(bootstrap: str) -> dict[str, Any]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.alter_configs([KpResource(KpType.TOPIC, "t", configs={"retention.ms": "120000"})])
+        described = admin.describe_configs(
+            [KpResource(KpType.TOPIC, "t"), KpResource(KpType.BROKER, 0)], config_filter="all"
+        )
+        dynamic = admin.describe_configs([KpResource(KpType.TOPIC, "t")], config_filter="dynamic")
+        listed = admin.list_config_resources()
+        return {"described": described, "listed": listed, "dynamic": dynamic}
+    finally:
+        admin.close()
+
+
+@pytest.mark.asyncio
+async def test_kafka_python_alters_describes_and_lists(door: KafkaFrontDoor) -> None:
+    out = await asyncio.to_thread(_kafka_python_round, door.bootstrap)
+    topic = out["described"]["topic"]["t"]
+    assert topic["retention.ms"]["value"] == "120000"
+    assert topic["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert topic["retention.bytes"]["read_only"] is False
+    broker = out["described"]["broker"]["0"]
+    host, port = door.addresses[0]
+    assert broker["advertised.listeners"]["value"] == f"PLAINTEXT://{host}:{port}"
+    assert broker["advertised.listeners"]["config_source"] == "STATIC_BROKER_CONFIG"
+    assert door.cluster.topic_config("t").retention_ms == 120_000
+    assert "broker" in out["listed"]
+    assert "topic" in out["listed"]
+    # every topic config can be altered, so "dynamic" lists them all
+    assert set(out["dynamic"]["topic"]["t"]) == set(TOPIC_CONFIGS)
+
+
+@pytest.mark.asyncio
+async def test_aiokafka_alters_a_topic_config(door: KafkaFrontDoor) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=door.bootstrap)
+    await admin.start()
+    try:
+        resource = AioResource(AioType.TOPIC, "t", {"min.insync.replicas": "4"})
+        await admin.alter_configs([resource])
+        [answer] = await admin.describe_configs([AioResource(AioType.TOPIC, "t")])
+    finally:
+        await admin.close()
+    [(_, _, _, _, entries)] = answer.resources
+    values = {e[0]: e[1] for e in entries}
+    assert values["min.insync.replicas"] == "4"
+    # 3 replicas can never make 4 in sync: acks=all is refused, acks=1 is not
+    result = await door.cluster.produce(ProduceRequest("t", 0, [(None, b"v")], acks=-1))
+    assert result.error is ErrorCode.NOT_ENOUGH_REPLICAS
+    result = await door.cluster.produce(ProduceRequest("t", 0, [(None, b"v")], acks=1))
+    assert result.error is ErrorCode.NONE
