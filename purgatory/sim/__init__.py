@@ -4,7 +4,8 @@ DelayedDeleteRecords parked in each broker's purgatories, with faults.
 The public API is :class:`Cluster`, the requests it takes and the results and metadata it
 answers with, :class:`Latency` (injected round trips), :class:`Record`, and its refusals
 (:class:`SimulationError`, carrying an :class:`ErrorCode`), and the transaction markers
-its coordinator writes (:class:`TxnMarker`, :meth:`Cluster.write_txn_markers`); see
+its coordinator writes (:class:`TxnMarker`, :meth:`Cluster.write_txn_markers`) and the
+transactions a read_committed fetch names (:class:`CompletedTxn`); see
 :mod:`purgatory.sim.cluster`. The parts inside (the controller, each broker's replica
 manager, the delayed operations) stay importable from their modules
 (:mod:`purgatory.sim.controller`, :mod:`purgatory.sim.replica_manager`,
@@ -31,12 +32,14 @@ from purgatory.sim.messages import (
     TopicMetadata,
     TxnMarker,
 )
+from purgatory.sim.producers import CompletedTxn
 
 __all__ = [
     "Broker",
     "BrokerMetadata",
     "Cluster",
     "ClusterMetadata",
+    "CompletedTxn",
     "DeleteRecordsRequest",
     "DeleteRecordsResult",
     "ElectLeadersRequest",

@@ -11,6 +11,7 @@ import pytest
 
 from purgatory.sim import (
     Cluster,
+    ElectLeadersRequest,
     ErrorCode,
     FetchRequest,
     Latency,
@@ -18,6 +19,7 @@ from purgatory.sim import (
     TxnMarker,
 )
 from purgatory.sim.errors import SimulationError
+from purgatory.sim.invariants import InvariantChecker
 from purgatory.sim.log import CONTROL, TRANSACTIONAL, Log, marker_of
 from purgatory.sim.partition import Partition
 from purgatory.sim.producers import CompletedTxn, EndTxnMarker
@@ -362,3 +364,34 @@ def test_a_marker_in_flight_when_the_leader_crashes_is_written_again_on_the_new_
         assert fetched.aborted_transactions == [CompletedTxn(7, 0, 2, True)]
 
     _run(body)
+
+
+def test_an_unclean_election_gives_a_marker_up_and_the_old_leader_reopens_the_txn() -> None:
+    async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+        checker = InvariantChecker(c)
+        await _txn_produce(c, 7, 0)  # [0, 2) on every replica
+        await c.crash_broker(1)
+        await c.crash_broker(2)
+        await asyncio.sleep(1)  # the ISR of t-0 shrinks to broker 0
+        marker = TxnMarker(7, 0, 0, False, (("t", 0),))
+        assert await c.write_txn_markers([marker]) == {("t", 0): ErrorCode.NONE}  # only on 0
+        p = c.partition("t", 0)
+        assert p is not None
+        assert p.logs[0].txns.completed == [CompletedTxn(7, 0, 2, True)]
+        await c.crash_broker(0)
+        await c.restart_broker(1)  # never saw the marker
+        result = await c.elect_leaders(ElectLeadersRequest([("t", 0)], "unclean"))
+        assert [(e.error, e.leader) for e in result.partitions] == [(ErrorCode.NONE, 1)]
+        assert p.leader_log.txns.ongoing == {7: 0}
+        assert p.last_stable_offset() == 0
+        await c.restart_broker(0)  # truncates the marker away: the transaction is open again
+        await asyncio.sleep(1)
+        assert p.logs[0].leo == p.logs[1].leo == 2
+        assert p.logs[0].txns.ongoing == {7: 0}
+        assert p.logs[0].txns.completed == []
+        # the coordinator writes the marker again, through the new leader
+        assert await c.write_txn_markers([marker]) == {("t", 0): ErrorCode.NONE}
+        assert p.last_stable_offset() == p.hw == 3
+        assert checker.violations == []
+
+    _run(body, replica_lag_time_max_ms=200)
