@@ -440,13 +440,7 @@ class Log:
         if wire is not None:
             wire.assign(base, epoch)  # once: the batch keeps its offset and epoch
             self._track(batch)
-        batch.holders = 1
-        self._batches.append(batch)
-        self._ends.append(batch.end_offset)
-        self._total += batch.size
-        self._cum.append(self._total)
-        self.leo = batch.end_offset
-        return batch
+        return self._store(batch)
 
     def append_marker(
         self,
@@ -464,6 +458,10 @@ class Log:
         batch = RecordBatch.marker(self.leo, epoch, (producer_id, producer_epoch), marker, now_ms)
         self.space.reserve(batch)
         self._track(batch)
+        return self._store(batch)
+
+    def _store(self, batch: RecordBatch) -> RecordBatch:
+        """Put ``batch`` (its space reserved) at the end of the log."""
         batch.holders = 1
         self._batches.append(batch)
         self._ends.append(batch.end_offset)
