@@ -22,8 +22,10 @@ from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
 from purgatory.kafka.handlers.delete_groups import DeleteGroupsHandlers
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.handlers.describe_cluster import DescribeClusterHandlers
+from purgatory.kafka.handlers.describe_topic_partitions import DescribeTopicPartitionsHandlers
 from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
+from purgatory.kafka.handlers.log_dirs import LogDirHandlers
 from purgatory.kafka.handlers.log_offsets import LogOffsetHandlers
 from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
@@ -81,6 +83,7 @@ class KafkaFrontDoor:
             DescribeClusterHandlers(cluster, self.addresses).apis(),
             DeleteGroupsHandlers(self.coordinator, self.offsets).apis(),
             CreatePartitionsHandlers(cluster, self._topics.defaults.max_partitions).apis(),
+            DescribeTopicPartitionsHandlers(cluster).apis(),
         ]
         self._servers: dict[int, KafkaProtocolServer] = {}
         #: per-request fault rules, for every listener (none by default)
@@ -124,6 +127,7 @@ class KafkaFrontDoor:
             deletes.apis(),
             groups.apis(),
             configs.apis(),
+            LogDirHandlers(self.cluster, broker_id).apis(),
             *self._shared,
         ]:
             server.register_all(apis)
