@@ -30,6 +30,7 @@ from purgatory.kafka.handlers.log_offsets import LogOffsetHandlers
 from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
+from purgatory.kafka.handlers.reassignments import ReassignmentHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
@@ -84,6 +85,7 @@ class KafkaFrontDoor:
             DeleteGroupsHandlers(self.coordinator, self.offsets).apis(),
             CreatePartitionsHandlers(cluster, self._topics.defaults.max_partitions).apis(),
             DescribeTopicPartitionsHandlers(cluster).apis(),
+            ReassignmentHandlers(cluster).apis(),
         ]
         self._servers: dict[int, KafkaProtocolServer] = {}
         #: per-request fault rules, for every listener (none by default)
