@@ -22,6 +22,8 @@ from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
 from purgatory.kafka.handlers.delete_groups import DeleteGroupsHandlers
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.handlers.describe_cluster import DescribeClusterHandlers
+from purgatory.kafka.handlers.describe_producers import DescribeProducersHandlers
+from purgatory.kafka.handlers.describe_quorum import DescribeQuorumHandlers
 from purgatory.kafka.handlers.describe_topic_partitions import DescribeTopicPartitionsHandlers
 from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
@@ -86,6 +88,7 @@ class KafkaFrontDoor:
             CreatePartitionsHandlers(cluster, self._topics.defaults.max_partitions).apis(),
             DescribeTopicPartitionsHandlers(cluster).apis(),
             ReassignmentHandlers(cluster).apis(),
+            DescribeQuorumHandlers(cluster, self.addresses).apis(),
         ]
         self._servers: dict[int, KafkaProtocolServer] = {}
         #: per-request fault rules, for every listener (none by default)
@@ -130,6 +133,7 @@ class KafkaFrontDoor:
             groups.apis(),
             configs.apis(),
             LogDirHandlers(self.cluster, broker_id).apis(),
+            DescribeProducersHandlers(self.cluster, broker_id).apis(),
             *self._shared,
         ]:
             server.register_all(apis)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import Final, Protocol, final
+from typing import Final, NamedTuple, Protocol, final
 
 from purgatory.sim.errors import ErrorCode, SimulationError
 
@@ -51,6 +51,15 @@ def last_sequence(base_sequence: int, count: int) -> int:
     """The sequence of a batch's last record: sequences wrap from 2**31 - 1 to 0."""
     last = base_sequence + count - 1
     return last if last <= _INT32_MAX else last - _INT32_MAX - 1
+
+
+class ActiveProducer(NamedTuple):
+    """One producer's state on a log: id, epoch, its last sequence and last batch."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_batch: ProducedBatch
 
 
 @final
@@ -120,6 +129,14 @@ class ProducerStates:
         self._producers.clear()
         for batch in batches:
             self.record(batch)
+
+    def active(self) -> list[ActiveProducer]:
+        """Each producer with state here, by id: its epoch, the sequence of its last
+        record and its last batch (Kafka's DescribeProducers reads these)."""
+        return [
+            ActiveProducer(pid, state.epoch, self._last(state.batches[-1]), state.batches[-1])
+            for pid, state in sorted(self._producers.items())
+        ]
 
     @staticmethod
     def _last(batch: ProducedBatch) -> int:
