@@ -16,6 +16,7 @@ from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.faults import Faults
+from purgatory.kafka.handlers.client_quotas import ClientQuotaHandlers
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
@@ -89,6 +90,7 @@ class KafkaFrontDoor:
             DescribeTopicPartitionsHandlers(cluster).apis(),
             ReassignmentHandlers(cluster).apis(),
             DescribeQuorumHandlers(cluster, self.addresses).apis(),
+            ClientQuotaHandlers().apis(),
         ]
         self._servers: dict[int, KafkaProtocolServer] = {}
         #: per-request fault rules, for every listener (none by default)
