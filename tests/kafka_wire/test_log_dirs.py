@@ -17,8 +17,8 @@ from kio_wire import read_response, round_trip
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.log_dirs import LogDirHandlers, log_dir
 from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.schemas import build, request_type, versions
-from purgatory.sim import ProduceRequest
+from purgatory.kafka.schemas import build, error_response, request_type, versions
+from purgatory.sim import ErrorCode, ProduceRequest
 
 LOW, HIGH = versions(ApiKey.DESCRIBE_LOG_DIRS)
 ALTER_LOW, ALTER_HIGH = versions(ApiKey.ALTER_REPLICA_LOG_DIRS)
@@ -184,3 +184,20 @@ async def test_the_highest_versions_over_a_socket_with_kio(door: KafkaFrontDoor)
     altered = read_response(frame, ApiKey.ALTER_REPLICA_LOG_DIRS, ALTER_HIGH)
     assert altered.header_size + altered.body_size == len(frame)
     assert altered.body.results[0].partitions[0].error_code == KioError.none
+
+
+def test_the_error_answer_lists_every_partition_of_every_dir_flat() -> None:
+    """Kafka's AlterReplicaLogDirsRequest.getErrorResponse: each topic of each directory,
+    with its partitions, under one list (a fault rule's answer, a refused request's)."""
+    dirs = [
+        {"path": log_dir(0), "topics": [{"name": "t", "partitions": [0, 1]}]},
+        {"path": "/elsewhere", "topics": [{"name": "u", "partitions": [3]}]},
+    ]
+    answer = error_response(_alter_request(ALTER_HIGH, dirs), ErrorCode.KAFKA_STORAGE_ERROR)
+    assert [
+        (r.topic_name, [(p.partition_index, p.error_code) for p in r.partitions])
+        for r in answer.results
+    ] == [
+        ("t", [(0, KioError.kafka_storage_error), (1, KioError.kafka_storage_error)]),
+        ("u", [(3, KioError.kafka_storage_error)]),
+    ]
