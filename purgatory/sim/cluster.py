@@ -248,6 +248,54 @@ class Cluster:
             raise RuntimeError("cluster is closed")
         self.controller.create_partitions(topic, count, assignment, validate_only=validate_only)
 
+    async def reassign_partition(
+        self,
+        topic: str,
+        partition: int,
+        replicas: Sequence[int] | None,
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> None:
+        """Reassign ``topic``-``partition`` to ``replicas`` (Kafka's
+        AlterPartitionReassignments; None cancels the one in progress): brokers added
+        replicate from the leader and join the ISR; once every target broker is in it, the
+        brokers removed leave (their logs deleted) and a removed leader hands over to the
+        first target broker in the ISR. :meth:`partition_reassignments` shows it while it
+        runs; Metadata shows the target's brokers followed by those leaving. Raises
+        :class:`SimulationError` (its ``code`` says why, as Kafka's controller answers):
+        UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (an empty, unknown or
+        repeated broker; a cancel that would need an unclean election),
+        INVALID_REPLICATION_FACTOR (a changed replication factor not allowed),
+        NO_REASSIGNMENT_IN_PROGRESS (a cancel with none)."""
+        if self._closed:
+            raise RuntimeError("cluster is closed")
+        parts = self._metadata.topics.get(topic)
+        if parts is None:
+            raise SimulationError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
+            )
+        p = self._metadata.partition(topic, partition)
+        if p is None:
+            raise SimulationError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"Unable to find partition {topic}:{partition}.",
+            )
+        touched = self.controller.reassign(
+            p, replicas, allow_replication_factor_change=allow_replication_factor_change
+        )
+        self._leadership_changed(touched)
+
+    def partition_reassignments(self) -> list[messages.PartitionReassignment]:
+        """The partition reassignments in progress (Kafka's ListPartitionReassignments),
+        by topic and partition."""
+        return sorted(
+            (
+                messages.PartitionReassignment(p.topic, p.index, list(p.replicas), adding, removing)
+                for p, (adding, removing) in self.controller.reassignments().items()
+            ),
+            key=lambda r: (r.topic, r.partition),
+        )
+
     def topic_config(self, name: str) -> LogConfig | None:
         """The retention a topic was created with; None if there is no such topic."""
         parts = self._metadata.topics.get(name)

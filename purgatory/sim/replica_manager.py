@@ -387,7 +387,10 @@ class ReplicaManager:
                 errors = errors or {}
                 errors[i] = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
-            hw_advanced, lso_moved, _ = p.update_follower(follower, offset, lso, now)
+            hw_advanced, lso_moved, expanded = p.update_follower(follower, offset, lso, now)
+            if expanded:
+                for listener in self._metadata.isr_listeners:
+                    listener(p)
             if hw_advanced:
                 self.apply_retention(p)
                 self.on_high_watermark(p)
