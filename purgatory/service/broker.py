@@ -95,11 +95,13 @@ async def new_cluster(
     storage: StorageLimits | None = None,
     *,
     min_insync_replicas: int = 1,
+    broker_session_timeout_ms: int = 9_000,
 ) -> Cluster:
     """A started simulated cluster (imported lazily: the sim is the default broker).
     ``replica_rtt_ms``: the replication network's median round trip (None: the cluster's
     default; 0: instant); ``storage``: its stored-bytes cap and default retention;
-    ``min_insync_replicas``: Kafka's ``min.insync.replicas``."""
+    ``min_insync_replicas``: Kafka's ``min.insync.replicas``;
+    ``broker_session_timeout_ms``: Kafka's ``broker.session.timeout.ms``."""
     from purgatory.sim.cluster import DEFAULT_REPLICA_RTT, Cluster
     from purgatory.sim.faults import Latency
 
@@ -114,6 +116,7 @@ async def new_cluster(
         log_retention_ms=storage.retention_ms,
         max_stored_bytes=storage.max_stored_bytes,
         min_insync_replicas=min_insync_replicas,
+        broker_session_timeout_ms=broker_session_timeout_ms,
     )
     await cluster.start()
     return cluster

@@ -483,6 +483,7 @@ async def serve(settings: ServeSettings) -> int:
         settings.replica_rtt_ms,
         storage,
         min_insync_replicas=configs.number("min.insync.replicas"),
+        broker_session_timeout_ms=configs.number("broker.session.timeout.ms"),
     )
     for name, partitions, replication_factor in settings.topics:
         await cluster.create_topic(name, partitions, replication_factor)
