@@ -35,6 +35,7 @@ lock, so a test thread may add and remove them while the listeners run on their 
 from __future__ import annotations
 
 import asyncio
+import enum
 import inspect
 import itertools
 import logging
@@ -176,6 +177,11 @@ class PartitionRule:
     def active(self) -> bool:
         return self._faults is not None and self in self._faults.partition_rules
 
+    @property
+    def error_name(self) -> str:
+        """Kafka's name of the error answered (``NOT_LEADER_OR_FOLLOWER``)."""
+        return _error_name(self.error)
+
     def describe(self) -> str:
         apis = "/".join(sorted(k.name for k in self.apis)) if self.apis != _PER_PARTITION else "*"
         where = f"{'*' if self.topic is None else self.topic}-"
@@ -248,7 +254,7 @@ class Faults:
         self,
         api: ApiKey | str,
         *,
-        error: ErrorCode | int | None = None,
+        error: ErrorCode | int | str | None = None,
         drop: bool = False,
         disconnect: bool = False,
         delay_ms: float = 0.0,
@@ -310,7 +316,7 @@ class Faults:
 
     def add_partition_fault(
         self,
-        error: ErrorCode | int,
+        error: ErrorCode | int | str,
         *,
         apis: Iterable[ApiKey | str | int] | None = None,
         broker: int | None = None,
@@ -322,7 +328,8 @@ class Faults:
         (API keys, their names or numbers; default: every API whose answer has a code per
         partition, :data:`PARTITION_APIS`) to ``broker`` (None: any) that names ``topic``
         (None: any) partition ``partition`` (None: any), those partitions' entries are
-        answered ``error`` and the rest of the request is served as usual; nothing is
+        answered ``error`` (an :class:`ErrorCode`, or Kafka's number or name of an error)
+        and the rest of the request is served as usual; nothing is
         applied to the failed partitions. A Produce with ``acks=0`` is served for the rest
         and answered nothing. Fires ``times`` times (requests it failed partitions of), or
         until removed (None). Partition rules are tried after the per-request rules (a
@@ -683,11 +690,18 @@ def _merge(into: Any, extra: Any) -> Any:
     return replace(into, **changes) if changes else into
 
 
-def _error_number(error: ErrorCode | int) -> int:
+def _error_number(error: ErrorCode | int | str) -> int:
+    """An error's number: an :class:`ErrorCode`, a number Kafka has, or Kafka's name of
+    one (``"NOT_LEADER_OR_FOLLOWER"``, any case)."""
     if isinstance(error, ErrorCode):
         return error.number
+    if isinstance(error, str) and not isinstance(error, enum.Enum):
+        try:
+            return int(type(kio_error(0))[error.strip().lower()].value)
+        except KeyError:
+            raise ValueError(f"{error!r} is not the name of a Kafka error code") from None
     if isinstance(error, bool) or not isinstance(error, int):
-        raise ValueError(f"error must be an ErrorCode or a Kafka error number, got {error!r}")
+        raise ValueError(f"error must be an ErrorCode, a Kafka error number or name, got {error!r}")
     try:
         kio_error(error)
     except ValueError:
