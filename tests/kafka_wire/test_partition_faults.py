@@ -268,3 +268,25 @@ def test_kafka_python_retries_a_partition_fault_and_delivers_both_partitions_onc
         assert [h.api for h in kafka.faults.history] == [ApiKey.PRODUCE] * 2
         assert [r.value for r in kafka.records("t", 0)] == [b"x"]
         assert [r.value for r in kafka.records("t", 1)] == [b"y"]
+
+
+def test_acks_0_answers_nothing_and_a_wholly_failed_request_is_not_handed_on() -> None:
+    faults = Faults(topic_name=lambda topic_id: None)
+    handed: list[Any] = []
+
+    def handler(header: RequestHeader, request: Any) -> Any:
+        handed.append(request)
+        return None if request.acks == 0 else error_response(request, 0)
+
+    header = RequestHeader(ApiKey.PRODUCE, 9, 1, "c")
+    faults.add_partition_fault(NOT_LEADER, partition=1)
+    acks_0 = build(request_type(ApiKey.PRODUCE, 9), {**_VALUES[ApiKey.PRODUCE], "acks": 0})
+    assert faults.intercept(0, header, acks_0, handler) is None
+    [kept] = handed
+    assert [p.index for t in kept.topic_data for p in t.partition_data] == [0]
+    handed.clear()
+    faults.add_partition_fault(NOT_LEADER, times=None)  # every partition
+    request = build(request_type(ApiKey.PRODUCE, 9), _VALUES[ApiKey.PRODUCE])
+    answer = faults.intercept(0, header, request, handler)
+    assert sorted(_codes(answer)) == [(0, NOT_LEADER.number), (1, NOT_LEADER.number)]
+    assert handed == []
