@@ -434,7 +434,7 @@ async def inject_fault(request: web.Request) -> web.Response:
             return _broker_error(exc)
     if state.on_fault is not None:
         fields = {"fault": body.fault, "topic": body.topic, "partition": body.partition, **outcome}
-        state.on_fault(" ".join(f"{k}={v}" for k, v in fields.items()))
+        state.on_fault(" ".join(f"{k}={v}" for k, v in fields.items() if v is not None))
     return json_response({"fault": body.fault, **outcome})
 
 
