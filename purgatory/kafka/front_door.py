@@ -142,7 +142,7 @@ class KafkaFrontDoor:
             *self._shared,
         ]:
             server.register_all(apis)
-        server.interceptor = self.faults if self.faults.rules else None
+        server.interceptor = self.faults if self.faults.active else None
         bound = await server.start(self.host, port)
         self.addresses[broker_id] = (self.host, bound)
         self._servers[broker_id] = server

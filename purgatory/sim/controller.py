@@ -265,8 +265,13 @@ class Controller:
                 p.become_follower(broker)
 
     def broker_failed(self, broker: int) -> list[Partition]:
-        """``broker`` died: partitions it led fail over to an ISR member (or go offline).
-        Returns the partitions it hosts (their parked requests must look again)."""
+        """``broker`` died and is fenced (KRaft's controller, on a broker whose session
+        ended): partitions it led fail over to an ISR member (or go offline), and it
+        leaves the ISR of every partition it followed in the same step, so acks=all
+        produces stop waiting for it at once (not after the leader's lag check) and the
+        high watermark moves to what the rest hold. The last member of an ISR stays in
+        it, as in Kafka: the partition then waits offline for it. Returns the partitions
+        it hosts (their parked requests must look again)."""
         metadata = self.metadata
         if not metadata.alive[broker]:
             return []
@@ -277,6 +282,9 @@ class Controller:
                 self._elect(p, exclude=broker)
                 touched.append(p)
             elif broker in p.replicas:
+                if broker in p.isr and len(p.isr) > 1:
+                    p.isr.discard(broker)
+                    p.maybe_increment_hw()  # the cluster wakes the parked produces
                 touched.append(p)  # DeleteRecords no longer waits for it
         metadata.bump()
         return touched

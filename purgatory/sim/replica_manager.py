@@ -129,6 +129,9 @@ class ReplicaManager:
         self.now_ms: Callable[[], float] = self._bind_clock
         self._ids = itertools.count(1)
         self._tasks: list[asyncio.Task[None]] = []  # the ISR-shrink and retention checks
+        #: crashed but not fenced yet (:meth:`Cluster.crash_broker_unfenced`): the
+        #: controller still counts it alive, but it does nothing and answers nothing
+        self.halted = False
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -470,7 +473,7 @@ class ReplicaManager:
         metadata = self._metadata
         while True:
             await asyncio.sleep(lag / 2000.0)
-            if not metadata.alive[self.broker_id]:
+            if not metadata.alive[self.broker_id] or self.halted:
                 continue
             now = self.now_ms()
             for p in list(metadata.partitions()):
