@@ -260,7 +260,7 @@ _CONFIGS: Final = (
         9_000,
         "how long the controller waits for a broker that stops answering unheard of "
         "(crash_broker_unfenced) before fencing it",
-        minimum=1,
+        Rule(minimum=1),
     ),
     BrokerConfig(
         "group.min.session.timeout.ms",
