@@ -183,6 +183,11 @@ _VALUES: dict[ApiKey, dict[str, Any]] = {
     ApiKey.OFFSET_FETCH: {"topics": [_TOPIC], "groups": [{"group_id": "g", "topics": [_TOPIC]}]},
     ApiKey.DELETE_RECORDS: {"topics": [_TOPIC]},
     ApiKey.OFFSET_FOR_LEADER_EPOCH: {"topics": [_TOPIC]},
+    ApiKey.ALTER_REPLICA_LOG_DIRS: {
+        "dirs": [{"path": "/d", "topics": [{"name": "t", "partitions": [0, 1]}]}]
+    },
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: {"topics": [_TOPIC]},
+    ApiKey.DESCRIBE_PRODUCERS: {"topics": [_TOPIC]},
 }
 
 
