@@ -38,6 +38,7 @@ class ErrorCode(enum.StrEnum):
     NOT_LEADER_OR_FOLLOWER = enum.auto(), 6
     REQUEST_TIMED_OUT = enum.auto(), 7
     BROKER_NOT_AVAILABLE = enum.auto(), 8
+    REPLICA_NOT_AVAILABLE = enum.auto(), 9
     MESSAGE_TOO_LARGE = enum.auto(), 10
     COORDINATOR_NOT_AVAILABLE = enum.auto(), 15
     INVALID_TOPIC_EXCEPTION = enum.auto(), 17
@@ -60,7 +61,9 @@ class ErrorCode(enum.StrEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = enum.auto(), 45
     INVALID_PRODUCER_EPOCH = enum.auto(), 47
     INVALID_TXN_STATE = enum.auto(), 48
+    TRANSACTION_COORDINATOR_FENCED = enum.auto(), 52
     KAFKA_STORAGE_ERROR = enum.auto(), 56
+    LOG_DIR_NOT_FOUND = enum.auto(), 57
     NON_EMPTY_GROUP = enum.auto(), 68
     GROUP_ID_NOT_FOUND = enum.auto(), 69
     FETCH_SESSION_ID_NOT_FOUND = enum.auto(), 70
@@ -71,6 +74,7 @@ class ErrorCode(enum.StrEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = enum.auto(), 80
     ELIGIBLE_LEADERS_NOT_AVAILABLE = enum.auto(), 83
     ELECTION_NOT_NEEDED = enum.auto(), 84
+    NO_REASSIGNMENT_IN_PROGRESS = enum.auto(), 85
     INVALID_RECORD = enum.auto(), 87
     UNKNOWN_TOPIC_ID = enum.auto(), 100
     MISMATCHED_ENDPOINT_TYPE = enum.auto(), 114

@@ -254,6 +254,15 @@ _CONFIGS: Final = (
         dynamic=True,
     ),
     BrokerConfig(
+        "broker.session.timeout.ms",
+        ConfigType.INT,
+        9_000,
+        9_000,
+        "how long the controller waits for a broker that stops answering unheard of "
+        "(crash_broker_unfenced) before fencing it",
+        Rule(minimum=1),
+    ),
+    BrokerConfig(
         "group.min.session.timeout.ms",
         ConfigType.INT,
         6_000,

@@ -18,18 +18,24 @@ from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.faults import Faults
+from purgatory.kafka.handlers.client_quotas import ClientQuotaHandlers
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
 from purgatory.kafka.handlers.delete_groups import DeleteGroupsHandlers
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.handlers.describe_cluster import DescribeClusterHandlers
+from purgatory.kafka.handlers.describe_producers import DescribeProducersHandlers
+from purgatory.kafka.handlers.describe_quorum import DescribeQuorumHandlers
+from purgatory.kafka.handlers.describe_topic_partitions import DescribeTopicPartitionsHandlers
 from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
+from purgatory.kafka.handlers.log_dirs import LogDirHandlers
 from purgatory.kafka.handlers.log_offsets import LogOffsetHandlers
 from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
+from purgatory.kafka.handlers.reassignments import ReassignmentHandlers
 from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.protocol import ApiKey
@@ -88,6 +94,10 @@ class KafkaFrontDoor:
             DescribeClusterHandlers(cluster, self.addresses).apis(),
             DeleteGroupsHandlers(self.coordinator, self.offsets).apis(),
             CreatePartitionsHandlers(cluster, self._topics.defaults.max_partitions).apis(),
+            DescribeTopicPartitionsHandlers(cluster).apis(),
+            ReassignmentHandlers(cluster).apis(),
+            DescribeQuorumHandlers(cluster, self.addresses).apis(),
+            ClientQuotaHandlers().apis(),
         ]
         self._servers: dict[int, KafkaProtocolServer] = {}
         #: per-request fault rules, for every listener (none by default)
@@ -148,10 +158,12 @@ class KafkaFrontDoor:
             deletes.apis(),
             groups.apis(),
             configs.apis(),
+            LogDirHandlers(self.cluster, broker_id).apis(),
+            DescribeProducersHandlers(self.cluster, broker_id).apis(),
             *self._shared,
         ]:
             server.register_all(apis)
-        server.interceptor = self.faults if self.faults.rules else None
+        server.interceptor = self.faults if self.faults.active else None
         bound = await server.start(self.host, port)
         self.addresses[broker_id] = (self.host, bound)
         self._servers[broker_id] = server

@@ -19,6 +19,11 @@ from typing import Final, NamedTuple, final
 from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.compression import deflate, inflate
 from purgatory.kafka.crc32c import crc32c
+from purgatory.sim.log import CONTROL, TRANSACTIONAL
+
+# Attributes bit 4 (TRANSACTIONAL): the batch belongs to a transaction; bit 5 (CONTROL): a
+# control batch (a transaction marker), which only a broker writes. Defined by the log,
+# which writes markers.
 
 # baseOffset q, batchLength i, partitionLeaderEpoch i, magic b, crc I, attributes h,
 # lastOffsetDelta i, baseTimestamp q, maxTimestamp q, producerId q, producerEpoch h,
@@ -30,7 +35,6 @@ _EPOCH_AT: Final = 12
 _MAGIC_AT: Final = 16
 _CRC_FROM: Final = 21  # the CRC covers attributes through the end of the batch
 _ATTRIBUTES_AT: Final = 22  # the low byte of the attributes (big-endian int16 at 21)
-TRANSACTIONAL: Final = 0x10  # attributes bit 4: the batch belongs to a transaction
 _BASE_OFFSET: Final = struct.Struct(">q")
 _EPOCH: Final = struct.Struct(">i")
 _TIMESTAMP: Final = struct.Struct(">q")
@@ -96,6 +100,10 @@ class WireBatch:
     @property
     def transactional(self) -> bool:
         return bool(self.attributes & TRANSACTIONAL)
+
+    @property
+    def control(self) -> bool:
+        return bool(self.attributes & CONTROL)
 
     def assign(self, base_offset: int, leader_epoch: int) -> None:
         """Write the base offset and partition leader epoch the log gave this batch into
@@ -316,8 +324,12 @@ def encode_batch(
     leader_epoch: int,
     records: Sequence[tuple[bytes | None, bytes | None]],
     timestamp_ms: int,
+    producer: tuple[int, int, int] = (-1, -1, -1),
+    attributes: int = 0,
 ) -> bytes:
-    """An uncompressed v2 batch of consecutive records (for logs that keep no wire bytes)."""
+    """An uncompressed v2 batch of consecutive records (for logs that keep no wire bytes):
+    ``producer`` its (producer id, epoch, base sequence), ``attributes`` its
+    TRANSACTIONAL and CONTROL bits (a transaction marker is a control batch)."""
     body = Writer()
     for delta, (key, value) in enumerate(records):
         record = Writer().int8(0).varint(0).varint(delta)
@@ -327,7 +339,15 @@ def encode_batch(
         body.varint(len(record.buf)).raw(record.buf)
     last = len(records) - 1
     tail = (
-        struct.pack(">hiqqqhii", 0, last, timestamp_ms, timestamp_ms, -1, -1, -1, len(records))
+        struct.pack(
+            ">hiqqqhii",
+            attributes & (TRANSACTIONAL | CONTROL),
+            last,
+            timestamp_ms,
+            timestamp_ms,
+            *producer,
+            len(records),
+        )
         + body.buf
     )
     length = HEADER_SIZE - _LENGTH_END + len(body.buf)

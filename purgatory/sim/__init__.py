@@ -3,7 +3,9 @@ DelayedDeleteRecords parked in each broker's purgatories, with faults.
 
 The public API is :class:`Cluster`, the requests it takes and the results and metadata it
 answers with, :class:`Latency` (injected round trips), :class:`Record`, and its refusals
-(:class:`SimulationError`, carrying an :class:`ErrorCode`); see
+(:class:`SimulationError`, carrying an :class:`ErrorCode`), and the transaction markers
+its coordinator writes (:class:`TxnMarker`, :meth:`Cluster.write_txn_markers`) and the
+transactions a read_committed fetch names (:class:`CompletedTxn`); see
 :mod:`purgatory.sim.cluster`. The parts inside (the controller, each broker's replica
 manager, the delayed operations) stay importable from their modules
 (:mod:`purgatory.sim.controller`, :mod:`purgatory.sim.replica_manager`,
@@ -25,16 +27,20 @@ from purgatory.sim.messages import (
     FetchResult,
     PartitionElection,
     PartitionMetadata,
+    PartitionReassignment,
     ProduceRequest,
     ProduceResult,
     TopicMetadata,
+    TxnMarker,
 )
+from purgatory.sim.producers import CompletedTxn
 
 __all__ = [
     "Broker",
     "BrokerMetadata",
     "Cluster",
     "ClusterMetadata",
+    "CompletedTxn",
     "DeleteRecordsRequest",
     "DeleteRecordsResult",
     "ElectLeadersRequest",
@@ -45,9 +51,11 @@ __all__ = [
     "Latency",
     "PartitionElection",
     "PartitionMetadata",
+    "PartitionReassignment",
     "ProduceRequest",
     "ProduceResult",
     "Record",
     "SimulationError",
     "TopicMetadata",
+    "TxnMarker",
 ]

@@ -3,7 +3,8 @@ and HW listeners.
 
 * every operation leaves its purgatory exactly once;
 * nothing completes before its condition holds, nor expires before its timeout;
-* the leader's HW never decreases within a leader epoch;
+* the leader's HW never decreases within a leader epoch, and its last stable offset
+  stays between the log start and the HW;
 * (at the end, with the workload) no acks=all record is missing from the leader's log.
 
 Violations are collected as strings, so a test can print them all. The observer sees
@@ -77,6 +78,10 @@ class InvariantChecker:
         if last is not None and last[0] == p.leader_epoch and last[1] == p.leader and hw < last[2]:
             self._fail(f"{p.key}: HW decreased {last[2]} -> {hw} in epoch {p.leader_epoch}")
         self._hw[p.key] = (p.leader_epoch, p.leader, hw)
+        if p.leader is not None:
+            lso = p.last_stable_offset()
+            if not p.leader_log.log_start_offset <= lso <= hw:
+                self._fail(f"{p.key}: LSO {lso} outside [log start, HW {hw}]")
 
     def sample(self) -> None:
         for p in self.cluster.partitions():
@@ -128,7 +133,10 @@ class InvariantChecker:
             offset = status.required_offset
             if offset < log.log_start_offset or offset > log.leo:
                 return  # answered because the log moved under it
-            end = log.leo if op.follower else p.hw
+            if op.follower:
+                end = log.leo
+            else:
+                end = p.last_stable_offset() if op.read_committed else p.hw
             if end > offset:
                 available += operations.readable_at_least(
                     log, offset, end, op.min_bytes - available

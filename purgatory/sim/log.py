@@ -13,19 +13,29 @@ Memory is the scarce resource here (Kafka's is disk): every log of a cluster cou
 its batches hold in one :class:`LogSpace`, which may refuse a produce that would pass a
 cap, and each log applies its topic's retention (:class:`LogConfig`).
 
-Each log also keeps its idempotent producers' state (:class:`ProducerStates`), read from
-the headers of the batches it holds, so every replica knows it.
+Each log also keeps its idempotent producers' state (:class:`ProducerStates`) and its
+transactions (:class:`Transactions`: ongoing ones, and the aborted-transactions index),
+read from the headers of the batches it holds, so every replica knows them. A
+transaction marker is a control batch the log writes itself (:meth:`Log.append_marker`),
+one control record as Kafka's ``EndTransactionMarker`` spells it.
 """
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol, final
 
 from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.producers import NO_PRODUCER_ID, ProducerStates
+from purgatory.sim.producers import (
+    NO_PRODUCER_ID,
+    EndTxnMarker,
+    ProducedBatch,
+    ProducerStates,
+    Transactions,
+)
 from purgatory.sim.validate import check_int
 
 # Per-record overhead counted in sizes, so that empty values still occupy bytes.
@@ -37,6 +47,16 @@ RECORD_OVERHEAD = 8
 # key, 206 a batch; tests/sim/test_sim_retention.py keeps the estimate above the measurement.
 RECORD_MEMORY: Final = 192
 BATCH_MEMORY: Final = 272
+
+# A batch's attributes, as Kafka's record batch v2 spells them (bits 4 and 5).
+TRANSACTIONAL: Final = 0x10
+CONTROL: Final = 0x20
+# A control record's key: version int16 0, type int16 (Kafka's ControlRecordType);
+# an end-transaction marker's value: version int16 0, coordinator epoch int32.
+_CONTROL_KEY: Final = struct.Struct(">hh")
+_MARKER_VALUE: Final = struct.Struct(">hi")
+_ABORT: Final = 0
+_COMMIT: Final = 1
 
 
 class Record(NamedTuple):
@@ -75,6 +95,11 @@ class EncodedBatch(Protocol):
     @property
     def base_sequence(self) -> int:
         """The producer's sequence number of the first record."""
+        ...
+
+    @property
+    def transactional(self) -> bool:
+        """Whether the batch belongs to its producer's transaction (KIP-98)."""
         ...
 
     def assign(self, base_offset: int, leader_epoch: int) -> None:
@@ -159,6 +184,7 @@ class RecordBatch:
         "_encoded",
         "_records",
         "append_ms",
+        "attributes",
         "base_offset",
         "base_sequence",
         "count",
@@ -180,6 +206,7 @@ class RecordBatch:
         size: int,
         append_ms: float = 0.0,
         producer: tuple[int, int, int] = NO_PRODUCER,
+        attributes: int = 0,
     ):
         self._records: tuple[Record, ...] | None = records
         self._encoded: EncodedBatch | None = None
@@ -198,6 +225,8 @@ class RecordBatch:
         #: the idempotent producer that wrote it (-1: none), its epoch, the first
         #: record's sequence number
         self.producer_id, self.producer_epoch, self.base_sequence = producer
+        #: TRANSACTIONAL and CONTROL bits, as in a Kafka batch's attributes
+        self.attributes = attributes
         #: what holding the batch costs in memory
         self.memory = size + self.count * (RECORD_MEMORY - RECORD_OVERHEAD) + BATCH_MEMORY
         #: how many logs hold the batch: its memory is freed with the last one
@@ -221,9 +250,44 @@ class RecordBatch:
         batch.producer_id = wire.producer_id
         batch.producer_epoch = wire.producer_epoch
         batch.base_sequence = wire.base_sequence
+        batch.attributes = TRANSACTIONAL if wire.transactional else 0
         batch.memory = len(buf) + BATCH_MEMORY
         batch.holders = 0
         return batch
+
+    @classmethod
+    def marker(
+        cls,
+        base_offset: int,
+        epoch: int,
+        producer: tuple[int, int],
+        marker: EndTxnMarker,
+        append_ms: float = 0.0,
+    ) -> RecordBatch:
+        """A transaction marker of ``producer`` (id, epoch): a control batch of one
+        control record, Kafka's ``EndTransactionMarker`` (key: version 0 and type, 1
+        commit or 0 abort; value: version 0 and the coordinator's epoch)."""
+        key = _CONTROL_KEY.pack(0, _COMMIT if marker.commit else _ABORT)
+        value = _MARKER_VALUE.pack(0, marker.coordinator_epoch)
+        record = _new_record(Record, (base_offset, key, value))
+        return cls(
+            base_offset,
+            epoch,
+            (record,),
+            record_size(key, value),
+            append_ms,
+            (producer[0], producer[1], -1),
+            TRANSACTIONAL | CONTROL,
+        )
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL)
+
+    @property
+    def control(self) -> bool:
+        """A control batch (a transaction marker): clients skip it."""
+        return bool(self.attributes & CONTROL)
 
     @property
     def records(self) -> tuple[Record, ...]:
@@ -267,6 +331,33 @@ class RecordBatch:
 _NO_RETENTION: Final = LogConfig()
 
 
+def records_in(batches: Iterable[RecordBatch], start: int, end: int) -> list[Record]:
+    """The records of ``batches`` (consecutive) in ``[start, end)``."""
+    out: list[Record] = []
+    for batch in batches:
+        records = batch.records
+        if batch.base_offset < start or batch.end_offset > end:
+            lo = max(start - batch.base_offset, 0)
+            records = records[lo : end - batch.base_offset]
+        out.extend(records)
+    return out
+
+
+def marker_of(batch: ProducedBatch) -> EndTxnMarker | None:
+    """The transaction marker ``batch`` holds; None for a data batch (or a control batch
+    that is no end-transaction marker)."""
+    assert isinstance(batch, RecordBatch)
+    if not batch.attributes & CONTROL:
+        return None
+    record = batch.records[0]
+    if record.key is None or len(record.key) < 4 or len(record.value) < 6:
+        return None
+    kind = _CONTROL_KEY.unpack_from(record.key)[1]
+    if kind not in (_ABORT, _COMMIT):
+        return None
+    return EndTxnMarker(kind == _COMMIT, _MARKER_VALUE.unpack_from(record.value)[1])
+
+
 @final
 class Log:
     """Append-only batches plus a log start offset; ``leo`` is the log end offset.
@@ -284,6 +375,7 @@ class Log:
         "log_start_offset",
         "producers",
         "space",
+        "txns",
     )
 
     def __init__(self, config: LogConfig = _NO_RETENTION, space: LogSpace | None = None) -> None:
@@ -297,6 +389,8 @@ class Log:
         self.log_start_offset = 0
         #: the idempotent producers that wrote the batches held here
         self.producers = ProducerStates()
+        #: the transactions of the batches held here (ongoing, and the aborted index)
+        self.txns = Transactions()
 
     # -- writing --------------------------------------------------------------------------
 
@@ -333,11 +427,41 @@ class Log:
                 if done is not None:
                     assert isinstance(done, RecordBatch)
                     return done
+                if not wire.transactional and wire.producer_id in self.txns.ongoing:
+                    # Kafka's ProducerAppendInfo: a producer in a transaction writes
+                    # transactional batches until its marker
+                    raise SimulationError(
+                        ErrorCode.INVALID_TXN_STATE,
+                        f"producer {wire.producer_id} wrote a non-transactional batch "
+                        "during its transaction",
+                    )
             batch = RecordBatch.encoded(base, epoch, wire, now_ms)
         self.space.reserve(batch)
         if wire is not None:
             wire.assign(base, epoch)  # once: the batch keeps its offset and epoch
-            self.producers.record(batch)
+            self._track(batch)
+        return self._store(batch)
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: EndTxnMarker,
+        epoch: int,
+        now_ms: float = 0.0,
+    ) -> RecordBatch:
+        """Append a transaction marker of ``producer_id`` at ``producer_epoch`` as the
+        leader in ``epoch`` (Kafka's WriteTxnMarkers): it ends the producer's ongoing
+        transaction here, if any. :class:`SimulationError` (INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR) appends nothing."""
+        self.producers.check_marker(producer_id, producer_epoch, marker.coordinator_epoch)
+        batch = RecordBatch.marker(self.leo, epoch, (producer_id, producer_epoch), marker, now_ms)
+        self.space.reserve(batch)
+        self._track(batch)
+        return self._store(batch)
+
+    def _store(self, batch: RecordBatch) -> RecordBatch:
+        """Put ``batch`` (its space reserved) at the end of the log."""
         batch.holders = 1
         self._batches.append(batch)
         self._ends.append(batch.end_offset)
@@ -345,6 +469,18 @@ class Log:
         self._cum.append(self._total)
         self.leo = batch.end_offset
         return batch
+
+    def _track(self, batch: RecordBatch) -> None:
+        """Read a producer's batch into the producer and transaction state."""
+        if batch.attributes & CONTROL:
+            marker = marker_of(batch)
+            self.producers.record(batch, marker)
+            if marker is not None:
+                self.txns.complete(batch.producer_id, batch.base_offset, not marker.commit)
+            return
+        self.producers.record(batch)
+        if batch.attributes & TRANSACTIONAL:
+            self.txns.begin(batch.producer_id, batch.base_offset)
 
     def append_batch(self, batch: RecordBatch) -> None:
         """Append a batch copied from the leader; it must start at our log end."""
@@ -359,13 +495,14 @@ class Log:
         self._cum.append(self._total)
         self.leo = batch.end_offset
         if batch.producer_id != NO_PRODUCER_ID:
-            self.producers.record(batch)
+            self._track(batch)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every record at or above ``offset``."""
         if offset >= self.leo:
             return
         offset = max(offset, 0)
+        self.txns.truncate(offset)
         batches = self._batches
         while batches and batches[-1].base_offset >= offset:
             dropped = batches.pop()
@@ -388,13 +525,21 @@ class Log:
                 size = sum(record_size(r.key, r.value) for r in kept)
                 producer = (last.producer_id, last.producer_epoch, last.base_sequence)
                 self.append_batch(
-                    RecordBatch(last.base_offset, last.epoch, kept, size, last.append_ms, producer)
+                    RecordBatch(
+                        last.base_offset,
+                        last.epoch,
+                        kept,
+                        size,
+                        last.append_ms,
+                        producer,
+                        last.attributes,
+                    )
                 )
         self.leo = offset
         if self.log_start_offset > offset:
             self.log_start_offset = offset
         if len(self.producers):
-            self.producers.rebuild(batches)
+            self.producers.rebuild(batches, marker_of)
 
     def reset_to(self, offset: int) -> None:
         """Drop everything and restart the log at ``offset`` (a follower that fell behind
@@ -405,6 +550,7 @@ class Log:
         self._cum.clear()
         self.leo = self.log_start_offset = offset
         self.producers.rebuild(())
+        self.txns.clear()
 
     def delete_before(self, offset: int) -> None:
         """Advance the log start offset (DeleteRecords); whole batches below it go."""
@@ -420,7 +566,8 @@ class Log:
             del self._ends[:gone]
             del self._cum[:gone]
             if len(self.producers):
-                self.producers.rebuild(self._batches)
+                self.producers.rebuild(self._batches, marker_of)
+            self.txns.drop_before(offset)
 
     def apply_retention(self, high_watermark: int, now_ms: float) -> bool:
         """Drop the oldest whole batches below ``high_watermark`` that its config's
@@ -506,14 +653,7 @@ class Log:
     def read_records(self, start: int, end: int, max_bytes: int) -> list[Record]:
         """Records in ``[start, end)`` from whole batches of at most ``max_bytes`` in all
         (but at least one batch), as Kafka answers a fetch."""
-        out: list[Record] = []
-        for batch in self.read_batches(start, end, max_bytes):
-            records = batch.records
-            if batch.base_offset < start or batch.end_offset > end:
-                lo = max(start - batch.base_offset, 0)
-                records = records[lo : end - batch.base_offset]
-            out.extend(records)
-        return out
+        return records_in(self.read_batches(start, end, max_bytes), start, end)
 
     def record_at(self, offset: int) -> Record | None:
         if not self.log_start_offset <= offset < self.leo:

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.log import EncodedBatch, Record, RecordBatch
+from purgatory.sim.producers import CompletedTxn
 from purgatory.sim.validate import check_int, check_records
 
 #: ``(key, value)`` pairs: a key is bytes or None, a value bytes
 Entries = Sequence[tuple[bytes | None, bytes]]
+
+#: Kafka's isolation levels (Fetch, ListOffsets): up to the HW, or up to the LSO
+READ_UNCOMMITTED: Final = 0
+READ_COMMITTED: Final = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +62,10 @@ class FetchRequest:
     """A consumer fetch of ``topic``-``partition`` from ``offset``: records up to the HW,
     waiting in DelayedFetch until ``min_bytes`` are readable or ``max_wait_ms`` passes;
     ``max_bytes`` bounds the answer (its first record always comes whole). ``as_batches``:
-    answer with the stored batches (:attr:`FetchResult.batches`), decoding nothing."""
+    answer with the stored batches (:attr:`FetchResult.batches`), decoding nothing.
+    ``isolation_level`` 1 (Kafka's read_committed) reads up to the last stable offset
+    instead of the HW, and the answer lists the aborted transactions in what it read;
+    0 (read_uncommitted) reads up to the HW."""
 
     topic: str
     partition: int
@@ -66,6 +74,7 @@ class FetchRequest:
     max_bytes: int = 1 << 20
     max_wait_ms: int = 500
     as_batches: bool = False
+    isolation_level: int = READ_UNCOMMITTED
 
     def __post_init__(self) -> None:
         if not (  # the common case without four calls; check_int names the culprit
@@ -84,6 +93,9 @@ class FetchRequest:
             check_int("max_wait_ms", self.max_wait_ms, 0)
         if self.as_batches.__class__ is not bool:
             raise TypeError(f"as_batches must be a bool, got {self.as_batches!r}")
+        level = self.isolation_level
+        if level.__class__ is not int or level not in (READ_UNCOMMITTED, READ_COMMITTED):
+            check_int("isolation_level", level, READ_UNCOMMITTED, READ_COMMITTED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +149,35 @@ class ElectLeadersRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One transaction marker to write (Kafka's WriteTxnMarkers entry): the coordinator
+    ended producer ``producer_id``'s transaction at ``producer_epoch``, committing it
+    (``commit``) or aborting it, on each of ``partitions`` (``(topic, partition)``
+    pairs). ``coordinator_epoch`` is the epoch of the coordinator that wrote it: a
+    marker from an older coordinator than the last one seen for the producer is fenced
+    (TRANSACTION_COORDINATOR_FENCED). See :meth:`Cluster.write_txn_markers`."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    partitions: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        check_int("producer_id", self.producer_id, 0)
+        check_int("producer_epoch", self.producer_epoch, 0, 0x7FFF)  # an int16
+        check_int("coordinator_epoch", self.coordinator_epoch, 0, 0x7FFFFFFF)  # an int32
+        if self.commit.__class__ is not bool:
+            raise TypeError(f"commit must be a bool, got {self.commit!r}")
+        if not isinstance(self.partitions, tuple):
+            raise TypeError("partitions must be a tuple of (topic, partition) pairs")
+        for item in self.partitions:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+                raise TypeError(f"each partition must be a (topic, partition) pair, got {item!r}")
+            check_int("partition", item[1], 0)
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionElection:
     """One partition's answer to an ElectLeaders request (``leader`` once known)."""
 
@@ -176,16 +217,20 @@ class ProduceResult:
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    """Records from the requested offset, up to the HW (consumers); for a request
-    ``as_batches``, ``records`` is empty and ``batches`` holds the stored batches with
-    those records (whole: the first may start below the offset, the last may end past
-    the HW)."""
+    """Records from the requested offset, up to the HW (read_committed: the last stable
+    offset); for a request ``as_batches``, ``records`` is empty and ``batches`` holds the
+    stored batches with those records (whole: the first may start below the offset, the
+    last may end past the HW). A read_committed answer lists the aborted transactions
+    that overlap what it read in ``aborted_transactions`` (Kafka's), for the consumer to
+    drop their records."""
 
     error: ErrorCode
     high_watermark: int = -1
     records: list[Record] = field(default_factory=list)
     log_start_offset: int = -1
     batches: list[RecordBatch] = field(default_factory=list)
+    last_stable_offset: int = -1
+    aborted_transactions: list[CompletedTxn] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,3 +285,16 @@ class ClusterMetadata:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A partition reassignment in progress (Kafka's ListPartitionReassignments entry):
+    ``replicas`` the target's brokers followed by those leaving, ``adding`` the brokers
+    still catching up to join, ``removing`` those that leave once they have."""
+
+    topic: str
+    partition: int
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar, final
 
 from purgatory import DelayedOperation
 from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.log import RECORD_OVERHEAD, Log, RecordBatch
+from purgatory.sim.log import RECORD_OVERHEAD, Log, RecordBatch, records_in
 from purgatory.sim.messages import (
     DeleteRecordsResult,
     ElectLeadersResult,
@@ -56,24 +56,36 @@ class PartitionStatus:
 
 
 def read_consumer_fetch(
-    p: Partition, offset: int, max_bytes: int, as_batches: bool = False
+    p: Partition,
+    offset: int,
+    max_bytes: int,
+    as_batches: bool = False,
+    read_committed: bool = False,
 ) -> FetchResult:
-    """A consumer's answer from the leader's current state: records up to the HW (or
+    """A consumer's answer from the leader's current state: records up to the HW, or
+    ``read_committed`` up to the LSO with the aborted transactions among them (or
     ``as_batches``, the batches that hold them)."""
     if p.leader is None:
         return FetchResult(_NOT_LEADER)
     log = p.logs[p.leader]
     hw = p.hws[p.leader]
-    if offset < log.log_start_offset or offset > log.leo:
-        return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, [], log.log_start_offset)
+    lso = p.last_stable_offset()
+    start = log.log_start_offset
+    if offset < start or offset > log.leo:
+        return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, [], start, [], lso)
+    end = lso if read_committed else hw
+    batches = log.read_batches(offset, end, max_bytes) if end > offset else []
+    aborted = []
+    if read_committed and batches:
+        # Kafka's collectAbortedTransactions over what the answer holds
+        aborted = log.txns.aborted_between(offset, min(batches[-1].end_offset, end))
     if as_batches:
-        batches = log.read_batches(offset, hw, max_bytes) if hw > offset else []
-        return FetchResult(_NONE, hw, [], log.log_start_offset, batches)
+        return FetchResult(_NONE, hw, [], start, batches, lso, aborted)
     try:
-        records = log.read_records(offset, hw, max_bytes) if hw > offset else []
+        records = records_in(batches, offset, end)
     except SimulationError as exc:  # a client's batch whose records do not decode
-        return FetchResult(exc.code, hw, [], log.log_start_offset)
-    return FetchResult(_NONE, hw, records, log.log_start_offset)
+        return FetchResult(exc.code, hw, [], start, [], lso)
+    return FetchResult(_NONE, hw, records, start, [], lso, aborted)
 
 
 def read_follower_fetch(p: Partition, epoch: int, offset: int, max_bytes: int) -> FollowerResponse:
@@ -275,7 +287,7 @@ class _FetchCondition(BrokerOperation[R]):
     error: the fetch answers with whatever is there, read at completion like Kafka's
     ``onComplete``."""
 
-    __slots__ = ("max_bytes", "min_bytes")
+    __slots__ = ("as_batches", "max_bytes", "min_bytes", "read_committed")
     follower: ClassVar[bool] = False
     purgatory_name: ClassVar[str] = "Fetch"
 
@@ -288,10 +300,16 @@ class _FetchCondition(BrokerOperation[R]):
         max_bytes: int = 1 << 20,
         reply: Callable[[R], None] | None = None,
         observer: Observer | None = None,
+        as_batches: bool = False,
+        read_committed: bool = False,
     ) -> None:
         super().__init__(delay_ms, statuses, op_id, reply, observer)
         self.min_bytes = min_bytes  # statuses' required_offset holds the fetch offset
         self.max_bytes = max_bytes
+        # What a consumer asks for (a follower reads whole batches up to the LEO):
+        # the batches rather than records, and read_committed waits for the LSO, not the HW
+        self.as_batches = as_batches
+        self.read_committed = read_committed
 
     def try_complete(self) -> bool:
         available = 0
@@ -305,7 +323,12 @@ class _FetchCondition(BrokerOperation[R]):
                 return self.force_complete()
             log = partition.logs[partition.leader]  # type: ignore[index]
             offset = status.required_offset
-            end = log.leo if follower else partition.hws[partition.leader]  # type: ignore[index]
+            if follower:
+                end = log.leo
+            elif self.read_committed:
+                end = partition.last_stable_offset()
+            else:
+                end = partition.hws[partition.leader]  # type: ignore[index]
             if offset < log.log_start_offset or offset > log.leo:
                 # the log moved under the request (deleted or truncated): answer now
                 return self.force_complete()
@@ -326,32 +349,22 @@ def readable_at_least(log: Log, start: int, end: int, need: int) -> int:
 
 @final
 class DelayedFetch(_FetchCondition[FetchResult]):
-    """A consumer's long poll on one partition: records up to the HW (``as_batches``: the
-    batches that hold them)."""
+    """A consumer's long poll on one partition: records up to the HW, or the LSO for
+    ``read_committed`` (``as_batches``: the batches that hold them)."""
 
-    __slots__ = ("as_batches",)
+    __slots__ = ()
     kind: ClassVar[str] = "fetch-consumer"
-
-    def __init__(
-        self,
-        delay_ms: int,
-        statuses: list[PartitionStatus],
-        min_bytes: int,
-        op_id: str,
-        max_bytes: int = 1 << 20,
-        reply: Callable[[FetchResult], None] | None = None,
-        observer: Observer | None = None,
-        as_batches: bool = False,
-    ) -> None:
-        super().__init__(delay_ms, statuses, min_bytes, op_id, max_bytes, reply, observer)
-        self.as_batches = as_batches
 
     def response(self) -> FetchResult:
         status = self.statuses[0]
         if status.error is not None:
             return FetchResult(status.error)
         return read_consumer_fetch(
-            status.partition, status.required_offset, self.max_bytes, self.as_batches
+            status.partition,
+            status.required_offset,
+            self.max_bytes,
+            self.as_batches,
+            self.read_committed,
         )
 
     def unavailable(self) -> FetchResult:

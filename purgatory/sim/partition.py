@@ -6,6 +6,8 @@ them, turns that into checks of its purgatories (the cluster only relays leaders
 changes, made by the controller, to the replica managers). Mirrors Kafka's ``Partition``:
 the leader learns each follower's log end offset from the offset it fetches at, and
 HW = min LEO over the ISR, never decreasing while the same leader keeps the same epoch.
+Each replica's last stable offset (LSO, KIP-98) follows from its HW and the transactions
+its log holds: read_committed consumers read up to it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import final
 
 from purgatory.sim.log import EncodedBatch, Log, LogConfig, LogSpace, RecordBatch
+from purgatory.sim.producers import EndTxnMarker
 
 # fn(partition, old_hw, new_hw): told about every change of the leader's high watermark
 HighWatermarkListener = Callable[["Partition", int, int], None]
@@ -126,6 +129,25 @@ class Partition:
     def leo(self) -> int:
         return self.leader_log.leo
 
+    def last_stable_offset(self, broker: int | None = None) -> int:
+        """The LSO of ``broker``'s replica (default: the leader's; 0 while offline):
+        Kafka's ``firstUnstableOffset`` bounded by the HW, i.e. the first offset of the
+        earliest transaction whose marker is not yet below the HW, or the HW. Never below
+        the log start (a transaction may have lost its first batches to retention)."""
+        if broker is None:
+            broker = self.leader
+            if broker is None:
+                return 0
+        hw = self.hws[broker]
+        log = self.logs[broker]
+        txns = log.txns
+        if not txns.ongoing and not txns.completed:
+            return hw
+        first = txns.first_unstable(hw)
+        if first is None or first >= hw:
+            return hw
+        return max(first, log.log_start_offset)
+
     def append(
         self,
         entries: list[tuple[bytes | None, bytes]],
@@ -137,6 +159,14 @@ class Partition:
         batch = self.logs[self.leader].append(entries, self.leader_epoch, wire, now_ms)  # type: ignore[index]
         # With a follower in the ISR the HW is that follower's LEO or below, which a
         # leader append does not move (followers never hold more than the leader).
+        return batch, len(self.isr) == 1 and self.maybe_increment_hw()
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, marker: EndTxnMarker, now_ms: float = 0.0
+    ) -> tuple[RecordBatch, bool]:
+        """Leader append of a transaction marker at ``now_ms``, as :meth:`append`."""
+        log = self.logs[self.leader]  # type: ignore[index]
+        batch = log.append_marker(producer_id, producer_epoch, marker, self.leader_epoch, now_ms)
         return batch, len(self.isr) == 1 and self.maybe_increment_hw()
 
     def maybe_increment_hw(self) -> bool:

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory, OperationCancelled
-from purgatory.sim.errors import ErrorCode
+from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import (
+    READ_COMMITTED,
     DeleteRecordsRequest,
     DeleteRecordsResult,
     ElectLeadersRequest,
@@ -33,6 +34,7 @@ from purgatory.sim.messages import (
     PartitionElection,
     ProduceRequest,
     ProduceResult,
+    TxnMarker,
 )
 from purgatory.sim.metadata import MetadataCache
 from purgatory.sim.operations import (
@@ -50,6 +52,7 @@ from purgatory.sim.operations import (
     readable_at_least,
 )
 from purgatory.sim.partition import Partition
+from purgatory.sim.producers import EndTxnMarker
 from purgatory.sim.replication import FetchLeader, Network, ReplicaFetcher, ReplicaFetchRequest
 
 _NONE = ErrorCode.NONE
@@ -126,6 +129,9 @@ class ReplicaManager:
         self.now_ms: Callable[[], float] = self._bind_clock
         self._ids = itertools.count(1)
         self._tasks: list[asyncio.Task[None]] = []  # the ISR-shrink and retention checks
+        #: crashed but not fenced yet (:meth:`Cluster.crash_broker_unfenced`): the
+        #: controller still counts it alive, but it does nothing and answers nothing
+        self.halted = False
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -244,6 +250,46 @@ class ReplicaManager:
             self.op_observer,
         )
 
+    def write_txn_marker(
+        self,
+        marker: TxnMarker,
+        topic: str,
+        partition: int,
+        timeout_ms: int,
+        reply: Callable[[ProduceResult], None] | None,
+    ) -> ProduceResult | DelayedProduce:
+        """Append ``marker`` to ``topic``-``partition`` on this leader as a control batch
+        (Kafka's WriteTxnMarkers, which appends with acks=all): a DelayedProduce to park
+        until the HW passes it, or the refusal (not the leader, too few in-sync
+        replicas, a fenced producer or coordinator)."""
+        p = self._led(topic, partition)
+        if isinstance(p, ErrorCode):
+            return ProduceResult(p)
+        min_isr = self.config.min_insync_replicas
+        if len(p.isr) < min_isr:
+            return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
+        try:
+            batch, hw_advanced = p.append_marker(
+                marker.producer_id,
+                marker.producer_epoch,
+                EndTxnMarker(marker.commit, marker.coordinator_epoch),
+                self.now_ms(),
+            )
+        except SimulationError as exc:
+            return ProduceResult(exc.code)
+        self.fetch_purgatory.check_and_complete_nowait(p.replica_key)
+        if hw_advanced:
+            self.apply_retention(p)
+            self.on_high_watermark(p, produce=False)
+        return DelayedProduce(
+            timeout_ms,
+            [PartitionStatus(p, batch.end_offset, batch.base_offset)],
+            self._next_op_id("txn-marker"),
+            min_isr,
+            reply,
+            self.op_observer,
+        )
+
     def fetch(
         self, request: FetchRequest, reply: Callable[[FetchResult], None] | None
     ) -> FetchResult | DelayedFetch:
@@ -256,10 +302,11 @@ class ReplicaManager:
         log = p.logs[self.broker_id]
         if offset < log.log_start_offset or offset > log.leo:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
-        hw = p.hws[self.broker_id]
+        read_committed = request.isolation_level == READ_COMMITTED
+        end = p.last_stable_offset() if read_committed else p.hws[self.broker_id]
         min_bytes = request.min_bytes
         if request.max_wait_ms > 0 and (
-            hw <= offset or readable_at_least(log, offset, hw, min_bytes) < min_bytes
+            end <= offset or readable_at_least(log, offset, end, min_bytes) < min_bytes
         ):
             return DelayedFetch(
                 request.max_wait_ms,
@@ -270,8 +317,9 @@ class ReplicaManager:
                 reply,
                 self.op_observer,
                 request.as_batches,
+                read_committed,
             )
-        return read_consumer_fetch(p, offset, request.max_bytes, request.as_batches)
+        return read_consumer_fetch(p, offset, request.max_bytes, request.as_batches, read_committed)
 
     def delete_records(
         self, request: DeleteRecordsRequest, reply: Callable[[DeleteRecordsResult], None] | None
@@ -342,7 +390,10 @@ class ReplicaManager:
                 errors = errors or {}
                 errors[i] = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
-            hw_advanced, lso_moved, _ = p.update_follower(follower, offset, lso, now)
+            hw_advanced, lso_moved, expanded = p.update_follower(follower, offset, lso, now)
+            if expanded:
+                for listener in self._metadata.isr_listeners:
+                    listener(p)
             if hw_advanced:
                 self.apply_retention(p)
                 self.on_high_watermark(p)
@@ -422,7 +473,7 @@ class ReplicaManager:
         metadata = self._metadata
         while True:
             await asyncio.sleep(lag / 2000.0)
-            if not metadata.alive[self.broker_id]:
+            if not metadata.alive[self.broker_id] or self.halted:
                 continue
             now = self.now_ms()
             for p in list(metadata.partitions()):

@@ -69,13 +69,16 @@ async def test_produce_checks_sequences_with_kafkas_codes() -> None:
         assert await _produce(broker, _batch(9, 1, 0)) == (0, 4)
         assert await _produce(broker, _batch(9, 0, 4)) == (47, -1)  # the old epoch is fenced
         assert await _produce(broker, _batch(10, 0, 77)) == (0, 6)  # no state: any sequence
-        assert await _produce(broker, _batch(11, 0, 0, transactional=True)) == (48, -1)
+        # a transactional batch is stored (KIP-98); its producer may not leave the
+        # transaction with a plain batch before the marker
+        assert await _produce(broker, _batch(11, 0, 0, transactional=True)) == (0, 8)
+        assert await _produce(broker, _batch(11, 0, 2)) == (48, -1)
         # Kafka takes one batch per partition from Produce v3 on; a sequence check needs it.
         assert await _produce(broker, _batch(12, 0, 0) + _batch(12, 0, 2)) == (87, -1)
         values = [
             r.value for r in cluster.partition("t", 0).leader_log.read_records(0, 99, 1 << 20)
         ]
-        assert values == [b"s0", b"s1", b"s2", b"s3", b"s0", b"s1", b"s77", b"s78"]
+        assert values == [b"s0", b"s1", b"s2", b"s3", b"s0", b"s1", b"s77", b"s78", b"s0", b"s1"]
 
 
 @pytest.mark.parametrize("version", range(6))

@@ -102,6 +102,7 @@ class _UndecodableWire:
     buf = bytearray(50)
     record_count = 4
     producer_id, producer_epoch, base_sequence = -1, -1, -1
+    transactional = False
 
     def assign(self, base_offset: int, leader_epoch: int) -> None:
         pass

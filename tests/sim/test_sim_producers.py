@@ -22,6 +22,7 @@ class Wire:
         self.buf = bytearray(100)
         self.record_count = count
         self.producer_id, self.producer_epoch, self.base_sequence = producer_id, epoch, sequence
+        self.transactional = False
 
     def assign(self, base_offset: int, leader_epoch: int) -> None:
         pass

@@ -124,6 +124,7 @@ class _Wire:
         self.buf = bytearray(size)
         self.record_count = count
         self.producer_id, self.producer_epoch, self.base_sequence = -1, -1, -1
+        self.transactional = False
 
     def assign(self, base_offset: int, leader_epoch: int) -> None:
         pass

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, final
 
+from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.handlers.leadership import leads
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import WireBatch, max_timestamp_of
@@ -15,6 +16,7 @@ from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import RecordBatch
+from purgatory.sim.messages import READ_COMMITTED, READ_UNCOMMITTED
 
 EARLIEST: Final = -2
 LATEST: Final = -1
@@ -43,12 +45,18 @@ class LogOffsetHandlers:
     # -- ListOffsets ---------------------------------------------------------------------
 
     def list_offsets(self, header: RequestHeader, request: Any) -> Any:
+        # v2+: read_committed (1) answers LATEST with the last stable offset, and
+        # searches by time below it (Kafka's lastFetchableOffset)
+        isolation = int(getattr(request, "isolation_level", READ_UNCOMMITTED))
+        if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise DecodeError(f"list offsets isolation_level {isolation}")
+        committed = isolation == READ_COMMITTED
         topics = []
         for topic in request.topics:
             partitions = []
             for part in topic.partitions:
                 error, found_at, offset, epoch = self._offset_for(
-                    topic.name, int(part.partition_index), int(part.timestamp)
+                    topic.name, int(part.partition_index), int(part.timestamp), committed
                 )
                 partitions.append(
                     {
@@ -95,9 +103,10 @@ class LogOffsetHandlers:
         return respond(request, topics=topics)
 
     def _offset_for(
-        self, topic: str, index: int, timestamp: int
+        self, topic: str, index: int, timestamp: int, committed: bool = False
     ) -> tuple[ErrorCode, int, int, int]:
-        """(error, timestamp found, offset, leader epoch) for one partition."""
+        """(error, timestamp found, offset, leader epoch) for one partition; ``committed``:
+        read_committed, which reads up to the last stable offset instead of the HW."""
         error, p = leads(self.cluster, self.broker_id, topic, index)
         if error is not ErrorCode.NONE:
             return error, -1, -1, -1
@@ -105,17 +114,21 @@ class LogOffsetHandlers:
             return ErrorCode.LEADER_NOT_AVAILABLE, -1, -1, -1
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return ErrorCode.NONE, -1, p.log_start_offset, p.leader_epoch
+        end = p.high_watermark
+        if committed:
+            partition = self.cluster.partition(topic, index)
+            end = end if partition is None else partition.last_stable_offset()
         if timestamp == LATEST:
-            return ErrorCode.NONE, -1, p.high_watermark, p.leader_epoch
-        batches = self.cluster.stored_batches(topic, index, p.log_start_offset, p.high_watermark)
+            return ErrorCode.NONE, -1, end, p.leader_epoch
+        batches = self.cluster.stored_batches(topic, index, p.log_start_offset, end)
         if timestamp == MAX_TIMESTAMP:
-            found = _largest_timestamp(batches, p.log_start_offset, p.high_watermark)
+            found = _largest_timestamp(batches, p.log_start_offset, end)
         elif timestamp < 0:
             # -5 (latest tiered) and -6 (earliest pending upload): nothing is tiered
             # here, and Kafka answers those with no offset when nothing is
             return ErrorCode.NONE, -1, -1, p.leader_epoch
         else:
-            found = _first_at_or_after(batches, timestamp, p.log_start_offset, p.high_watermark)
+            found = _first_at_or_after(batches, timestamp, p.log_start_offset, end)
         if found is None:  # nothing that late: Kafka answers no offset, not an error
             return ErrorCode.NONE, -1, -1, p.leader_epoch
         return ErrorCode.NONE, *found

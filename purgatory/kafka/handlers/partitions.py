@@ -33,9 +33,21 @@ from purgatory.kafka.server import Api, ApiTable, ProtocolStats
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim.errors import ErrorCode
 from purgatory.sim.log import RecordBatch
-from purgatory.sim.messages import FetchRequest, FetchResult, PartitionMetadata, ProduceRequest
+from purgatory.sim.messages import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchRequest,
+    FetchResult,
+    PartitionMetadata,
+    ProduceRequest,
+)
 
 _NOTHING: Final = FetchResult(ErrorCode.NONE)
+
+#: KIP-890's produce-time check of a transactional batch: ``(producer id, producer epoch,
+#: topic, partition)`` -> NONE to accept it, or the error to answer (the transaction
+#: coordinator's verdict on whether the partition is in the producer's transaction)
+TxnVerifier = Callable[[int, int, str, int], ErrorCode | Awaitable[ErrorCode]]
 
 
 class Wanted(NamedTuple):
@@ -74,6 +86,10 @@ class PartitionHandlers:
     #: the codec a topic's compression.type has batches stored with (0: uncompressed),
     #: None for "producer": as the producer compressed them
     topic_codec: Callable[[str], int | None] = lambda topic: None
+    #: asked about each transactional batch that would begin its producer's transaction
+    #: on a partition (KIP-890 verification; Kafka verifies only a transaction's first
+    #: write to a partition); None: every one is accepted
+    txn_verifier: TxnVerifier | None = None
 
     def apis(self) -> ApiTable:
         return {
@@ -278,8 +294,9 @@ class PartitionHandlers:
                     return ErrorCode.MESSAGE_TOO_LARGE, -1
                 if batch.compression == ZSTD and version < 7:
                     raise UnsupportedCompression("zstd needs Produce v7 (KIP-110)")
-                if batch.transactional:
-                    return ErrorCode.INVALID_TXN_STATE, -1  # transactions are not served
+                if batch.control:
+                    # Kafka's LogValidator: only brokers write control batches (markers)
+                    return ErrorCode.INVALID_RECORD, -1
                 if len(batches) == 1:
                     batch.check_framing()
                 elif batch.producer_id >= 0:
@@ -295,6 +312,10 @@ class PartitionHandlers:
             self.stats.bad(kind, f"Produce to {topic}-{index}: {exc}")
             return ErrorCode.CORRUPT_MESSAGE, -1
         wire = batches[0] if len(batches) == 1 else None
+        if wire is not None and wire.transactional and wire.producer_id >= 0:
+            refused = await self._verify_txn(wire.producer_id, wire.producer_epoch, topic, index)
+            if refused is not ErrorCode.NONE:
+                return refused, -1
         codec = self.topic_codec(topic)
         if wire is not None and codec is not None:
             try:  # Kafka's broker recompresses a batch for its topic's compression.type
@@ -308,6 +329,18 @@ class PartitionHandlers:
         except SimulationError as exc:
             return exc.code, -1
         return result.error, result.base_offset
+
+    async def _verify_txn(self, producer_id: int, epoch: int, topic: str, index: int) -> ErrorCode:
+        """The verifier's verdict on a transactional batch that begins its producer's
+        transaction on the partition; NONE with no verifier or within a transaction."""
+        verify = self.txn_verifier
+        if verify is None:
+            return ErrorCode.NONE
+        p = self.cluster.partition(topic, index)
+        if p is not None and p.leader is not None and producer_id in p.leader_log.txns.ongoing:
+            return ErrorCode.NONE
+        verdict = verify(producer_id, epoch, topic, index)
+        return verdict if isinstance(verdict, ErrorCode) else await verdict
 
     # -- Fetch ---------------------------------------------------------------------------
 
@@ -332,6 +365,10 @@ class PartitionHandlers:
                 )
         if max_bytes < 1:
             raise DecodeError(f"fetch max_bytes {max_bytes}")
+        # Fetch v4+ (all served versions): 1 is read_committed
+        isolation = int(getattr(request, "isolation_level", READ_UNCOMMITTED))
+        if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise DecodeError(f"fetch isolation_level {isolation}")
         session_id = int(getattr(request, "session_id", 0))
         session_epoch = int(getattr(request, "session_epoch", -1))
         if session_id or session_epoch > 0:
@@ -340,7 +377,7 @@ class PartitionHandlers:
             return _ready(
                 respond(request, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, responses=())
             )
-        return self._fetch(request, wanted, min_bytes, max_bytes, max_wait_ms)
+        return self._fetch(request, wanted, min_bytes, max_bytes, max_wait_ms, isolation)
 
     async def _fetch(
         self,
@@ -349,8 +386,9 @@ class PartitionHandlers:
         min_bytes: int,
         max_bytes: int,
         max_wait_ms: int,
+        isolation: int,
     ) -> Any:
-        results = await self._read_all(wanted, max_bytes)
+        results = await self._read_all(wanted, max_bytes, isolation)
         ok = [error is ErrorCode.NONE for error, _ in results]
         readable = any(r.batches for error, r in results if error is ErrorCode.NONE)
         if not readable and min_bytes > 0 and max_wait_ms > 0 and any(ok):
@@ -360,7 +398,14 @@ class PartitionHandlers:
                 asyncio.ensure_future(
                     self.cluster.fetch(
                         FetchRequest(
-                            w.topic, w.partition, w.offset, 1, 1, max_wait_ms, as_batches=True
+                            w.topic,
+                            w.partition,
+                            w.offset,
+                            1,
+                            1,
+                            max_wait_ms,
+                            as_batches=True,
+                            isolation_level=isolation,
                         )
                     )
                 )
@@ -372,8 +417,8 @@ class PartitionHandlers:
             finally:
                 for wait in waits:
                     wait.cancel()
-            results = await self._read_all(wanted, max_bytes)
-        return self._fetch_answer(request, wanted, results)
+            results = await self._read_all(wanted, max_bytes, isolation)
+        return self._fetch_answer(request, wanted, results, isolation)
 
     def _fetch_error_for(self, w: Wanted) -> tuple[ErrorCode, PartitionMetadata | None]:
         """What keeps a partition from being read: an unknown topic id, not led here, a
@@ -393,7 +438,7 @@ class PartitionHandlers:
         return ErrorCode.NONE, p
 
     async def _read_all(
-        self, wanted: list[Wanted], max_bytes: int
+        self, wanted: list[Wanted], max_bytes: int, isolation: int
     ) -> list[tuple[ErrorCode, FetchResult]]:
         out: list[tuple[ErrorCode, FetchResult]] = []
         budget = max_bytes  # the whole response's limit, shared by the partitions in order
@@ -405,10 +450,19 @@ class PartitionHandlers:
                 continue
             limit = max(1, min(w.max_bytes, budget))
             result = await self.cluster.fetch(
-                FetchRequest(w.topic, w.partition, w.offset, 0, limit, 0, as_batches=True)
+                FetchRequest(
+                    w.topic,
+                    w.partition,
+                    w.offset,
+                    0,
+                    limit,
+                    0,
+                    as_batches=True,
+                    isolation_level=isolation,
+                )
             )
-            hw = result.high_watermark
-            size = sum(b.bytes_in(w.offset, hw) for b in result.batches)
+            end = _readable_end(result, isolation)
+            size = sum(b.bytes_in(w.offset, end) for b in result.batches)
             if size > budget and returned:
                 # Only the response's first batch may exceed the limit (KIP-74); a later
                 # partition whose next batch does not fit is answered with no records.
@@ -420,18 +474,22 @@ class PartitionHandlers:
         return out
 
     def _fetch_answer(
-        self, request: Any, wanted: list[Wanted], results: list[tuple[ErrorCode, FetchResult]]
+        self,
+        request: Any,
+        wanted: list[Wanted],
+        results: list[tuple[ErrorCode, FetchResult]],
+        isolation: int,
     ) -> Any:
         version = int(request.__version__)
         by_topic: dict[tuple[str, uuid.UUID | None], list[dict[str, Any]]] = {}
         hints: list[tuple[ErrorCode, PartitionMetadata | None]] = []
         now_ms = int(time.time() * 1000)
         for w, (error, result) in zip(wanted, results, strict=True):
-            hw = result.high_watermark
             section: bytes | None = None
             codecs: set[int] = set()
             if result.batches:
-                section, codecs = _records_section(result.batches, w.offset, hw, now_ms)
+                end = _readable_end(result, isolation)
+                section, codecs = _records_section(result.batches, w.offset, end, now_ms)
             if ZSTD in codecs and version < 10:
                 # Kafka serves zstd batches to Fetch v10 and later only (KIP-110).
                 error, section = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None
@@ -443,11 +501,19 @@ class PartitionHandlers:
                 {
                     "partition_index": w.partition,
                     "error_code": error,
-                    "high_watermark": hw,
-                    "last_stable_offset": hw,  # no transactions: LSO = HW
+                    "high_watermark": result.high_watermark,
+                    "last_stable_offset": result.last_stable_offset,
                     "log_start_offset": result.log_start_offset,
                     "current_leader": self._current_leader(error, p),
-                    "aborted_transactions": None,
+                    # read_committed: a list (Kafka's collectAbortedTransactions); else null
+                    "aborted_transactions": (
+                        [
+                            {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                            for t in result.aborted_transactions
+                        ]
+                        if isolation == READ_COMMITTED and error is ErrorCode.NONE
+                        else None
+                    ),
                     "records": b"" if section is None else section,
                 }
             )
@@ -465,13 +531,19 @@ class PartitionHandlers:
         )
 
 
+def _readable_end(result: FetchResult, isolation: int) -> int:
+    """Where a consumer's read stops: the HW, or read_committed the LSO."""
+    return result.last_stable_offset if isolation == READ_COMMITTED else result.high_watermark
+
+
 def _records_section(
     batches: list[RecordBatch], offset: int, hw: int, now_ms: int
 ) -> tuple[bytes, set[int]]:
-    """A fetch answer's records from ``offset`` up to the HW ``hw``: a batch a Kafka
-    client produced goes back as it came (whole, as Kafka sends it, with the offset and
-    epoch the log gave it); records written over HTTP, or in a batch a truncation cut,
-    are encoded afresh. Also says which compression codecs the section holds."""
+    """A fetch answer's records from ``offset`` up to ``hw`` (the HW, or read_committed
+    the LSO): a batch a Kafka client produced goes back as it came (whole, as Kafka sends
+    it, with the offset and epoch the log gave it); records written over HTTP, a batch a
+    truncation cut, and transaction markers are encoded afresh, with their producer and
+    attributes. Also says which compression codecs the section holds."""
     codecs: set[int] = set()
     out = bytearray()
     for batch in batches:
@@ -485,5 +557,16 @@ def _records_section(
         start = max(offset, base)
         records = batch.records[start - base : hw - base]
         if records:
-            out += encode_batch(start, batch.epoch, [(r.key, r.value) for r in records], now_ms)
+            producer = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
+            if batch.base_sequence >= 0 and start > base:
+                # the first record's sequence, wrapping as sequences do
+                producer = (*producer[:2], (batch.base_sequence + start - base) & 0x7FFFFFFF)
+            out += encode_batch(
+                start,
+                batch.epoch,
+                [(r.key, r.value) for r in records],
+                now_ms,
+                producer,
+                batch.attributes,
+            )
     return bytes(out), codecs
