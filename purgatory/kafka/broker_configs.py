@@ -248,8 +248,8 @@ _CONFIGS: Final = (
         ConfigType.STRING,
         "CreateTime",
         "CreateTime",
-        "message.timestamp.type of topics that set none; kept and reported: batches keep "
-        "the producer's timestamps",
+        "message.timestamp.type of topics that set none: LogAppendTime stamps batches with "
+        "the time they are appended",
         Rule(choices=("CreateTime", "LogAppendTime")),
         dynamic=True,
     ),
@@ -499,6 +499,9 @@ _TOPIC: Final = (
         None,
         "log.message.timestamp.type",
         BROKER_CONFIGS["log.message.timestamp.type"].rule,
+        "LogAppendTime: each batch is stamped with the time it is appended (its max "
+        "timestamp and timestamp type; the Produce answer says when); CreateTime: it keeps "
+        "the producer's timestamps",
     ),
     # deprecated by Kafka 3.6 (KIP-937) for the two below, taken as Kafka 3.x takes it
     TopicConfig(

@@ -186,6 +186,22 @@ def recompressed(batch: WireBatch, codec: int) -> WireBatch:
     return WireBatch(buf)
 
 
+#: attributes bit 3: the batch's timestamps are the broker's append time
+LOG_APPEND_TIME: Final = 0x08
+
+
+def stamp(batch: WireBatch, append_ms: int) -> None:
+    """Mark ``batch`` in place as stamped with the broker's append time, as Kafka's broker
+    does for a topic whose ``message.timestamp.type`` is LogAppendTime: the timestamp type
+    bit of the attributes set, the max timestamp (every record's timestamp, to a
+    consumer) ``append_ms``, the CRC rewritten."""
+    batch.attributes |= LOG_APPEND_TIME
+    struct.pack_into(">h", batch.buf, _CRC_FROM, batch.attributes)
+    _TIMESTAMP.pack_into(batch.buf, _MAX_TIMESTAMP_AT, append_ms)
+    crc = crc32c(memoryview(batch.buf)[_CRC_FROM:])
+    struct.pack_into(">I", batch.buf, _MAGIC_AT + 1, crc)
+
+
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """A zigzag varint at ``pos`` (at most 10 bytes) and the position after it; the hot
     path of produce, so it reads ``bytes`` directly instead of going through a Reader."""

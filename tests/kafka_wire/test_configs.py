@@ -17,7 +17,7 @@ from aiokafka import TopicPartition as AioPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource as AioResource
 from aiokafka.admin.config_resource import ConfigResourceType as AioType
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -44,6 +44,7 @@ from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import (
     compression_of,
     encode_batch,
+    max_timestamp_of,
     recompressed,
     split_batches,
 )
@@ -638,3 +639,52 @@ def test_a_recompressed_batch_keeps_its_header_and_records_and_a_valid_crc() -> 
         assert again.producer_id == batch.producer_id
         batch = again
     assert recompressed(batch, 0) is batch  # already uncompressed: kept as is
+
+
+def _log_append_time_round(bootstrap: str) -> dict[str, Any]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic("stamped", 1, 1, config={"message.timestamp.type": "LogAppendTime"})
+    for future in admin.create_topics([new], request_timeout=10).values():
+        future.result()
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "gzip"})
+    delivered: list[Any] = []
+    before = int(time.time() * 1000)
+    for i in range(3):
+        producer.produce(
+            "stamped",
+            f"v{i}".encode(),
+            timestamp=1000 + i,  # the producer's CreateTime: not what the topic keeps
+            on_delivery=lambda err, msg: delivered.append((err, msg.timestamp())),
+        )
+    producer.flush(10)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "stamped", "auto.offset.reset": "earliest"}
+    )
+    consumer.assign([ConfluentPartition("stamped", 0, 0)])
+    read: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 20
+    while len(read) < 3 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            read.append(message.timestamp())
+    consumer.close()
+    return {
+        "before": before,
+        "after": int(time.time() * 1000),
+        "delivered": delivered,
+        "read": read,
+    }
+
+
+@pytest.mark.asyncio
+async def test_log_append_time_topics_stamp_batches_with_the_append_time(
+    door: KafkaFrontDoor,
+) -> None:
+    out = await asyncio.to_thread(_log_append_time_round, door.bootstrap)
+    low, high = out["before"], out["after"]
+    assert [err for err, _ in out["delivered"]] == [None] * 3
+    for kind, stamp_ms in [ts for _, ts in out["delivered"]] + out["read"]:
+        assert kind == TIMESTAMP_LOG_APPEND_TIME
+        assert low <= stamp_ms <= high  # the broker's clock, not the producer's 1000
+    stored = door.cluster.stored_batches("stamped", 0, 0, 3)
+    assert all(low <= max_timestamp_of(b.wire or b"") <= high for b in stored)

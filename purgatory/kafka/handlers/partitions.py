@@ -11,6 +11,7 @@ which sends clients back to Metadata after a failover.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,6 +28,7 @@ from purgatory.kafka.record_batches import (
     encode_batch,
     recompressed,
     split_batches,
+    stamp,
 )
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable, ProtocolStats
@@ -86,6 +88,9 @@ class PartitionHandlers:
     #: the codec a topic's compression.type has batches stored with (0: uncompressed),
     #: None for "producer": as the producer compressed them
     topic_codec: Callable[[str], int | None] = lambda topic: None
+    #: whether a topic's batches are stamped with their append time (its
+    #: message.timestamp.type is LogAppendTime)
+    log_append_time: Callable[[str], bool] = lambda topic: False
     #: asked about each transactional batch that would begin its producer's transaction
     #: on a partition (KIP-890 verification; Kafka verifies only a transaction's first
     #: write to a partition); None: every one is accepted
@@ -236,8 +241,12 @@ class PartitionHandlers:
         version = int(request.__version__)
         acks = int(request.acks)
         timeout_ms = max(millis(request.timeout), 0)
+        append_ms = int(time.time() * 1000)  # a LogAppendTime topic's timestamp, wall clock
         answers = await asyncio.gather(
-            *(self._produce_one(version, n, i, r, acks, timeout_ms) for n, _, i, r in requests)
+            *(
+                self._produce_one(version, n, i, r, acks, timeout_ms, append_ms)
+                for n, _, i, r in requests
+            )
         )
         if acks == 0:
             return None
@@ -252,6 +261,9 @@ class PartitionHandlers:
                     "index": index,
                     "error_code": error,
                     "base_offset": base,
+                    "log_append_time": _stamped_at(append_ms)
+                    if error is ErrorCode.NONE and name is not None and self.log_append_time(name)
+                    else None,
                     "log_start_offset": -1 if p is None else p.log_start_offset,
                     "current_leader": self._current_leader(error, p),
                 }
@@ -274,6 +286,7 @@ class PartitionHandlers:
         records: bytes | None,
         acks: int,
         timeout_ms: int,
+        append_ms: int,
     ) -> tuple[ErrorCode, int]:
         if topic is None:
             return ErrorCode.UNKNOWN_TOPIC_ID, -1
@@ -322,6 +335,8 @@ class PartitionHandlers:
                 wire = recompressed(wire, codec)
             except UnsupportedCompression:
                 return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
+        if wire is not None and self.log_append_time(topic):
+            stamp(wire, append_ms)
         try:
             result = await self.cluster.produce(
                 ProduceRequest(topic, index, entries, acks, timeout_ms, wire)
@@ -570,3 +585,8 @@ def _records_section(
                 batch.attributes,
             )
     return bytes(out), codecs
+
+
+def _stamped_at(append_ms: int) -> datetime.datetime:
+    """A Produce answer's log_append_time: when a LogAppendTime topic stamped the batch."""
+    return datetime.datetime.fromtimestamp(append_ms / 1000, tz=datetime.UTC)

@@ -97,10 +97,8 @@ class ClusterConfigs:
         self.dynamic: dict[int, dict[str, Value]] = {}
         #: each topic's own configs, by topic id (a topic created again starts afresh)
         self._topics: dict[uuid.UUID, dict[str, Value]] = {}
-        #: max.message.bytes in force by (topic id, broker)
-        self._max_bytes: dict[tuple[uuid.UUID | None, int], int] = {}
-        #: the codec of compression.type in force by (topic id, broker)
-        self._codecs: dict[tuple[uuid.UUID | None, int], int | None] = {}
+        #: the topic configs Produce reads, in force, by (name, topic id, broker)
+        self._produce_configs: dict[tuple[str, uuid.UUID | None, int], Value] = {}
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -182,8 +180,7 @@ class ClusterConfigs:
             self._int(self.broker_value("log.retention.ms", -1), lowest=-1),
             default.min_insync_replicas,
         )
-        self._max_bytes.clear()
-        self._codecs.clear()
+        self._produce_configs.clear()
         for name in list(self.cluster.topics):
             self.apply(name)
 
@@ -293,34 +290,35 @@ class ClusterConfigs:
 
     def apply(self, name: str) -> None:
         """Hand the simulation topic ``name``'s configs in force, on each broker."""
-        self._max_bytes.clear()  # rare: a config changed
-        self._codecs.clear()
+        self._produce_configs.clear()  # rare: a config changed
         own = self.topic_overrides(name)
         if own is not None:
             self.cluster.set_topic_config(name, lambda broker: self.log_config(own, broker))
 
-    def max_message_bytes(self, topic: str, broker: int) -> int:
-        """The largest batch a Produce to ``topic`` may carry, on ``broker`` (asked on
-        every Produce, so kept until a config changes)."""
-        key = (self.cluster.topic_id(topic), broker)
-        limit = self._max_bytes.get(key)
-        if limit is None:
+    def _in_force(self, name: str, topic: str, broker: int) -> Value:
+        """Topic config ``name`` of ``topic`` on ``broker``; what Produce asks on every
+        request, so kept until a config changes."""
+        key = (name, self.cluster.topic_id(topic), broker)
+        value = self._produce_configs.get(key)
+        if value is None:
             own = self.topic_overrides(topic) or {}
-            limit = self._max_bytes[key] = self._int(
-                self.topic_value("max.message.bytes", own, broker)
-            )
-        return limit
+            value = self._produce_configs[key] = self.topic_value(name, own, broker)
+        return value
+
+    def max_message_bytes(self, topic: str, broker: int) -> int:
+        """The largest batch a Produce to ``topic`` may carry, on ``broker``."""
+        return self._int(self._in_force("max.message.bytes", topic, broker))
 
     def codec(self, topic: str, broker: int) -> int | None:
         """The codec ``topic``'s batches are stored with on ``broker`` (its
         compression.type: 0 uncompressed, 1 gzip, 2 snappy, 3 lz4, 4 zstd), None for
-        ``producer`` (as the producer sent them); asked on every Produce, so kept."""
-        key = (self.cluster.topic_id(topic), broker)
-        if key not in self._codecs:
-            own = self.topic_overrides(topic) or {}
-            name = self.topic_value("compression.type", own, broker)
-            self._codecs[key] = _CODECS.get(str(name))
-        return self._codecs[key]
+        ``producer`` (as the producer sent them)."""
+        return _CODECS.get(str(self._in_force("compression.type", topic, broker)))
+
+    def log_append_time(self, topic: str, broker: int) -> bool:
+        """Whether ``topic``'s batches are stamped with the time they are appended
+        (message.timestamp.type LogAppendTime) on ``broker``."""
+        return self._in_force("message.timestamp.type", topic, broker) == "LogAppendTime"
 
     def topics_with_configs(self) -> list[str]:
         """The topics there are (every topic has configs, Kafka's defaults at least)."""
