@@ -51,6 +51,7 @@ class ErrorCode(enum.StrEnum):
     UNKNOWN_MEMBER_ID = enum.auto(), 25
     INVALID_SESSION_TIMEOUT = enum.auto(), 26
     REBALANCE_IN_PROGRESS = enum.auto(), 27
+    INVALID_TIMESTAMP = enum.auto(), 32
     UNSUPPORTED_VERSION = enum.auto(), 35
     TOPIC_ALREADY_EXISTS = enum.auto(), 36
     INVALID_PARTITIONS = enum.auto(), 37

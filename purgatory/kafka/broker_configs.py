@@ -517,6 +517,8 @@ _TOPIC: Final = (
         _LONG_MAX,
         _LOG + "message.timestamp.before.max.ms",
         Rule(0),
+        "a produced record stamped (CreateTime) longer before the broker's clock is "
+        "refused INVALID_TIMESTAMP",
     ),
     TopicConfig(
         "message.timestamp.after.max.ms",
@@ -524,6 +526,8 @@ _TOPIC: Final = (
         3_600_000,
         _LOG + "message.timestamp.after.max.ms",
         Rule(0),
+        "a produced batch whose max timestamp (CreateTime) lies further after the broker's "
+        "clock is refused INVALID_TIMESTAMP",
     ),
     TopicConfig(
         "leader.replication.throttled.replicas",

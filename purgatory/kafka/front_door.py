@@ -146,6 +146,7 @@ class KafkaFrontDoor:
             lambda topic: self.cluster_configs.max_message_bytes(topic, broker_id),
             lambda topic: self.cluster_configs.codec(topic, broker_id),
             lambda topic: self.cluster_configs.log_append_time(topic, broker_id),
+            lambda topic: self.cluster_configs.timestamp_bounds(topic, broker_id),
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)

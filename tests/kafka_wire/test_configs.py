@@ -688,3 +688,45 @@ async def test_log_append_time_topics_stamp_batches_with_the_append_time(
         assert low <= stamp_ms <= high  # the broker's clock, not the producer's 1000
     stored = door.cluster.stored_batches("stamped", 0, 0, 3)
     assert all(low <= max_timestamp_of(b.wire or b"") <= high for b in stored)
+
+
+def _timestamps_round(bootstrap: str) -> dict[str, int | None]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [
+        NewTopic("recent", 1, 1, config={"message.timestamp.before.max.ms": "60000"}),
+        NewTopic("appended", 1, 1, config={"message.timestamp.type": "LogAppendTime"}),
+    ]
+    for future in admin.create_topics(new, request_timeout=10).values():
+        future.result()
+    producer = Producer({"bootstrap.servers": bootstrap, "retries": 0})
+    now = int(time.time() * 1000)
+    hour = 3_600_000
+    outcome: dict[str, int | None] = {}
+
+    def send(label: str, topic: str, timestamp: int) -> None:
+        def report(err: Any, msg: Any) -> None:
+            outcome[label] = None if err is None else err.code()
+
+        producer.produce(topic, b"v", timestamp=timestamp, on_delivery=report)
+        producer.flush(10)
+
+    send("recent, now", "recent", now)
+    send("recent, an hour ago", "recent", now - hour)
+    send("t, in two hours", "t", now + 2 * hour)  # Kafka 4's after.max.ms: one hour
+    send("t, a year ago", "t", now - 365 * 24 * hour)  # before.max.ms: no bound
+    send("appended, in two hours", "appended", now + 2 * hour)  # stamped, not checked
+    return outcome
+
+
+@pytest.mark.asyncio
+async def test_create_time_outside_the_topics_bounds_is_invalid_timestamp(
+    door: KafkaFrontDoor,
+) -> None:
+    outcome = await asyncio.to_thread(_timestamps_round, door.bootstrap)
+    assert outcome == {
+        "recent, now": None,
+        "recent, an hour ago": 32,  # INVALID_TIMESTAMP
+        "t, in two hours": 32,
+        "t, a year ago": None,
+        "appended, in two hours": None,
+    }

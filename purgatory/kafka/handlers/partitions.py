@@ -24,8 +24,10 @@ from purgatory.kafka.handlers.leadership import leads
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import (
     TruncatedBatch,
+    WireBatch,
     compression_of,
     encode_batch,
+    max_timestamp_of,
     recompressed,
     split_batches,
     stamp,
@@ -91,6 +93,10 @@ class PartitionHandlers:
     #: whether a topic's batches are stamped with their append time (its
     #: message.timestamp.type is LogAppendTime)
     log_append_time: Callable[[str], bool] = lambda topic: False
+    #: how far a record's CreateTime may lie before and after the broker's clock (the
+    #: topic's message.timestamp.before.max.ms and .after.max.ms), else INVALID_TIMESTAMP;
+    #: None: not checked (a LogAppendTime topic)
+    timestamp_bounds: Callable[[str], tuple[int, int] | None] = lambda topic: None
     #: asked about each transactional batch that would begin its producer's transaction
     #: on a partition (KIP-890 verification; Kafka verifies only a transaction's first
     #: write to a partition); None: every one is accepted
@@ -302,6 +308,7 @@ class PartitionHandlers:
                 raise DecodeError("null records")
             batches = split_batches(memoryview(records))
             limit = self.max_batch_bytes(topic)
+            bounds = self.timestamp_bounds(topic)
             for batch in batches:
                 if len(batch.buf) > limit:
                     return ErrorCode.MESSAGE_TOO_LARGE, -1
@@ -318,6 +325,8 @@ class PartitionHandlers:
                     return ErrorCode.INVALID_RECORD, -1
                 else:
                     entries.extend(batch.key_values())
+                if bounds is not None and not _in_time(batch, bounds, append_ms):
+                    return ErrorCode.INVALID_TIMESTAMP, -1
         except UnsupportedCompression:
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
         except DecodeError as exc:
@@ -590,3 +599,20 @@ def _records_section(
 def _stamped_at(append_ms: int) -> datetime.datetime:
     """A Produce answer's log_append_time: when a LogAppendTime topic stamped the batch."""
     return datetime.datetime.fromtimestamp(append_ms / 1000, tz=datetime.UTC)
+
+
+#: Java's Long.MAX_VALUE: a timestamp bound that bounds nothing
+_UNBOUNDED: Final = (1 << 63) - 1
+
+
+def _in_time(batch: WireBatch, bounds: tuple[int, int], now_ms: int) -> bool:
+    """Whether every record's CreateTime of ``batch`` lies within ``bounds`` (before,
+    after) of ``now_ms``, as Kafka's LogValidator checks them (records without a timestamp
+    pass). The batch's max timestamp answers for "after"; "before", when bounded, reads
+    the records' own timestamps."""
+    before, after = bounds
+    if after < _UNBOUNDED and max_timestamp_of(batch.buf) > now_ms + after:
+        return False
+    if before < _UNBOUNDED:
+        return all(r.timestamp < 0 or r.timestamp >= now_ms - before for r in batch.records())
+    return True

@@ -315,6 +315,16 @@ class ClusterConfigs:
         ``producer`` (as the producer sent them)."""
         return _CODECS.get(str(self._in_force("compression.type", topic, broker)))
 
+    def timestamp_bounds(self, topic: str, broker: int) -> tuple[int, int] | None:
+        """How far a produced record's CreateTime may lie before and after the broker's
+        clock for ``topic`` on ``broker`` (message.timestamp.before.max.ms and
+        .after.max.ms); None for a LogAppendTime topic, whose batches are stamped."""
+        if self.log_append_time(topic, broker):
+            return None
+        before = self._in_force("message.timestamp.before.max.ms", topic, broker)
+        after = self._in_force("message.timestamp.after.max.ms", topic, broker)
+        return self._int(before), self._int(after)
+
     def log_append_time(self, topic: str, broker: int) -> bool:
         """Whether ``topic``'s batches are stamped with the time they are appended
         (message.timestamp.type LogAppendTime) on ``broker``."""
