@@ -510,6 +510,8 @@ _TOPIC: Final = (
         _LONG_MAX,
         _LOG + "message.timestamp.difference.max.ms",
         Rule(0),
+        "deprecated: bounds how far a produced CreateTime may lie before (or after) the "
+        "broker's clock where message.timestamp.before.max.ms (or after) leaves it unbounded",
     ),
     TopicConfig(
         "message.timestamp.before.max.ms",

@@ -695,6 +695,8 @@ def _timestamps_round(bootstrap: str) -> dict[str, int | None]:
     new = [
         NewTopic("recent", 1, 1, config={"message.timestamp.before.max.ms": "60000"}),
         NewTopic("appended", 1, 1, config={"message.timestamp.type": "LogAppendTime"}),
+        # deprecated: bounds what before.max.ms leaves unbounded (KIP-937)
+        NewTopic("old", 1, 1, config={"message.timestamp.difference.max.ms": "60000"}),
     ]
     for future in admin.create_topics(new, request_timeout=10).values():
         future.result()
@@ -715,6 +717,8 @@ def _timestamps_round(bootstrap: str) -> dict[str, int | None]:
     send("t, in two hours", "t", now + 2 * hour)  # Kafka 4's after.max.ms: one hour
     send("t, a year ago", "t", now - 365 * 24 * hour)  # before.max.ms: no bound
     send("appended, in two hours", "appended", now + 2 * hour)  # stamped, not checked
+    send("old, an hour ago", "old", now - hour)
+    send("old, now", "old", now)
     return outcome
 
 
@@ -729,4 +733,6 @@ async def test_create_time_outside_the_topics_bounds_is_invalid_timestamp(
         "t, in two hours": 32,
         "t, a year ago": None,
         "appended, in two hours": None,
+        "old, an hour ago": 32,
+        "old, now": None,
     }

@@ -321,9 +321,15 @@ class ClusterConfigs:
         .after.max.ms); None for a LogAppendTime topic, whose batches are stamped."""
         if self.log_append_time(topic, broker):
             return None
-        before = self._in_force("message.timestamp.before.max.ms", topic, broker)
-        after = self._in_force("message.timestamp.after.max.ms", topic, broker)
-        return self._int(before), self._int(after)
+        before = self._int(self._in_force("message.timestamp.before.max.ms", topic, broker))
+        after = self._int(self._in_force("message.timestamp.after.max.ms", topic, broker))
+        # the deprecated message.timestamp.difference.max.ms bounds a side left unbounded,
+        # as Kafka 3.6+ reads it (KIP-937)
+        difference = self._in_force("message.timestamp.difference.max.ms", topic, broker)
+        unbounded = TOPIC_CONFIGS["message.timestamp.difference.max.ms"].kafka_default()
+        before = self._int(difference) if before == unbounded else before
+        after = self._int(difference) if after == unbounded else after
+        return before, after
 
     def log_append_time(self, topic: str, broker: int) -> bool:
         """Whether ``topic``'s batches are stamped with the time they are appended
