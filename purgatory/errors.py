@@ -38,6 +38,7 @@ class ErrorCode(enum.StrEnum):
     NOT_LEADER_OR_FOLLOWER = enum.auto(), 6
     REQUEST_TIMED_OUT = enum.auto(), 7
     BROKER_NOT_AVAILABLE = enum.auto(), 8
+    REPLICA_NOT_AVAILABLE = enum.auto(), 9
     MESSAGE_TOO_LARGE = enum.auto(), 10
     COORDINATOR_LOAD_IN_PROGRESS = enum.auto(), 14
     COORDINATOR_NOT_AVAILABLE = enum.auto(), 15
@@ -52,6 +53,7 @@ class ErrorCode(enum.StrEnum):
     UNKNOWN_MEMBER_ID = enum.auto(), 25
     INVALID_SESSION_TIMEOUT = enum.auto(), 26
     REBALANCE_IN_PROGRESS = enum.auto(), 27
+    INVALID_TIMESTAMP = enum.auto(), 32
     UNSUPPORTED_VERSION = enum.auto(), 35
     TOPIC_ALREADY_EXISTS = enum.auto(), 36
     INVALID_PARTITIONS = enum.auto(), 37
@@ -68,6 +70,7 @@ class ErrorCode(enum.StrEnum):
     TRANSACTION_COORDINATOR_FENCED = enum.auto(), 52
     OPERATION_NOT_ATTEMPTED = enum.auto(), 55
     KAFKA_STORAGE_ERROR = enum.auto(), 56
+    LOG_DIR_NOT_FOUND = enum.auto(), 57
     NON_EMPTY_GROUP = enum.auto(), 68
     GROUP_ID_NOT_FOUND = enum.auto(), 69
     FETCH_SESSION_ID_NOT_FOUND = enum.auto(), 70
@@ -78,6 +81,7 @@ class ErrorCode(enum.StrEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = enum.auto(), 80
     ELIGIBLE_LEADERS_NOT_AVAILABLE = enum.auto(), 83
     ELECTION_NOT_NEEDED = enum.auto(), 84
+    NO_REASSIGNMENT_IN_PROGRESS = enum.auto(), 85
     INVALID_RECORD = enum.auto(), 87
     UNSTABLE_OFFSET_COMMIT = enum.auto(), 88
     PRODUCER_FENCED = enum.auto(), 90

@@ -44,6 +44,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 
 from purgatory.testing import ServeProcess
 
@@ -143,6 +144,16 @@ class LocalServer(abc.ABC):
         if self.user is None:
             return None, None, None
         return self.user.pw_uid, self.user.pw_gid, []
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Self]:
+        """Started for the ``with`` block and stopped after it, a failed start included
+        (the process may be up but not answering)."""
+        try:
+            self.start()
+            yield self
+        finally:
+            self.stop()
 
     def start(self, ready_within_s: float = 30.0) -> None:
         """Start (again, after :meth:`kill` or :meth:`stop`) and wait until it answers."""
@@ -404,12 +415,8 @@ def throwaway_redis(*args: str) -> Iterator[RedisServer]:
     """A started Redis server (``args``: more ``redis-server`` arguments, e.g.
     ``"--requirepass", "secret"``), stopped and removed on the way out."""
     with tempfile.TemporaryDirectory(prefix="purgatory-redis-") as tmp:
-        server = RedisServer(Path(tmp), free_port(), *args)
-        try:
-            server.start()
+        with RedisServer(Path(tmp), free_port(), *args).running() as server:
             yield server
-        finally:
-            server.stop()
 
 
 @contextlib.contextmanager
@@ -424,11 +431,8 @@ def throwaway_postgres() -> Iterator[PostgresServer]:
             os.chown(tmp, user.pw_uid, user.pw_gid)
         server = PostgresServer(Path(tmp), free_port(), user)
         server.initdb()
-        try:
-            server.start()
+        with server.running():
             yield server
-        finally:
-            server.stop()
 
 
 @contextlib.contextmanager
@@ -441,8 +445,5 @@ def throwaway_kafka(
         raise ValueError(f"brokers and partitions must be >= 1, not {brokers} and {partitions}")
     with tempfile.TemporaryDirectory(prefix="purgatory-kafka-") as tmp:
         server = KafkaServer(Path(tmp), brokers=brokers, topic=topic, partitions=partitions)
-        try:
-            server.start()
+        with server.running():
             yield server
-        finally:
-            server.stop()

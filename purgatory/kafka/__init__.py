@@ -6,8 +6,8 @@ The public API, importable from here::
 
 * :class:`EmbeddedKafka` (its own loop thread) and :class:`AsyncEmbeddedKafka` (the
   running loop): N simulated brokers on free loopback ports;
-* :class:`Faults`, :class:`Rule`, :class:`Hit`: the per-request fault rules on their
-  ``faults`` attribute;
+* :class:`Faults`, :class:`Rule`, :class:`PartitionRule`, :class:`Hit`: the fault rules
+  (per request, per partition) on their ``faults`` attribute;
 * :class:`ErrorCode` (Kafka's error codes, from :mod:`purgatory.errors`) and
   :class:`SimulationError` (what a refused topic operation raises, from
   :mod:`purgatory.sim`).
@@ -40,7 +40,7 @@ from purgatory.errors import ErrorCode
 
 if TYPE_CHECKING:
     from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
-    from purgatory.kafka.faults import Faults, Hit, Rule
+    from purgatory.kafka.faults import Faults, Hit, PartitionRule, Rule
     from purgatory.sim.errors import SimulationError
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "ErrorCode",
     "Faults",
     "Hit",
+    "PartitionRule",
     "Rule",
     "SimulationError",
 ]
@@ -59,6 +60,7 @@ _LAZY = {
     "EmbeddedKafka": "purgatory.kafka.embedded",
     "Faults": "purgatory.kafka.faults",
     "Hit": "purgatory.kafka.faults",
+    "PartitionRule": "purgatory.kafka.faults",
     "Rule": "purgatory.kafka.faults",
     "SimulationError": "purgatory.sim.errors",
 }

@@ -1,4 +1,5 @@
-"""Inflating the records of a compressed record batch, within a size bound.
+"""Inflating the records of a compressed record batch, within a size bound; and
+compressing them, for a topic whose ``compression.type`` names a codec.
 
 Kafka's codecs: 1 gzip (the standard library), 2 snappy (raw, or in the xerial framing
 Java clients write), 3 lz4 (frame format), 4 zstd; the last three through ``cramjam`` (in
@@ -49,6 +50,34 @@ def inflate(codec: int, data: memoryview) -> bytes:
         return _bounded(module, data)
     except cramjam.DecompressionError as exc:
         raise DecodeError(f"codec {codec} batch does not decompress: {exc}") from None
+
+
+#: the block size of xerial-framed snappy, as Kafka's Java clients write it
+_XERIAL_BLOCK: Final = 32 * 1024
+
+
+def deflate(codec: int, data: bytes) -> bytes:
+    """``data`` (a batch's records section) compressed with ``codec`` as Kafka's Java
+    clients write it: gzip, snappy in the xerial framing, an LZ4 frame, a zstd frame.
+    UnsupportedCompression for another codec, or one needing cramjam without it."""
+    if codec == GZIP:
+        deflater = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+        return deflater.compress(data) + deflater.flush()
+    if codec not in (SNAPPY, LZ4, ZSTD):
+        raise UnsupportedCompression(f"compression codec {codec}")
+    try:
+        import cramjam
+    except ImportError:
+        raise UnsupportedCompression(f"compression codec {codec} needs cramjam") from None
+    if codec == LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    out = [_XERIAL, struct.pack(">ii", 1, 1)]
+    for start in range(0, len(data), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK]))
+        out += [_BLOCK_LENGTH.pack(len(block)), block]
+    return b"".join(out)
 
 
 def _gunzip(data: memoryview) -> bytes:

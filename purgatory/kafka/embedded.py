@@ -12,9 +12,11 @@ thread, so the broker keeps serving while the test thread blocks in a synchronou
 the result. :class:`AsyncEmbeddedKafka` runs on the caller's event loop (aiokafka; a
 synchronous client there must run in a thread, e.g. ``asyncio.to_thread``).
 
-Faults, as Kafka sees them: :meth:`~AsyncEmbeddedKafka.crash_broker` fails its partitions
-over to in-sync followers and closes the broker's listener and connections (a client's
-next connect is refused at once); :meth:`~AsyncEmbeddedKafka.restart_broker` brings it
+Faults, as Kafka sees them: :meth:`~AsyncEmbeddedKafka.crash_broker` fences the broker
+(its partitions fail over to in-sync followers, it leaves every ISR) and closes its
+listener and connections (a client's next connect is refused at once);
+:meth:`~AsyncEmbeddedKafka.crash_broker_unfenced` is the crash the controller only learns
+of when the broker's session times out; :meth:`~AsyncEmbeddedKafka.restart_broker` brings it
 back on the same port, truncated to the leaders' logs; a slow follower, leader moves and
 elections (preferred or unclean) are methods too. Per-request faults (an error code, a
 lost response, a dropped connection, a delay) are rules on :attr:`~AsyncEmbeddedKafka.faults`
@@ -188,10 +190,23 @@ class AsyncEmbeddedKafka:
     # -- faults ------------------------------------------------------------------------------
 
     async def crash_broker(self, broker: int) -> None:
-        """Kill ``broker``: the partitions it led fail over to an in-sync follower (or go
-        offline), its parked requests are answered NOT_LEADER_OR_FOLLOWER, and its
-        listener and connections close, so a client's next connect is refused at once."""
+        """Kill ``broker``, and the controller fences it at once: the partitions it led
+        fail over to an in-sync follower (or go offline), it leaves the ISR of those it
+        followed (so acks=all produces there stop waiting for it), its parked requests
+        are answered NOT_LEADER_OR_FOLLOWER, and its listener and connections close, so
+        a client's next connect is refused at once."""
         await self.cluster.crash_broker(broker)
+        await self.front_door.stop_listener(broker)
+
+    async def crash_broker_unfenced(self, broker: int) -> None:
+        """Kill ``broker`` without the controller hearing of it: its listener and
+        connections close as in :meth:`crash_broker`, but it keeps leading what it led
+        and stays in every ISR until the controller fences it,
+        ``broker.session.timeout.ms`` later (9 s by default; a broker config), or a
+        leader's lag check drops it (``replica_lag_time_max_ms``). Until then clients
+        cannot reach the partitions it led, and acks=all produces on those it followed
+        wait for it."""
+        await self.cluster.crash_broker_unfenced(broker)
         await self.front_door.stop_listener(broker)
 
     async def restart_broker(self, broker: int) -> None:
@@ -400,6 +415,9 @@ class EmbeddedKafka:
     def crash_broker(self, broker: int) -> None:
         self._await(lambda k: k.crash_broker(broker))
 
+    def crash_broker_unfenced(self, broker: int) -> None:
+        self._await(lambda k: k.crash_broker_unfenced(broker))
+
     def restart_broker(self, broker: int) -> None:
         self._await(lambda k: k.restart_broker(broker))
 
@@ -423,6 +441,7 @@ class EmbeddedKafka:
 _CLUSTER_CONFIGS: Final = {
     "log.retention.ms": "log_retention_ms",
     "log.retention.bytes": "log_retention_bytes",
+    "broker.session.timeout.ms": "broker_session_timeout_ms",
 }
 
 
@@ -453,7 +472,7 @@ def _checked_configs(
         if name in explicit and option in options:
             raise ValueError(f"{name} is set twice: in configs and as cluster option {option}")
     factor = explicit.get("default.replication.factor")
-    if factor is not None and isinstance(brokers, int) and factor > brokers:
+    if isinstance(factor, int) and isinstance(brokers, int) and factor > brokers:
         raise ValueError(f"default.replication.factor={factor} exceeds the {brokers} brokers")
     return BrokerConfigs(explicit)
 

@@ -18,6 +18,13 @@ and client id) and does one thing to each request it matches:
 "the broker appended the batch, the acknowledgement was lost", the case an idempotent
 producer's retry exists for.
 
+A :class:`PartitionRule` (:meth:`Faults.add_partition_fault`, as franz-go's kfake
+``AddFault``) fails partitions, not requests: in a request of its APIs that names its
+topic and partition, only that partition's entry in the answer carries its error; the
+handler serves the rest of the request (the failed partitions taken out of it, so nothing
+is applied to them), and the two answers are put together through the schemas' shapes,
+for every API whose answer has a code per partition.
+
 A rule fires ``times`` times (once by default, as both librdkafka's mock and franz-go's
 kfake do), or until removed (``times=None``); every hit is counted on the rule, kept in
 :attr:`Faults.history` and logged. The listeners check for rules with one attribute test
@@ -28,17 +35,25 @@ lock, so a test thread may add and remove them while the listeners run on their 
 from __future__ import annotations
 
 import asyncio
+import enum
 import inspect
+import itertools
 import logging
 import threading
 import uuid
-from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple, final
 
 from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.schemas import error_response, kio_error, request_type, versions
+from purgatory.kafka.schemas import (
+    error_response,
+    kio_error,
+    request_type,
+    response_type,
+    versions,
+)
 from purgatory.kafka.server import CloseConnection, DropResponse, Handler, Response
 from purgatory.kafka.shapes import FieldShape, Kind, shape_of
 from purgatory.sim.errors import ErrorCode
@@ -55,7 +70,7 @@ Partitions = list[tuple[str, list[int]]]
 class Hit(NamedTuple):
     """One request a rule acted on."""
 
-    rule: Rule
+    rule: Rule | PartitionRule
     broker: int
     api: ApiKey
     version: int
@@ -84,6 +99,8 @@ class Rule:
     times: int | None = 1
     #: requests this rule acted on so far
     hits: int = 0
+    #: its number, unique in its :class:`Faults` (what ``DELETE /v1/faults/{id}`` names)
+    id: int = 0
     _faults: Faults | None = field(default=None, repr=False)
 
     def remove(self) -> None:
@@ -130,6 +147,63 @@ class Rule:
 
 
 @final
+@dataclass(eq=False)
+class PartitionRule:
+    """One partition fault (see :meth:`Faults.add_partition_fault`): in requests of
+    ``apis`` to ``broker`` (None: any), the partitions of ``topic`` numbered ``partition``
+    (None: any) are answered ``error``; the rest of each request is served."""
+
+    #: the Kafka error code answered (an :class:`ErrorCode`'s number, or any other code)
+    error: int
+    #: the APIs it acts on
+    apis: frozenset[ApiKey]
+    broker: int | None = None
+    topic: str | None = None
+    partition: int | None = None
+    #: hits left before the rule removes itself (None: until removed)
+    times: int | None = 1
+    #: requests this rule acted on so far (one hit per request, whatever it failed in it)
+    hits: int = 0
+    #: its number, unique in its :class:`Faults`
+    id: int = 0
+    _faults: Faults | None = field(default=None, repr=False)
+
+    def remove(self) -> None:
+        """Stop acting (a no-op if the rule is already gone)."""
+        if self._faults is not None:
+            self._faults.remove(self)
+
+    @property
+    def active(self) -> bool:
+        return self._faults is not None and self in self._faults.partition_rules
+
+    @property
+    def error_name(self) -> str:
+        """Kafka's name of the error answered (``NOT_LEADER_OR_FOLLOWER``)."""
+        return _error_name(self.error)
+
+    def describe(self) -> str:
+        apis = "/".join(sorted(k.name for k in self.apis)) if self.apis != _PER_PARTITION else "*"
+        where = f"{'*' if self.topic is None else self.topic}-"
+        where += "*" if self.partition is None else str(self.partition)
+        on = "" if self.broker is None else f" on broker {self.broker}"
+        return f"{apis} {where}{on}: error {_error_name(self.error)}"
+
+    def _names(self, topic: str | None, index: int) -> bool:
+        return (
+            topic is not None
+            and (self.topic is None or topic == self.topic)
+            and (self.partition is None or index == self.partition)
+        )
+
+    def __enter__(self) -> PartitionRule:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()
+
+
+@final
 class Faults:
     """The fault rules of every listener of one front door.
 
@@ -147,20 +221,40 @@ class Faults:
         #: the name of the topic with an id (requests of newer versions name topics by id)
         self._topic_name = topic_name
         self._rules: tuple[Rule, ...] = ()
+        self._partition_rules: tuple[PartitionRule, ...] = ()
         self._on_active = on_active
+        self._ids = itertools.count(1)
         #: the latest hits, oldest first (at most :data:`HISTORY`)
         self.history: deque[Hit] = deque(maxlen=HISTORY)
+        #: the latest rules added, removed ones included, by id (at most :data:`HISTORY`):
+        #: what the hit counts on /metrics are read from
+        self.added: OrderedDict[int, Rule | PartitionRule] = OrderedDict()
 
     @property
     def rules(self) -> tuple[Rule, ...]:
-        """The rules in force, in the order they are tried."""
+        """The per-request rules in force, in the order they are tried."""
         return self._rules
+
+    @property
+    def partition_rules(self) -> tuple[PartitionRule, ...]:
+        """The partition rules in force, in the order they are tried."""
+        return self._partition_rules
+
+    @property
+    def active(self) -> bool:
+        """Whether any rule is in force."""
+        return bool(self._rules or self._partition_rules)
+
+    def rule(self, rule_id: int) -> Rule | PartitionRule | None:
+        """The rule in force with id ``rule_id``; None if there is none."""
+        every: list[Rule | PartitionRule] = [*self._rules, *self._partition_rules]
+        return next((r for r in every if r.id == rule_id), None)
 
     def add(
         self,
         api: ApiKey | str,
         *,
-        error: ErrorCode | int | None = None,
+        error: ErrorCode | int | str | None = None,
         drop: bool = False,
         disconnect: bool = False,
         delay_ms: float = 0.0,
@@ -196,10 +290,7 @@ class Faults:
             len(versions) == 2 and all(isinstance(v, int) for v in versions)
         ):
             raise ValueError(f"versions must be (lowest, highest), got {versions!r}")
-        if times is not None and (isinstance(times, bool) or not isinstance(times, int)):
-            raise TypeError(f"times must be an int or None, got {times!r}")
-        if times is not None and times < 1:
-            raise ValueError(f"times must be >= 1 or None, got {times}")
+        _check_times(times)
         rule = Rule(
             key,
             code,
@@ -216,28 +307,97 @@ class Faults:
             _faults=self,
         )
         with self._lock:
-            was_active = bool(self._rules)
+            was_active = self.active
+            rule.id = next(self._ids)
             # broker-scoped rules first (librdkafka's precedence), stable otherwise
             self._rules = tuple(sorted([*self._rules, rule], key=lambda r: r.broker is None))
-            if not was_active and self._on_active is not None:
-                self._on_active(True)
+            self._added(rule, was_active)
         return rule
 
-    def remove(self, rule: Rule) -> None:
+    def add_partition_fault(
+        self,
+        error: ErrorCode | int | str,
+        *,
+        apis: Iterable[ApiKey | str | int] | None = None,
+        broker: int | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        times: int | None = 1,
+    ) -> PartitionRule:
+        """Fail partitions, as franz-go's kfake ``AddFault``: in each request of ``apis``
+        (API keys, their names or numbers; default: every API whose answer has a code per
+        partition, :data:`PARTITION_APIS`) to ``broker`` (None: any) that names ``topic``
+        (None: any) partition ``partition`` (None: any), those partitions' entries are
+        answered ``error`` (an :class:`ErrorCode`, or Kafka's number or name of an error)
+        and the rest of the request is served as usual; nothing is
+        applied to the failed partitions. A Produce with ``acks=0`` is served for the rest
+        and answered nothing. Fires ``times`` times (requests it failed partitions of), or
+        until removed (None). Partition rules are tried after the per-request rules (a
+        request one of those takes is not looked at), in the order added; a partition
+        takes the error of the first that names it. Raises ValueError (TypeError for a
+        wrong type) for an unknown API or error, an API whose answer has no code per
+        partition, or a negative broker, partition or count."""
+        code = _error_number(error)
+        keys: frozenset[ApiKey]
+        if apis is None:
+            keys = _PER_PARTITION
+        else:
+            if isinstance(apis, str | int):
+                raise TypeError(f"apis must be a list of APIs, got {apis!r}")
+            keys = frozenset(_api_key(api) for api in apis)
+            if not keys:
+                raise ValueError("apis must name at least one API (or be None: all of them)")
+            wrong = sorted(k.name for k in keys - _PER_PARTITION)
+            if wrong:
+                supported = ", ".join(sorted(k.name for k in _PER_PARTITION))
+                raise ValueError(
+                    f"{', '.join(wrong)}: no error code per partition to fail; "
+                    f"partition faults work for {supported}"
+                )
+        for name, value in (("broker", broker), ("partition", partition)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise ValueError(f"{name} must be an int >= 0 or None, got {value!r}")
+        if topic is not None and (not isinstance(topic, str) or not topic):
+            raise ValueError(f"topic must be a topic name or None, got {topic!r}")
+        _check_times(times)
+        rule = PartitionRule(code, keys, broker, topic, partition, times, _faults=self)
+        with self._lock:
+            was_active = self.active
+            rule.id = next(self._ids)
+            self._partition_rules = (*self._partition_rules, rule)
+            self._added(rule, was_active)
+        return rule
+
+    def _added(self, rule: Rule | PartitionRule, was_active: bool) -> None:
+        self.added[rule.id] = rule
+        while len(self.added) > HISTORY:
+            self.added.popitem(last=False)
+        if not was_active and self._on_active is not None:
+            self._on_active(True)
+
+    def remove(self, rule: Rule | PartitionRule) -> None:
         with self._lock:
             self._drop(rule)
 
     def clear(self) -> None:
         """Remove every rule."""
         with self._lock:
-            for rule in self._rules:
+            every: list[Rule | PartitionRule] = [*self._rules, *self._partition_rules]
+            for rule in every:
                 self._drop(rule)
 
-    def _drop(self, rule: Rule) -> None:
-        if rule not in self._rules:
-            return
-        self._rules = tuple(r for r in self._rules if r is not rule)
-        if not self._rules and self._on_active is not None:
+    def _drop(self, rule: Rule | PartitionRule) -> None:
+        if isinstance(rule, PartitionRule):
+            if rule not in self._partition_rules:
+                return
+            self._partition_rules = tuple(r for r in self._partition_rules if r is not rule)
+        else:
+            if rule not in self._rules:
+                return
+            self._rules = tuple(r for r in self._rules if r is not rule)
+        if not self.active and self._on_active is not None:
             self._on_active(False)
 
     def _take(self, broker: int, header: RequestHeader, request: Any) -> Rule | None:
@@ -280,6 +440,60 @@ class Faults:
         )
         return rule
 
+    def _take_partitions(
+        self, broker: int, header: RequestHeader, request: Any
+    ) -> dict[tuple[str, int], int] | None:
+        """The error of each partition of the request that a partition rule fails, each
+        rule that failed one counted a hit; None if none does."""
+        key = ApiKey(header.api_key)
+        candidates = [
+            r
+            for r in self._partition_rules
+            if key in r.apis and (r.broker is None or r.broker == broker)
+        ]
+        if not candidates:
+            return None
+        named = _partitions(request, self._topic_name)
+        failed: dict[tuple[str, int], int] = {}
+        fired: list[PartitionRule] = []
+        with self._lock:
+            live = [r for r in candidates if r in self._partition_rules]
+            for topic, indexes in named:
+                for index in indexes:
+                    rule = next((r for r in live if r._names(topic, index)), None)
+                    if rule is not None:
+                        failed.setdefault((topic, index), rule.error)
+                        if rule not in fired:
+                            fired.append(rule)
+            for rule in fired:
+                rule.hits += 1
+                if rule.times is not None:
+                    rule.times -= 1
+                    if rule.times == 0:
+                        self._drop(rule)
+                self.history.append(
+                    Hit(
+                        rule,
+                        broker,
+                        key,
+                        header.api_version,
+                        header.correlation_id,
+                        header.client_id,
+                    )
+                )
+        for rule in fired:
+            log.info(
+                "kafka partition fault injected on broker %d: %s (%s v%d, correlation id %d, "
+                "client %r)",
+                broker,
+                rule.describe(),
+                key.name,
+                header.api_version,
+                header.correlation_id,
+                header.client_id,
+            )
+        return failed or None
+
     def intercept(
         self, broker: int, header: RequestHeader, request: Any, handler: Handler
     ) -> Response | Awaitable[Response]:
@@ -287,6 +501,10 @@ class Faults:
         :class:`~purgatory.kafka.server.Interceptor`)."""
         rule = self._take(broker, header, request)
         if rule is None:
+            if self._partition_rules:
+                failed = self._take_partitions(broker, header, request)
+                if failed is not None:
+                    return _partly_failed(failed, header, request, handler, self._topic_name)
             return handler(header, request)
         if rule.after:
             return _after(rule, header, request, handler)
@@ -334,11 +552,156 @@ async def _after(rule: Rule, header: RequestHeader, request: Any, handler: Handl
     return await acted if inspect.isawaitable(acted) else acted
 
 
-def _error_number(error: ErrorCode | int) -> int:
+def _check_times(times: int | None) -> None:
+    if times is not None and (isinstance(times, bool) or not isinstance(times, int)):
+        raise TypeError(f"times must be an int or None, got {times!r}")
+    if times is not None and times < 1:
+        raise ValueError(f"times must be >= 1 or None, got {times}")
+
+
+def _partly_failed(
+    failed: dict[tuple[str, int], int],
+    header: RequestHeader,
+    request: Any,
+    handler: Handler,
+    topic_name: Callable[[uuid.UUID], str | None],
+) -> Response | Awaitable[Response]:
+    """The answer to ``request`` with the partitions of ``failed`` answered their error
+    and the others by ``handler``, which is handed the request without them."""
+    kept = _select(request, lambda topic, index: (topic, index) not in failed, topic_name)
+    answers = [
+        error_response(
+            _select(request, _failing_with(failed, code), topic_name),
+            code,
+        )
+        for code in sorted(set(failed.values()))
+    ]
+    if header.api_key == ApiKey.PRODUCE and request.acks == 0:
+        # acks=0: Kafka answers nothing, an error included; the rest is applied
+        return None if kept is None else handler(header, kept)
+    if kept is None:
+        return _merged(answers[0], answers[1:])
+    result = handler(header, kept)
+    if inspect.isawaitable(result):
+        return _merged_later(result, answers)
+    return _merged(result, answers)
+
+
+def _failing_with(
+    failed: dict[tuple[str, int], int], code: int
+) -> Callable[[str | None, int], bool]:
+    return lambda topic, index: topic is not None and failed.get((topic, index)) == code
+
+
+async def _merged_later(result: Awaitable[Response], answers: list[Any]) -> Response:
+    return _merged(await result, answers)
+
+
+def _merged(answer: Any, others: list[Any]) -> Any:
+    if answer is None:  # the handler answers nothing (acks=0 is handled before)
+        return None
+    for other in others:
+        answer = _merge(answer, other)
+    return answer
+
+
+def _select(
+    entity: Any,
+    keep: Callable[[str | None, int], bool],
+    topic_name: Callable[[uuid.UUID], str | None],
+) -> Any:
+    """A copy of the request ``entity`` with only the partition entries ``keep(topic,
+    index)`` wants (topic None: a topic id no topic has), topic entries left without
+    any dropped; None if no partition entry is left. Entries that hold topic entries
+    (OffsetFetch's groups) stay in place, so that the answers line up by position."""
+    selected, count = _select_in(entity, keep, topic_name)
+    return selected if count else None
+
+
+def _select_in(
+    entity: Any,
+    keep: Callable[[str | None, int], bool],
+    topic_name: Callable[[uuid.UUID], str | None],
+) -> tuple[Any, int]:
+    changes: dict[str, tuple[Any, ...]] = {}
+    count = 0
+    cls: type = type(entity)
+    for f in shape_of(cls).every:
+        if f.item is None or f.kind is not Kind.ARRAY:
+            continue
+        items = getattr(entity, f.name)
+        if not items:
+            continue
+        out = []
+        parts = _partition_array(f.item)
+        for item in items:
+            if parts is not None:  # a topic entry
+                topic = _topic_of(item, topic_name)
+                entries = tuple(
+                    e for e in getattr(item, parts.name) or () if keep(topic, _index_of(e))
+                )
+                if entries:
+                    out.append(replace(item, **{parts.name: entries}))
+                    count += len(entries)
+            elif _names_partitions(f.item):  # it holds topic entries
+                inner, n = _select_in(item, keep, topic_name)
+                out.append(inner)
+                count += n
+            else:
+                out.append(item)
+        changes[f.name] = tuple(out)
+    return (replace(entity, **changes) if changes else entity), count
+
+
+def _topic_key(entry: Any) -> tuple[Any, ...]:
+    return tuple(getattr(entry, name, None) for name in _TOPIC_FIELDS)
+
+
+def _merge(into: Any, extra: Any) -> Any:
+    """The response ``into`` with the topic and partition entries of ``extra`` (a response
+    of the same type) added: partitions of a topic ``into`` has go to its entry, other
+    topics are appended; entries holding topic entries are merged by position; the rest
+    (top-level codes, throttle, endpoints) is ``into``'s."""
+    changes: dict[str, tuple[Any, ...]] = {}
+    cls: type = type(into)
+    for f in shape_of(cls).every:
+        if f.item is None or f.kind is not Kind.ARRAY:
+            continue
+        theirs = getattr(extra, f.name) or ()
+        if not theirs:
+            continue
+        mine = list(getattr(into, f.name) or ())
+        parts = _partition_array(f.item)
+        if parts is not None:
+            for item in theirs:
+                key = _topic_key(item)
+                at = next((i for i, m in enumerate(mine) if _topic_key(m) == key), None)
+                if at is None:
+                    mine.append(item)
+                else:
+                    joined = (*getattr(mine[at], parts.name), *getattr(item, parts.name))
+                    mine[at] = replace(mine[at], **{parts.name: joined})
+        elif _names_partitions(f.item):
+            merged = [_merge(a, b) for a, b in zip(mine, theirs, strict=False)]
+            mine = merged + mine[len(merged) :] + list(theirs[len(merged) :])
+        else:
+            continue
+        changes[f.name] = tuple(mine)
+    return replace(into, **changes) if changes else into
+
+
+def _error_number(error: ErrorCode | int | str) -> int:
+    """An error's number: an :class:`ErrorCode`, a number Kafka has, or Kafka's name of
+    one (``"NOT_LEADER_OR_FOLLOWER"``, any case)."""
     if isinstance(error, ErrorCode):
         return error.number
+    if isinstance(error, str) and not isinstance(error, enum.Enum):
+        try:
+            return int(type(kio_error(0))[error.strip().lower()].value)
+        except KeyError:
+            raise ValueError(f"{error!r} is not the name of a Kafka error code") from None
     if isinstance(error, bool) or not isinstance(error, int):
-        raise ValueError(f"error must be an ErrorCode or a Kafka error number, got {error!r}")
+        raise ValueError(f"error must be an ErrorCode, a Kafka error number or name, got {error!r}")
     try:
         kio_error(error)
     except ValueError:
@@ -350,10 +713,15 @@ def _error_name(code: int) -> str:
     return kio_error(code).name.upper()
 
 
-def _api_key(api: ApiKey | str) -> ApiKey:
+def _api_key(api: ApiKey | str | int) -> ApiKey:
     if isinstance(api, ApiKey):
         return api
-    if isinstance(api, str):
+    if isinstance(api, int) and not isinstance(api, bool):
+        try:
+            return ApiKey(api)
+        except ValueError:
+            pass
+    elif isinstance(api, str):
         name = "".join(c for c in api.upper() if c.isalnum())
         for key in ApiKey:
             if key.name.replace("_", "") == name:
@@ -401,6 +769,28 @@ _PARTITIONED: Final = frozenset(
     for key in ApiKey
     if key != ApiKey.API_VERSIONS and _names_partitions(request_type(key, versions(key)[1]))
 )
+
+
+def _fails_per_partition(cls: type) -> bool:
+    """Whether responses of ``cls`` carry an error code in each partition entry."""
+    for f in shape_of(cls).every:
+        if f.item is None:
+            continue
+        parts = _partition_array(f.item)
+        if parts is not None and parts.item is not None:
+            if any(g.kafka_type == "error_code" for g in shape_of(parts.item).every):
+                return True
+        elif _fails_per_partition(f.item):
+            return True
+    return False
+
+
+#: the APIs a partition rule may fail: their requests name partitions and their answers
+#: carry a code for each
+_PER_PARTITION: Final = frozenset(
+    key for key in _PARTITIONED if _fails_per_partition(response_type(key, versions(key)[1]))
+)
+PARTITION_APIS: Final = _PER_PARTITION
 
 
 def _partitions(request: Any, topic_name: Callable[[uuid.UUID], str | None]) -> Partitions:

@@ -87,6 +87,11 @@ class _Walk:
             return pos if size == 0 else _skip(buf, pos, size - 1, field.name)
         if kind is Kind.STRUCT:
             assert field.item is not None
+            if field.nullable:
+                # a nullable struct is preceded by an int8: -1 null, else present
+                marker, pos = _int(buf, pos, 1)
+                if marker < 0:
+                    return pos
             return self.struct(field.item, pos)
         # an array: its count, checked against what is left, then each element
         if legacy:

@@ -7,6 +7,8 @@ broker's :class:`PartitionHandlers`, then the handlers over the shared state.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import zlib
 from typing import final
 
@@ -17,18 +19,25 @@ from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators, TxnSettings
 from purgatory.kafka.faults import Faults
+from purgatory.kafka.handlers.client_quotas import ClientQuotaHandlers
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
 from purgatory.kafka.handlers.delete_groups import DeleteGroupsHandlers
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.handlers.describe_cluster import DescribeClusterHandlers
+from purgatory.kafka.handlers.describe_producers import DescribeProducersHandlers
+from purgatory.kafka.handlers.describe_quorum import DescribeQuorumHandlers
+from purgatory.kafka.handlers.describe_topic_partitions import DescribeTopicPartitionsHandlers
 from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
+from purgatory.kafka.handlers.log_dirs import LogDirHandlers
 from purgatory.kafka.handlers.log_offsets import LogOffsetHandlers
 from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
+from purgatory.kafka.handlers.reassignments import ReassignmentHandlers
+from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.handlers.transactions import TransactionHandlers
 from purgatory.kafka.protocol import ApiKey
@@ -72,7 +81,9 @@ class KafkaFrontDoor:
             labels={"broker": "all"},
             initial_rebalance_delay_ms=self.configs.number("group.initial.rebalance.delay.ms"),
         )
-        self.offsets = OffsetStore()
+        # commits are timed by the coordinator's clock, as groups turning Empty are
+        self.offsets = OffsetStore(self.coordinator.rebalances.timer.now_ms)
+        self._expiry: asyncio.Task[None] | None = None
         self.producer_ids = ProducerIds()
         # Each broker's transaction coordinator serves the __transaction_state partitions
         # it leads; their TxnTimeout purgatory is labelled as the group coordinator's.
@@ -88,7 +99,9 @@ class KafkaFrontDoor:
             ),
             labels={"broker": "all"},
         )
-        self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs))
+        #: every config of the cluster: the brokers', AlterConfigs', the topics'
+        self.cluster_configs = ClusterConfigs(cluster, self.configs)
+        self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs), self.cluster_configs)
         self._shared: list[ApiTable] = [
             self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
@@ -98,6 +111,10 @@ class KafkaFrontDoor:
             DescribeClusterHandlers(cluster, self.addresses).apis(),
             DeleteGroupsHandlers(self.coordinator, self.offsets).apis(),
             CreatePartitionsHandlers(cluster, self._topics.defaults.max_partitions).apis(),
+            DescribeTopicPartitionsHandlers(cluster).apis(),
+            ReassignmentHandlers(cluster).apis(),
+            DescribeQuorumHandlers(cluster, self.addresses).apis(),
+            ClientQuotaHandlers().apis(),
         ]
         self._servers: dict[int, KafkaProtocolServer] = {}
         #: per-request fault rules, for every listener (none by default)
@@ -113,6 +130,22 @@ class KafkaFrontDoor:
         for broker_id in sorted(self.cluster.brokers):
             port = self.base_port + broker_id if self.base_port else 0
             await self.start_listener(broker_id, port)
+        if self._expiry is None:
+            self._expiry = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
+
+    def expire_offsets(self) -> int:
+        """One pass of Kafka's offset expiry: committed offsets of groups without members
+        older than ``offsets.retention.minutes`` go (see :meth:`OffsetStore.expire`);
+        returns how many. The front door runs one every
+        ``offsets.retention.check.interval.ms``."""
+        retention_ms = self.configs.number("offsets.retention.minutes") * 60_000
+        return self.offsets.expire(retention_ms, self.coordinator.groups)
+
+    async def _expire_offsets_loop(self) -> None:
+        interval_s = self.configs.number("offsets.retention.check.interval.ms") / 1000.0
+        while True:
+            await asyncio.sleep(interval_s)
+            self.expire_offsets()
 
     async def start_listener(self, broker_id: int, port: int | None = None) -> None:
         """Listen for broker ``broker_id`` again (after :meth:`stop_listener`), on
@@ -128,7 +161,10 @@ class KafkaFrontDoor:
             self.addresses,
             self.stats,
             self._topics.auto_create,
-            self.configs.number("message.max.bytes"),
+            lambda topic: self.cluster_configs.max_message_bytes(topic, broker_id),
+            lambda topic: self.cluster_configs.codec(topic, broker_id),
+            lambda topic: self.cluster_configs.log_append_time(topic, broker_id),
+            lambda topic: self.cluster_configs.timestamp_bounds(topic, broker_id),
             # KIP-890: the transaction coordinators say whether a partition was added
             self.transactions.verify_produce if self.transactions.settings.verification else None,
         )
@@ -137,7 +173,7 @@ class KafkaFrontDoor:
         groups = GroupHandlers(
             self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
         )
-        configs = ConfigHandlers(self.cluster, broker_id, self.configs)
+        configs = ConfigHandlers(self.cluster_configs, broker_id, self.addresses)
         transactions = TransactionHandlers(
             self.transactions,
             broker_id,
@@ -152,11 +188,13 @@ class KafkaFrontDoor:
             deletes.apis(),
             groups.apis(),
             configs.apis(),
+            LogDirHandlers(self.cluster, broker_id).apis(),
+            DescribeProducersHandlers(self.cluster, broker_id).apis(),
             transactions.apis(),
             *self._shared,
         ]:
             server.register_all(apis)
-        server.interceptor = self.faults if self.faults.rules else None
+        server.interceptor = self.faults if self.faults.active else None
         bound = await server.start(self.host, port)
         self.addresses[broker_id] = (self.host, bound)
         self._servers[broker_id] = server
@@ -192,6 +230,11 @@ class KafkaFrontDoor:
         return broker, host, port
 
     async def close(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._expiry
+            self._expiry = None
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
         await self.transactions.close()
         for server in self._servers.values():

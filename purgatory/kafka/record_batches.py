@@ -6,7 +6,8 @@ header (record count, producer id, epoch and base sequence). Assigning offsets r
 only the base offset and the partition leader epoch in place; the CRC covers the bytes from
 ``attributes`` on, so it stays valid. Records are decoded only when someone reads them as
 key/value pairs (the HTTP API), inflated first if compressed
-(:mod:`purgatory.kafka.compression`); the bytes themselves stay as the client sent them.
+(:mod:`purgatory.kafka.compression`); the bytes themselves stay as the client sent them,
+unless the topic's ``compression.type`` has them recompressed (:func:`recompressed`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple, final
 
 from purgatory.kafka.codec import DecodeError, Reader, Writer
-from purgatory.kafka.compression import inflate
+from purgatory.kafka.compression import deflate, inflate
 from purgatory.kafka.crc32c import crc32c
 from purgatory.sim.log import CONTROL, TRANSACTIONAL
 
@@ -165,6 +166,40 @@ class WireBatch:
         if self.compression:
             return inflate(self.compression, data)
         return bytes(data)
+
+
+def recompressed(batch: WireBatch, codec: int) -> WireBatch:
+    """``batch`` with its records section compressed with ``codec`` (0: none) instead, as
+    Kafka's broker rewrites a batch for a topic whose ``compression.type`` names another
+    codec: the header (producer id, sequences, timestamps, count) kept, the codec bits of
+    the attributes, the length and the CRC rewritten. The same batch if it already has
+    ``codec``. Raises as :meth:`WireBatch.records` does, or UnsupportedCompression."""
+    if batch.compression == codec:
+        return batch
+    section = batch._section()
+    body = deflate(codec, section) if codec else section
+    buf = bytearray(batch.buf[:HEADER_SIZE])
+    struct.pack_into(">i", buf, 8, HEADER_SIZE - _LENGTH_END + len(body))
+    struct.pack_into(">h", buf, _CRC_FROM, (batch.attributes & ~COMPRESSION_MASK) | codec)
+    buf += body
+    struct.pack_into(">I", buf, _MAGIC_AT + 1, crc32c(memoryview(buf)[_CRC_FROM:]))
+    return WireBatch(buf)
+
+
+#: attributes bit 3: the batch's timestamps are the broker's append time
+LOG_APPEND_TIME: Final = 0x08
+
+
+def stamp(batch: WireBatch, append_ms: int) -> None:
+    """Mark ``batch`` in place as stamped with the broker's append time, as Kafka's broker
+    does for a topic whose ``message.timestamp.type`` is LogAppendTime: the timestamp type
+    bit of the attributes set, the max timestamp (every record's timestamp, to a
+    consumer) ``append_ms``, the CRC rewritten."""
+    batch.attributes |= LOG_APPEND_TIME
+    struct.pack_into(">h", batch.buf, _CRC_FROM, batch.attributes)
+    _TIMESTAMP.pack_into(batch.buf, _MAX_TIMESTAMP_AT, append_ms)
+    crc = crc32c(memoryview(batch.buf)[_CRC_FROM:])
+    struct.pack_into(">I", batch.buf, _MAGIC_AT + 1, crc)
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

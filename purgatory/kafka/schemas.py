@@ -259,12 +259,27 @@ def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
         f for f in fields if f.kind is Kind.ARRAY and f.item is not None and _has_error(f.item)
     ]
     for field in sorted(pending, key=lambda f: f.name not in {a.name for a in arrays}):
+        assert field.item is not None
         match = _matching_array(field, arrays, used)
         if match is not None:
             used.add(match.name)
             items = getattr(source, match.name) or ()
-            assert field.item is not None
             values[field.name] = [_item(field.item, item, error) for item in items]
+            continue
+        # entries the request groups under keyless containers (AlterReplicaLogDirs'
+        # topics under their log dirs), answered flat, as Kafka answers them
+        for container in arrays:
+            if container.name in used or container.item is None or _key_names(container.item):
+                continue
+            inner = _matching_array(field, _arrays(container.item), set())
+            if inner is not None:
+                used.add(container.name)
+                values[field.name] = [
+                    _item(field.item, item, error)
+                    for outer in getattr(source, container.name) or ()
+                    for item in getattr(outer, inner.name) or ()
+                ]
+                break
     for field in fields:
         if field.kafka_type == "error_code":
             values[field.name] = error
@@ -275,6 +290,10 @@ def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
             if copied is not None:
                 values[field.name] = copied
     return values
+
+
+def _arrays(cls: type) -> list[FieldShape]:
+    return [f for f in shape_of(cls).every if f.kind is Kind.ARRAY]
 
 
 @cache

@@ -17,9 +17,12 @@ from purgatory.service.bodies import (
     ElectLeadersResponse,
     ErrorBody,
     FetchResponse,
+    PartitionFaultOut,
+    PartitionFaultsOut,
     ProduceResponse,
     RequestTypes,
 )
+from purgatory.service.guard import STATE_CHANGING
 
 #: a JSON object the document does not detail (metadata, fault outcomes, health)
 OBJECT: Final = "object"
@@ -86,12 +89,60 @@ ROUTES: Final = (
         "POST",
         "/v1/admin/faults",
         "inject_fault",
-        "Inject a fault: slow/crash/restart a follower, or fail the leader over",
+        "Inject a fault: crash (fenced at once, or unfenced) or restart any broker, "
+        "slow/crash/restart a partition's follower, or fail its leader over",
         "fault",
         {
             200: ("fault injected", OBJECT),
-            404: ("unknown topic or partition", ErrorBody),
+            404: ("unknown topic, partition or broker", ErrorBody),
             409: ("fault not applicable now", ErrorBody),
+        },
+    ),
+    Route(
+        "POST",
+        "/v1/faults",
+        "add_partition_fault",
+        "Fail partitions on the Kafka listeners: requests of the APIs that name the "
+        "topic and partition answer the error in that partition's entry only, the rest "
+        "is served (franz-go kfake's AddFault)",
+        "partition_fault",
+        {
+            201: ("the rule, in force", PartitionFaultOut),
+            409: ("no Kafka listeners (serve without --kafka-port)", ErrorBody),
+        },
+    ),
+    Route(
+        "GET",
+        "/v1/faults",
+        "list_partition_faults",
+        "The partition fault rules in force, in the order they are tried",
+        None,
+        {
+            200: ("the rules", PartitionFaultsOut),
+            409: ("no Kafka listeners (serve without --kafka-port)", ErrorBody),
+        },
+    ),
+    Route(
+        "DELETE",
+        "/v1/faults",
+        "clear_partition_faults",
+        "Remove every partition fault rule",
+        None,
+        {
+            200: ("the rules removed", PartitionFaultsOut),
+            409: ("no Kafka listeners (serve without --kafka-port)", ErrorBody),
+        },
+    ),
+    Route(
+        "DELETE",
+        "/v1/faults/{id}",
+        "remove_partition_fault",
+        "Remove one partition fault rule",
+        None,
+        {
+            200: ("the rule removed", PartitionFaultOut),
+            404: ("no rule in force with that id", ErrorBody),
+            409: ("no Kafka listeners (serve without --kafka-port)", ErrorBody),
         },
     ),
     Route(
@@ -126,7 +177,14 @@ ROUTES: Final = (
 def openapi_document(types: RequestTypes, version: str) -> dict[str, Any]:
     """The OpenAPI 3.0 document of every route, rendered from :data:`ROUTES`."""
     bodies: list[Any] = [getattr(types, r.request) for r in ROUTES if r.request is not None]
-    bodies += [ErrorBody, ProduceResponse, FetchResponse, ElectLeadersResponse]
+    bodies += [
+        ErrorBody,
+        ProduceResponse,
+        FetchResponse,
+        ElectLeadersResponse,
+        PartitionFaultOut,
+        PartitionFaultsOut,
+    ]
     refs, components = msgspec.json.schema_components(
         bodies, ref_template="#/components/schemas/{name}"
     )
@@ -135,6 +193,12 @@ def openapi_document(types: RequestTypes, version: str) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
         operation: dict[str, Any] = {"operationId": route.name, "summary": route.summary}
+        names = [part[1:-1] for part in route.path.split("/") if part.startswith("{")]
+        if names:
+            operation["parameters"] = [
+                {"name": name, "in": "path", "required": True, "schema": {"type": "integer"}}
+                for name in names
+            ]
         if route.request is not None:
             body = schema_of[getattr(types, route.request)]
             operation["requestBody"] = {
@@ -148,8 +212,9 @@ def openapi_document(types: RequestTypes, version: str) -> dict[str, Any]:
         if route.name != "healthz":
             common[401] = ("no valid bearer token (when the server has one)", ErrorBody)
         post: Answers = {}
-        if route.method == "POST":
+        if route.method in STATE_CHANGING:
             common[415] = ("Content-Type is not application/json", ErrorBody)
+        if route.method == "POST":
             post = _POST_ANSWERS
         for status, (description, kind) in {**common, **route.responses, **post}.items():
             if kind is None:

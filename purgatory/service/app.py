@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import msgspec
 from aiohttp import web
@@ -35,11 +35,13 @@ from purgatory.service.bodies import (
     ErrorBody,
     FetchResponse,
     PartitionElectionOut,
+    PartitionFaultOut,
+    PartitionFaultsOut,
     ProduceResponse,
     RecordOut,
     RequestTypes,
 )
-from purgatory.service.broker import BrokerError, ServiceCluster, refused
+from purgatory.service.broker import BrokerError, KafkaListeners, ServiceCluster, refused
 from purgatory.service.config import ServiceConfig
 from purgatory.service.guard import AccessPolicy
 from purgatory.service.http_metrics import ServiceMetrics
@@ -48,6 +50,9 @@ from purgatory.service.refusals import ServiceRefusal
 from purgatory.service.throttled import Throttled
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import ElectLeadersRequest, FetchRequest, ProduceRequest
+
+if TYPE_CHECKING:
+    from purgatory.kafka.faults import Faults, PartitionRule
 
 logger = logging.getLogger("purgatory.service")
 
@@ -79,9 +84,12 @@ class ServiceState:
         registry: CollectorRegistry,
         access: AccessPolicy,
         on_fault: Callable[[str], None] | None = None,
+        kafka: KafkaListeners | None = None,
     ):
         self.broker = broker
         self.on_fault = on_fault
+        #: the Kafka listeners, if served: their fault rules, closed by a crash
+        self.kafka = kafka
         self.config = config
         self.access = access
         self.registry = registry
@@ -136,20 +144,23 @@ def create_app(
     registry: CollectorRegistry | None = None,
     access: AccessPolicy | None = None,
     on_fault: Callable[[str], None] | None = None,
+    kafka: KafkaListeners | None = None,
 ) -> web.Application:
     """The ``purgatory serve`` application over ``broker`` (which it closes on shutdown).
 
     Each app gets its own Prometheus registry unless one is given, so several apps can
     live in one process. ``access`` sets the token and host rules (default: none; state-
     changing requests must still be JSON). ``on_fault(description)`` hears of each fault
-    injected through the admin route (``TraceWriter.mark_fault``).
+    injected through the admin route (``TraceWriter.mark_fault``). ``kafka``: the Kafka
+    listeners over the same cluster, if any (a crash closes its broker's listener; the
+    ``/v1/faults`` routes set their partition fault rules).
     """
     config = ServiceConfig() if config is None else config
     # Counters' and histograms' *_created series only double what /metrics carries.
     disable_created_metrics()  # type: ignore[no-untyped-call]
     registry = CollectorRegistry() if registry is None else registry
     access = AccessPolicy() if access is None else access
-    state = ServiceState(broker, config, registry, access, on_fault)
+    state = ServiceState(broker, config, registry, access, on_fault, kafka)
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_errors_and_metrics])
     app[STATE] = state
     handlers: dict[str, Handler] = {
@@ -158,6 +169,10 @@ def create_app(
         "fetch": fetch,
         "metadata": metadata,
         "inject_fault": inject_fault,
+        "add_partition_fault": add_partition_fault,
+        "list_partition_faults": list_partition_faults,
+        "clear_partition_faults": clear_partition_faults,
+        "remove_partition_fault": remove_partition_fault,
         "elect_leaders": elect_leaders,
         "healthz": healthz,
         "metrics": make_aiohttp_handler(state.registry),
@@ -412,13 +427,85 @@ async def inject_fault(request: web.Request) -> web.Response:
     body = await _body(request, state.bodies.fault)
     async with state.parking(Parks.NEVER):
         try:
-            outcome = await broker_api.apply_fault(state.broker, msgspec.structs.asdict(body))
+            outcome = await broker_api.apply_fault(
+                state.broker, msgspec.structs.asdict(body), state.kafka
+            )
         except BrokerError as exc:
             return _broker_error(exc)
     if state.on_fault is not None:
         fields = {"fault": body.fault, "topic": body.topic, "partition": body.partition, **outcome}
-        state.on_fault(" ".join(f"{k}={v}" for k, v in fields.items()))
+        state.on_fault(" ".join(f"{k}={v}" for k, v in fields.items() if v is not None))
     return json_response({"fault": body.fault, **outcome})
+
+
+def _kafka_faults(state: ServiceState) -> Faults:
+    if state.kafka is None:
+        raise Rejected(
+            409,
+            "",
+            ErrorCode.INVALID_REQUEST,
+            "no Kafka listeners to fail partitions on: serve with --kafka-port",
+        )
+    return state.kafka.faults
+
+
+def _rule_out(rule: PartitionRule) -> PartitionFaultOut:
+    return PartitionFaultOut(
+        rule.id,
+        sorted(key.name for key in rule.apis),
+        rule.broker,
+        rule.topic,
+        rule.partition,
+        rule.error_name,
+        rule.error,
+        rule.times,
+        rule.hits,
+        rule.active,
+    )
+
+
+async def add_partition_fault(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await _body(request, state.bodies.partition_fault)
+    faults = _kafka_faults(state)
+    async with state.parking(Parks.NEVER):
+        try:
+            rule = faults.add_partition_fault(
+                body.error,
+                apis=body.api_keys,
+                broker=body.broker,
+                topic=body.topic,
+                partition=body.partition,
+                times=body.count,
+            )
+        except (TypeError, ValueError) as exc:
+            raise Rejected(400, "invalid", ErrorCode.INVALID_REQUEST, f"body: {exc}") from exc
+    if state.on_fault is not None:
+        state.on_fault(f"fault=partition id={rule.id} {rule.describe()}")
+    return json_response(_rule_out(rule), status=201)
+
+
+async def list_partition_faults(request: web.Request) -> web.Response:
+    faults = _kafka_faults(request.app[STATE])
+    return json_response(PartitionFaultsOut([_rule_out(r) for r in faults.partition_rules]))
+
+
+async def clear_partition_faults(request: web.Request) -> web.Response:
+    faults = _kafka_faults(request.app[STATE])
+    removed = list(faults.partition_rules)
+    for rule in removed:
+        rule.remove()
+    return json_response(PartitionFaultsOut([_rule_out(r) for r in removed]))
+
+
+async def remove_partition_fault(request: web.Request) -> web.Response:
+    faults = _kafka_faults(request.app[STATE])
+    text = request.match_info["id"]
+    rule = next((r for r in faults.partition_rules if str(r.id) == text), None)
+    if rule is None:
+        raise Rejected(404, "", ServiceRefusal.NOT_FOUND, f"no partition fault {text!r} in force")
+    rule.remove()
+    return json_response(_rule_out(rule))
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -22,7 +22,17 @@ INT32_MAX: Final = 2**31 - 1
 INT64_MAX: Final = 2**63 - 1
 #: Kafka's legal topic names (the simulation's rule, anchored for JSON Schema).
 TOPIC_PATTERN: Final = f"^{TOPIC_NAME_PATTERN}$"
-Fault = Literal["slow_follower", "crash_follower", "restart_follower", "failover"]
+Fault = Literal[
+    "slow_follower",
+    "crash_follower",
+    "restart_follower",
+    "failover",
+    "crash_broker",
+    "crash_broker_unfenced",
+    "restart_broker",
+]
+#: the faults that act on a broker named alone (no topic or partition needed)
+BROKER_FAULTS: Final = frozenset({"crash_broker", "crash_broker_unfenced", "restart_broker"})
 
 Topic = Annotated[
     str, Meta(min_length=1, max_length=249, pattern=TOPIC_PATTERN, description="topic name")
@@ -65,6 +75,29 @@ class FetchResponse(Struct, frozen=True):
     log_start_offset: int
 
 
+class PartitionFaultOut(Struct, frozen=True):
+    """A partition fault rule (``/v1/faults``)."""
+
+    id: int
+    #: the Kafka APIs it fails partitions of, by name
+    api_keys: list[str]
+    broker: int | None
+    topic: str | None
+    partition: int | None
+    #: Kafka's name of the error answered, and its number
+    error: str
+    error_code: int
+    #: requests it fails before it removes itself (null: until removed)
+    count: int | None
+    #: requests it failed partitions of so far
+    hits: int
+    active: bool
+
+
+class PartitionFaultsOut(Struct, frozen=True):
+    faults: list[PartitionFaultOut]
+
+
 class TopicPartition(Struct, forbid_unknown_fields=True, frozen=True):
     topic: Topic
     partition: PartitionIndex
@@ -99,6 +132,7 @@ class RequestTypes:
     fetch: type[Struct]
     fault: type[Struct]
     elect_leaders: type[Struct]
+    partition_fault: type[Struct]
 
     @classmethod
     def build(cls, config: ServiceConfig, brokers: int = INT32_MAX) -> RequestTypes:
@@ -109,6 +143,7 @@ class RequestTypes:
             fetch=_fetch_body(config),
             fault=_fault_body(config),
             elect_leaders=_elect_leaders_body(config),
+            partition_fault=_partition_fault_body(brokers),
         )
 
 
@@ -187,15 +222,37 @@ def _fault_body(config: ServiceConfig) -> type[Struct]:
     return _struct(
         "FaultRequest",
         [
-            ("fault", Fault),
-            ("topic", Topic),
-            ("partition", PartitionIndex),
+            (
+                "fault",
+                Annotated[
+                    Fault,
+                    Meta(
+                        description="crash_broker: the broker dies and is fenced at once "
+                        "(it leaves every ISR); crash_broker_unfenced: it dies unheard of, "
+                        "fenced after broker.session.timeout.ms; restart_broker: back "
+                        "(its Kafka listener too); *_follower: the same for a partition's "
+                        "follower; slow_follower: added replication latency; failover: "
+                        "move a partition's leadership"
+                    ),
+                ],
+            ),
+            (
+                "topic",
+                Annotated[
+                    Topic | None,
+                    Meta(description="the partition's topic (all but the *_broker faults)"),
+                ],
+                None,
+            ),
+            ("partition", PartitionIndex | None, None),
             (
                 "broker",
                 Annotated[
                     Annotated[int, Meta(ge=0, le=INT32_MAX)] | None,
                     Meta(
-                        description="slow/crash/restart: the broker (default: the "
+                        description="crash_broker, crash_broker_unfenced, restart_broker: "
+                        "the broker (required; any, leader or coordinator included); "
+                        "slow/crash/restart_follower: the broker (default: the "
                         "partition's first follower); failover: the new leader "
                         "(default: next in ISR)"
                     ),
@@ -213,6 +270,57 @@ def _fault_body(config: ServiceConfig) -> type[Struct]:
                     ),
                 ],
                 100,
+            ),
+        ],
+    )
+
+
+def _partition_fault_body(brokers: int) -> type[Struct]:
+    return _struct(
+        "PartitionFaultRequest",
+        [
+            (
+                "error",
+                Annotated[
+                    str | int,
+                    Meta(description="Kafka's name (NOT_LEADER_OR_FOLLOWER) or number (6)"),
+                ],
+            ),
+            (
+                "api_keys",
+                Annotated[
+                    Annotated[list[str | int], Meta(min_length=1, max_length=100)] | None,
+                    Meta(
+                        description="Kafka APIs by name (Produce) or key (0); null: every "
+                        "API whose answer has an error code per partition"
+                    ),
+                ],
+                None,
+            ),
+            (
+                "broker",
+                Annotated[
+                    Annotated[int, Meta(ge=0, le=max(0, brokers - 1))] | None,
+                    Meta(description="only requests to this broker (null: any)"),
+                ],
+                None,
+            ),
+            ("topic", Annotated[Topic | None, Meta(description="null: any topic")], None),
+            (
+                "partition",
+                Annotated[PartitionIndex | None, Meta(description="null: any partition")],
+                None,
+            ),
+            (
+                "count",
+                Annotated[
+                    Annotated[int, Meta(ge=1, le=INT32_MAX)] | None,
+                    Meta(
+                        description="requests it fails partitions of before it removes "
+                        "itself; null: until removed"
+                    ),
+                ],
+                1,
             ),
         ],
     )

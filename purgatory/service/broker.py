@@ -17,6 +17,7 @@ from purgatory.sim import messages
 from purgatory.sim.errors import ErrorCode, SimulationError
 
 if TYPE_CHECKING:
+    from purgatory.kafka.faults import Faults
     from purgatory.sim.cluster import Cluster
 
 
@@ -46,6 +47,21 @@ class ServiceCluster(Protocol):
     def metadata(self) -> object: ...
 
     async def close(self) -> None: ...
+
+
+class KafkaListeners(Protocol):
+    """The Kafka front door as the fault routes see it (see
+    :class:`purgatory.kafka.front_door.KafkaFrontDoor`): its fault rules, and each
+    broker's listener, which a crash closes and a restart opens again."""
+
+    @property
+    def faults(self) -> Faults: ...
+
+    async def stop_listener(self, broker_id: int) -> None: ...
+
+    async def start_listener(self, broker_id: int, port: int | None = None) -> None: ...
+
+    def listening(self, broker_id: int) -> bool: ...
 
 
 class BrokerError(Exception):
@@ -95,11 +111,13 @@ async def new_cluster(
     storage: StorageLimits | None = None,
     *,
     min_insync_replicas: int = 1,
+    broker_session_timeout_ms: int = 9_000,
 ) -> Cluster:
     """A started simulated cluster (imported lazily: the sim is the default broker).
     ``replica_rtt_ms``: the replication network's median round trip (None: the cluster's
     default; 0: instant); ``storage``: its stored-bytes cap and default retention;
-    ``min_insync_replicas``: Kafka's ``min.insync.replicas``."""
+    ``min_insync_replicas``: Kafka's ``min.insync.replicas``;
+    ``broker_session_timeout_ms``: Kafka's ``broker.session.timeout.ms``."""
     from purgatory.sim.cluster import DEFAULT_REPLICA_RTT, Cluster
     from purgatory.sim.faults import Latency
 
@@ -114,18 +132,28 @@ async def new_cluster(
         log_retention_ms=storage.retention_ms,
         max_stored_bytes=storage.max_stored_bytes,
         min_insync_replicas=min_insync_replicas,
+        broker_session_timeout_ms=broker_session_timeout_ms,
     )
     await cluster.start()
     return cluster
 
 
-async def apply_fault(broker: ServiceCluster, request: Mapping[str, Any]) -> dict[str, Any]:
+async def apply_fault(
+    broker: ServiceCluster,
+    request: Mapping[str, Any],
+    listeners: KafkaListeners | None = None,
+) -> dict[str, Any]:
     """Carry out a validated fault request on a simulated cluster; returns what was done.
 
-    ``slow_follower`` / ``crash_follower`` / ``restart_follower`` act on ``broker``, by
-    default the first follower of ``topic``/``partition``; ``failover`` moves the
-    partition's leadership (to ``broker`` if given). Raises :class:`BrokerError`.
+    ``crash_broker`` / ``crash_broker_unfenced`` / ``restart_broker`` act on ``broker``,
+    any broker (a leader, a group or transaction coordinator); ``slow_follower`` /
+    ``crash_follower`` / ``restart_follower`` act on ``broker``, by default the first
+    follower of ``topic``/``partition``; ``failover`` moves the partition's leadership (to
+    ``broker`` if given). A crash closes the broker's Kafka listener and its connections,
+    if ``listeners`` are given, as :meth:`EmbeddedKafka.crash_broker` does; a restart
+    opens it again on its port. Raises :class:`BrokerError`.
     """
+    from purgatory.service.bodies import BROKER_FAULTS
     from purgatory.sim.cluster import Cluster
     from purgatory.sim.faults import Latency
 
@@ -133,17 +161,27 @@ async def apply_fault(broker: ServiceCluster, request: Mapping[str, Any]) -> dic
         raise BrokerError(
             409, ErrorCode.INVALID_REQUEST, "fault injection needs a simulated cluster"
         )
-    fault, topic, index = request["fault"], request["topic"], request["partition"]
-    partition = broker.partition(topic, index)
-    if partition is None:
-        raise BrokerError(
-            404, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{index}"
-        )
+    fault, topic, index = request["fault"], request.get("topic"), request.get("partition")
+    target = request.get("broker")
     try:
+        if fault in BROKER_FAULTS:
+            if target is None:
+                raise BrokerError(400, ErrorCode.INVALID_REQUEST, f"{fault} needs a broker")
+            _check_broker(broker, target)
+            await _crash_or_restart(broker, fault, target, listeners)
+            return {"broker": target}
+        if topic is None or index is None:
+            raise BrokerError(
+                400, ErrorCode.INVALID_REQUEST, f"{fault} needs a topic and a partition"
+            )
+        partition = broker.partition(topic, index)
+        if partition is None:
+            raise BrokerError(
+                404, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{index}"
+            )
         if fault == "failover":
-            leader = await broker.fail_over(topic, index, request.get("broker"))
+            leader = await broker.fail_over(topic, index, target)
             return {"topic": topic, "partition": index, "leader": leader}
-        target = request.get("broker")
         if target is None:
             followers = [b for b in partition.replicas if b != partition.leader]
             if not followers:
@@ -151,16 +189,34 @@ async def apply_fault(broker: ServiceCluster, request: Mapping[str, Any]) -> dic
                     409, ErrorCode.INVALID_REQUEST, f"{partition.key} has no follower"
                 )
             target = followers[0]
-        if target not in broker.brokers:
-            raise BrokerError(404, ErrorCode.BROKER_NOT_AVAILABLE, f"no broker {target}")
+        _check_broker(broker, target)
         if fault == "slow_follower":
             latency_ms = request.get("latency_ms", 100)
             broker.set_replication_latency(target, Latency(latency_ms) if latency_ms else None)
             return {"broker": target, "latency_ms": latency_ms}
-        if fault == "crash_follower":
-            await broker.crash_broker(target)
-        else:
-            await broker.restart_broker(target)
+        named = "crash_broker" if fault == "crash_follower" else "restart_broker"
+        await _crash_or_restart(broker, named, target, listeners)
         return {"broker": target}
     except SimulationError as exc:
         raise refused(exc) from exc
+
+
+def _check_broker(cluster: Cluster, broker: int) -> None:
+    if broker not in cluster.brokers:
+        raise BrokerError(404, ErrorCode.BROKER_NOT_AVAILABLE, f"no broker {broker}")
+
+
+async def _crash_or_restart(
+    cluster: Cluster, fault: str, broker: int, listeners: KafkaListeners | None
+) -> None:
+    if fault == "restart_broker":
+        await cluster.restart_broker(broker)
+        if listeners is not None and not listeners.listening(broker):
+            await listeners.start_listener(broker)
+        return
+    if fault == "crash_broker":
+        await cluster.crash_broker(broker)
+    else:
+        await cluster.crash_broker_unfenced(broker)
+    if listeners is not None:
+        await listeners.stop_listener(broker)

@@ -409,8 +409,9 @@ def _effective_configs(settings: ServeSettings) -> tuple[BrokerConfigs, StorageL
         explicit.setdefault("auto.create.topics.enable", True)
     storage = StorageLimits() if settings.storage is None else settings.storage
     for name, (_, attribute) in _STORAGE_CONFIGS.items():
-        if name in explicit:
-            storage = replace(storage, **{attribute: explicit[name]})
+        value = explicit.get(name)
+        if isinstance(value, int):
+            storage = replace(storage, **{attribute: value})
     return BrokerConfigs(explicit), storage
 
 
@@ -483,6 +484,7 @@ async def serve(settings: ServeSettings) -> int:
         settings.replica_rtt_ms,
         storage,
         min_insync_replicas=configs.number("min.insync.replicas"),
+        broker_session_timeout_ms=configs.number("broker.session.timeout.ms"),
     )
     for name, partitions, replication_factor in settings.topics:
         await cluster.create_topic(name, partitions, replication_factor)
@@ -513,19 +515,21 @@ def _observed_app(
 
     from purgatory.kafka.metrics import ProtocolCollector
     from purgatory.service.app import STATE, create_app
-    from purgatory.service.http_metrics import StorageMetrics
+    from purgatory.service.http_metrics import FaultHitsCollector, StorageMetrics
 
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_open_fds
     StorageMetrics(registry, cluster.log_space)
     if kafka is not None:
         registry.register(ProtocolCollector(kafka.stats))
+        registry.register(FaultHitsCollector(kafka.faults))
     app = create_app(
         cluster,
         config,
         access=access,
         registry=registry,
         on_fault=None if trace is None else trace.mark_fault,
+        kafka=kafka,
     )
     # Kafka requests park in the same purgatories as HTTP ones; the group coordinator's
     # joins and heartbeats park in two more, metered and traced alike.

@@ -1,13 +1,20 @@
-"""Service-level Prometheus metrics: HTTP requests, parked requests, rejections."""
+"""Service-level Prometheus metrics: HTTP requests, parked requests, rejections, the
+stored bytes, and the hits of the Kafka fault rules."""
 
 from __future__ import annotations
 
-from typing import Final, final
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final, final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from purgatory.metrics import DURATION_BUCKETS
 from purgatory.sim.log import LogSpace
+
+if TYPE_CHECKING:
+    from purgatory.kafka.faults import Faults
 
 #: Long polls dominate: latencies span the same range as operation durations.
 HTTP_BUCKETS: Final = DURATION_BUCKETS
@@ -123,3 +130,25 @@ class StorageMetrics:
             registry=registry,
         )
         self.cap.set(space.limit or 0)
+
+
+@final
+class FaultHitsCollector(Collector):
+    """``purgatory_kafka_fault_hits_total{rule,description}``: the requests each Kafka
+    fault rule acted on (a partition rule: the requests it failed partitions of), read
+    from the rules at scrape time; the latest rules added are kept, removed ones included
+    (:attr:`purgatory.kafka.faults.Faults.added`), so a rule that fired its last still
+    shows its hits."""
+
+    def __init__(self, faults: Faults) -> None:
+        self._faults = faults
+
+    def collect(self) -> Iterator[Metric]:
+        hits = CounterMetricFamily(
+            "purgatory_kafka_fault_hits",
+            "Requests each Kafka fault rule acted on, by rule id",
+            labels=["rule", "description"],
+        )
+        for rule_id, rule in list(self._faults.added.items()):
+            hits.add_metric([str(rule_id), rule.describe()], rule.hits)
+        yield hits

@@ -114,8 +114,16 @@ class Cluster:
         log_retention_ms: int = -1,
         log_retention_check_interval_ms: int = 1000,
         max_stored_bytes: int | None = None,
+        broker_session_timeout_ms: int = 9_000,
     ) -> None:
         check_int("brokers", brokers, 1)
+        #: Kafka's broker.session.timeout.ms: how long the controller waits for a silent
+        #: broker's heartbeat before fencing it (:meth:`crash_broker_unfenced`)
+        self.broker_session_timeout_ms = check_int(
+            "broker_session_timeout_ms", broker_session_timeout_ms, 1
+        )
+        #: brokers crashed unheard of, and the session timeouts that will fence them
+        self._unfenced: dict[int, asyncio.TimerHandle] = {}
         check_int("replica_lag_time_max_ms", replica_lag_time_max_ms, 1)
         check_int("replica_fetch_wait_max_ms", replica_fetch_wait_max_ms, 0)
         check_int("replica_fetch_min_bytes", replica_fetch_min_bytes, 0)
@@ -177,6 +185,9 @@ class Cluster:
         if self._closed:
             return
         self._closed = True
+        for handle in self._unfenced.values():
+            handle.cancel()
+        self._unfenced.clear()
         await self.controller.close()
         for rm in self._replica_managers.values():  # no fetch may reach a closed broker
             rm.stop_fetchers()
@@ -248,10 +259,70 @@ class Cluster:
             raise RuntimeError("cluster is closed")
         self.controller.create_partitions(topic, count, assignment, validate_only=validate_only)
 
+    async def reassign_partition(
+        self,
+        topic: str,
+        partition: int,
+        replicas: Sequence[int] | None,
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> None:
+        """Reassign ``topic``-``partition`` to ``replicas`` (Kafka's
+        AlterPartitionReassignments; None cancels the one in progress): brokers added
+        replicate from the leader and join the ISR; once every target broker is in it, the
+        brokers removed leave (their logs deleted) and a removed leader hands over to the
+        first target broker in the ISR. :meth:`partition_reassignments` shows it while it
+        runs; Metadata shows the target's brokers followed by those leaving. Raises
+        :class:`SimulationError` (its ``code`` says why, as Kafka's controller answers):
+        UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (an empty, unknown or
+        repeated broker; a cancel that would need an unclean election),
+        INVALID_REPLICATION_FACTOR (a changed replication factor not allowed),
+        NO_REASSIGNMENT_IN_PROGRESS (a cancel with none)."""
+        if self._closed:
+            raise RuntimeError("cluster is closed")
+        parts = self._metadata.topics.get(topic)
+        if parts is None:
+            raise SimulationError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
+            )
+        p = self._metadata.partition(topic, partition)
+        if p is None:
+            raise SimulationError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"Unable to find partition {topic}:{partition}.",
+            )
+        touched = self.controller.reassign(
+            p, replicas, allow_replication_factor_change=allow_replication_factor_change
+        )
+        self._leadership_changed(touched)
+
+    def partition_reassignments(self) -> list[messages.PartitionReassignment]:
+        """The partition reassignments in progress (Kafka's ListPartitionReassignments),
+        by topic and partition."""
+        return sorted(
+            (
+                messages.PartitionReassignment(p.topic, p.index, list(p.replicas), adding, removing)
+                for p, (adding, removing) in self.controller.reassignments().items()
+            ),
+            key=lambda r: (r.topic, r.partition),
+        )
+
     def topic_config(self, name: str) -> LogConfig | None:
         """The retention a topic was created with; None if there is no such topic."""
         parts = self._metadata.topics.get(name)
         return None if parts is None else next(iter(parts[0].logs.values())).config
+
+    def set_topic_config(self, name: str, config: Callable[[int], LogConfig]) -> None:
+        """Change a topic's config (Kafka's AlterConfigs): each replica's log on broker
+        ``b`` takes ``config(b)`` (brokers may differ, as Kafka's resolve a topic's configs
+        against their own). Retention applies it on its next pass, a produce at once.
+        Raises :class:`SimulationError` (UNKNOWN_TOPIC_OR_PARTITION) for no such topic."""
+        parts = self._metadata.topics.get(name)
+        if parts is None:
+            raise SimulationError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        for p in parts:
+            for broker, log in p.logs.items():
+                log.config = config(broker)
 
     @property
     def min_insync_replicas(self) -> int:
@@ -462,6 +533,8 @@ class Cluster:
         if self._closed:
             return result_type(_UNAVAILABLE)
         rm = self._route(request.topic, request.partition)
+        if rm.halted:  # crashed, the controller not told yet: nobody answers
+            return result_type(_UNAVAILABLE)
         answer = handle(rm, request, None)
         if isinstance(answer, result_type):
             return answer
@@ -481,6 +554,9 @@ class Cluster:
             reply(result_type(_UNAVAILABLE))
             return None
         rm = self._route(request.topic, request.partition)
+        if rm.halted:  # crashed, the controller not told yet: nobody answers
+            reply(result_type(_UNAVAILABLE))
+            return None
         answer = handle(rm, request, reply)
         if answer.__class__ is result_type:
             reply(answer)
@@ -497,20 +573,68 @@ class Cluster:
         self._metadata.bump()
 
     async def crash_broker(self, broker: int) -> None:
-        """Kill ``broker``: its fetchers stop; partitions it led fail over to an ISR
-        member (or go offline), so its parked requests answer NOT_LEADER_OR_FOLLOWER; as
-        a follower it leaves the ISR once it lags ``replica_lag_time_max_ms``."""
+        """Kill ``broker``, and the controller knows at once (its session closed, as when
+        a broker's process dies and its connection to the controller resets): it is
+        fenced. Its fetchers stop; partitions it led fail over to an ISR member (or go
+        offline), so its parked requests answer NOT_LEADER_OR_FOLLOWER; it leaves the
+        ISR of every partition it followed in the same step (the last member of an ISR
+        stays), so acks=all produces there complete without waiting for it.
+        :meth:`crash_broker_unfenced` is the crash the controller does not hear of."""
         rm = self._broker(broker).replica_manager
+        self._fence(rm.broker_id)
+
+    async def crash_broker_unfenced(self, broker: int) -> None:
+        """``broker`` stops answering and the controller does not hear of it (a hung
+        process, a network partition from everyone): it is fenced only when its session
+        times out, ``broker_session_timeout_ms`` later (Kafka's
+        broker.session.timeout.ms, 9 s by default). Until then it still leads what it
+        led (requests to those partitions answer BROKER_NOT_AVAILABLE: nobody answers
+        them), nobody replicates from it, and it stays in every ISR, so acks=all
+        produces on partitions it follows wait for it until it is fenced or a leader's
+        lag check drops it (``replica_lag_time_max_ms``), whichever comes first. Its
+        parked requests are answered BROKER_NOT_AVAILABLE (their connections are gone).
+        No-op for a broker that is down already."""
+        rm = self._broker(broker).replica_manager
+        broker = rm.broker_id
+        if not self.is_alive(broker) or broker in self._unfenced:
+            return
+        rm.halted = True
         rm.stop_fetchers()
-        self._leadership_changed(self.controller.broker_failed(rm.broker_id))
+        for other in self._replica_managers.values():  # nobody can fetch from it
+            fetcher = other.fetchers.get(broker)
+            if fetcher is not None:
+                fetcher.stop()
+        rm.answer_parked_unavailable()
+        loop = asyncio.get_running_loop()
+        self._unfenced[broker] = loop.call_later(
+            self.broker_session_timeout_ms / 1000.0, self._fence, broker
+        )
+
+    def _fence(self, broker: int) -> None:
+        """The controller fences ``broker`` (see :meth:`crash_broker`)."""
+        handle = self._unfenced.pop(broker, None)
+        if handle is not None:
+            handle.cancel()
+        rm = self._replica_managers[broker]
+        rm.stop_fetchers()
+        self._leadership_changed(self.controller.broker_failed(broker))
+        rm.halted = False  # down now: the controller's liveness says so
         rm.answer_parked_unavailable()  # anything the new epochs did not answer
 
     async def restart_broker(self, broker: int) -> None:
-        """Bring ``broker`` back: it truncates to the leaders' logs and catches up."""
+        """Bring ``broker`` back: it truncates to the leaders' logs and catches up. A
+        broker crashed unfenced is fenced first, as Kafka's controller fences the old
+        incarnation of a broker that registers again."""
         rm = self._broker(broker).replica_manager
+        if rm.broker_id in self._unfenced:
+            self._fence(rm.broker_id)
         touched = self.controller.broker_started(rm.broker_id)
         if self._started and not self._closed:
             rm.start_fetchers()
+            for other in self._replica_managers.values():  # replicating from it again
+                fetcher = other.fetchers.get(rm.broker_id)
+                if fetcher is not None and self.is_alive(other.broker_id) and not other.halted:
+                    fetcher.start()
         self._leadership_changed(touched)
 
     async def fail_over(self, topic: str, partition: int, new_leader: int | None = None) -> int:

@@ -21,10 +21,10 @@ from typing import final
 from purgatory import loop_clock_ms
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
-from purgatory.sim.log import LogConfig, LogSpace
+from purgatory.sim.log import Log, LogConfig, LogSpace
 from purgatory.sim.messages import PartitionElection
 from purgatory.sim.metadata import MetadataCache
-from purgatory.sim.partition import Partition
+from purgatory.sim.partition import FollowerState, Partition
 from purgatory.sim.replication import Network
 from purgatory.sim.validate import check_int, check_topic_name
 
@@ -80,6 +80,10 @@ class Controller:
         self.unclean_elections: list[UncleanElection] = []
         #: told about each unclean election as it happens
         self.unclean_listeners: list[Callable[[UncleanElection], None]] = []
+        #: partition reassignments in progress (see :meth:`reassign`)
+        self._reassignments: dict[Partition, _Reassignment] = {}
+        self._completing: set[Partition] = set()  # completion checks scheduled
+        metadata.isr_listeners.append(self._isr_expanded)
 
     def create_topic(
         self,
@@ -261,8 +265,13 @@ class Controller:
                 p.become_follower(broker)
 
     def broker_failed(self, broker: int) -> list[Partition]:
-        """``broker`` died: partitions it led fail over to an ISR member (or go offline).
-        Returns the partitions it hosts (their parked requests must look again)."""
+        """``broker`` died and is fenced (KRaft's controller, on a broker whose session
+        ended): partitions it led fail over to an ISR member (or go offline), and it
+        leaves the ISR of every partition it followed in the same step, so acks=all
+        produces stop waiting for it at once (not after the leader's lag check) and the
+        high watermark moves to what the rest hold. The last member of an ISR stays in
+        it, as in Kafka: the partition then waits offline for it. Returns the partitions
+        it hosts (their parked requests must look again)."""
         metadata = self.metadata
         if not metadata.alive[broker]:
             return []
@@ -273,6 +282,9 @@ class Controller:
                 self._elect(p, exclude=broker)
                 touched.append(p)
             elif broker in p.replicas:
+                if broker in p.isr and len(p.isr) > 1:
+                    p.isr.discard(broker)
+                    p.maybe_increment_hw()  # the cluster wakes the parked produces
                 touched.append(p)  # DeleteRecords no longer waits for it
         metadata.bump()
         return touched
@@ -452,3 +464,177 @@ class Controller:
             if preferred and 100 * len(elsewhere) > percentage * len(preferred):
                 out += [p for p in elsewhere if broker in p.isr]
         return out
+
+    # -- partition reassignment (KIP-455) ---------------------------------------------------
+
+    def reassign(
+        self,
+        p: Partition,
+        target: Sequence[int] | None,
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> list[Partition]:
+        """Start, replace or (``target`` None) cancel the reassignment of ``p``, as Kafka's
+        controller does (KIP-455): the replicas become the target's brokers followed by
+        those leaving; the new ones replicate from the leader and join the ISR as any
+        follower does; once every target broker is in the ISR the leaving ones go (their
+        logs deleted), and a leaving leader hands over to the first target broker in the
+        ISR. Where the ISR covers the target already that happens at once. A cancel
+        reverts to the replicas before (the adding ones go). Returns the partitions whose
+        leadership or replicas changed now. Raises :class:`SimulationError` with Kafka's
+        code and reason: a bad target INVALID_REPLICA_ASSIGNMENT, a replication factor
+        change not allowed INVALID_REPLICATION_FACTOR, a cancel with nothing in progress
+        NO_REASSIGNMENT_IN_PROGRESS, or one that would need an unclean election (no ISR
+        member outside the adding replicas) INVALID_REPLICA_ASSIGNMENT."""
+        self._forget_deleted()
+        ongoing = self._reassignments.get(p)
+        if target is None:
+            if ongoing is None:
+                raise SimulationError(
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                    "No partition reassignment is in progress.",
+                )
+            added = set(ongoing.adding)
+            if not added:  # only removing: the replicas stay as they were
+                del self._reassignments[p]
+                self.metadata.bump()
+                return []
+            if not p.isr - added:
+                raise SimulationError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to revert partition assignment for {p.topic}:{p.index} because "
+                    "it would require an unclean leader election.",
+                )
+            del self._reassignments[p]
+            return self._drop_replicas(p, added)
+        target = self._check_target(target)
+        current = len(p.replicas) - (0 if ongoing is None else len(ongoing.removing))
+        if not allow_replication_factor_change and len(target) != current:
+            raise SimulationError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"The replication factor is changed from {current} to {len(target)}",
+            )
+        removing = sorted(set(p.replicas) - set(target))
+        adding = sorted(set(target) - set(p.replicas))
+        merged = tuple(target) + tuple(removing)
+        if merged != p.replicas:
+            config = next(iter(p.logs.values())).config
+            now = loop_clock_ms()
+            for broker in adding:
+                p.logs[broker] = Log(config, self.log_space)
+                p.hws[broker] = 0
+                if p.leader is not None:
+                    p.followers[broker] = FollowerState(now)
+            p.replicas = merged
+        if adding or removing:
+            self._reassignments[p] = _Reassignment(tuple(adding), tuple(removing))
+        else:
+            self._reassignments.pop(p, None)
+        self._complete_reassignment(p)
+        self.metadata.bump()
+        return [p]
+
+    def reassignments(self) -> dict[Partition, tuple[list[int], list[int]]]:
+        """The partitions being reassigned: their adding and removing brokers."""
+        self._forget_deleted()
+        return {p: (list(r.adding), list(r.removing)) for p, r in self._reassignments.items()}
+
+    def _check_target(self, target: Sequence[int]) -> tuple[int, ...]:
+        """``target`` if Kafka's controller would take it as a manual assignment."""
+        if not target:
+            raise SimulationError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        previous = None
+        for broker in sorted(target):
+            if isinstance(broker, bool) or broker not in self.metadata.alive:
+                raise SimulationError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker}, but no such "
+                    "broker is registered.",
+                )
+            if broker == previous:
+                raise SimulationError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {broker} more than once.",
+                )
+            previous = broker
+        return tuple(target)
+
+    def _forget_deleted(self) -> None:
+        """Drop the reassignments of partitions whose topic was deleted."""
+        for p in [
+            p for p in self._reassignments if self.metadata.partition(p.topic, p.index) is not p
+        ]:
+            del self._reassignments[p]
+
+    def _isr_expanded(self, p: Partition) -> None:
+        """A leader put a follower back in the ISR of ``p``: if ``p`` is being reassigned,
+        the controller hears of it one AlterPartition round trip later and completes the
+        reassignment if the ISR still covers the target."""
+        if p not in self._reassignments or p in self._completing:
+            return
+        self._completing.add(p)
+        loop = asyncio.get_running_loop()
+
+        def complete() -> None:
+            self._elections.discard(handle)
+            self._completing.discard(p)
+            if self.metadata.partition(p.topic, p.index) is p and self._complete_reassignment(p):
+                self.metadata.bump()
+                if self._on_elected is not None:
+                    self._on_elected([p])
+
+        network = self._network
+        delay_ms = 0.0 if network is None else network.sample_ms(self._election_rtt)
+        handle = loop.call_later(delay_ms / 1000.0, complete)
+        self._elections.add(handle)  # dropped by close() as the elections are
+
+    def _complete_reassignment(self, p: Partition) -> bool:
+        """Finish the reassignment of ``p`` if every target broker is in its ISR (Kafka's
+        ``maybeCompleteReassignment``). True if it did."""
+        ongoing = self._reassignments.get(p)
+        if ongoing is None:
+            return False
+        removing = set(ongoing.removing)
+        target = [b for b in p.replicas if b not in removing]
+        if not set(target) <= p.isr:
+            return False
+        del self._reassignments[p]
+        if removing:
+            self._drop_replicas(p, removing)
+        return True
+
+    def _drop_replicas(self, p: Partition, gone: set[int]) -> list[Partition]:
+        """Take ``gone`` out of the replicas, the ISR and the followers of ``p``, deleting
+        their logs; a leader among them hands over to the first remaining ISR member that
+        is alive (none: offline). Otherwise the leader stays, under a new epoch, as Kafka's
+        controller bumps it when replicas leave (fencing their fetches in flight)."""
+        p.replicas = tuple(b for b in p.replicas if b not in gone)
+        for broker in gone:
+            p.isr.discard(broker)
+            p.hws.pop(broker, None)
+            p.followers.pop(broker, None)
+            p.logs.pop(broker).reset_to(0)  # lets go of its records
+        alive = self.metadata.alive
+        leader = p.leader
+        if leader is None or leader in gone or not alive[leader]:
+            candidates = [b for b in p.replicas if b in p.isr and alive[b]]
+            if candidates:
+                self._make_leader(p, candidates[0])
+            else:
+                p.elect(None, loop_clock_ms())
+        else:
+            self._make_leader(p, leader)
+        self.metadata.bump()
+        return [p]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class _Reassignment:
+    """The brokers a reassignment is adding and removing."""
+
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]

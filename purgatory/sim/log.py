@@ -121,7 +121,8 @@ NO_PRODUCER: Final = (NO_PRODUCER_ID, -1, -1)
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    """A topic's retention, as Kafka's ``retention.bytes`` and ``retention.ms`` (-1: none).
+    """A topic's retention, as Kafka's ``retention.bytes`` and ``retention.ms`` (-1: none),
+    and its ``min.insync.replicas`` (None: the broker's).
 
     Only whole batches below the high watermark go, oldest first: by size, while the
     partition's log stays at least ``retention_bytes`` without the batch; by time, once a
@@ -129,10 +130,13 @@ class LogConfig:
 
     retention_bytes: int = -1
     retention_ms: int = -1
+    min_insync_replicas: int | None = None
 
     def __post_init__(self) -> None:
         check_int("retention_bytes", self.retention_bytes, -1)
         check_int("retention_ms", self.retention_ms, -1)
+        if self.min_insync_replicas is not None:
+            check_int("min_insync_replicas", self.min_insync_replicas, 1)
 
     @property
     def retains(self) -> bool:
@@ -436,13 +440,7 @@ class Log:
         if wire is not None:
             wire.assign(base, epoch)  # once: the batch keeps its offset and epoch
             self._track(batch)
-        batch.holders = 1
-        self._batches.append(batch)
-        self._ends.append(batch.end_offset)
-        self._total += batch.size
-        self._cum.append(self._total)
-        self.leo = batch.end_offset
-        return batch
+        return self._store(batch)
 
     def append_marker(
         self,
@@ -460,6 +458,10 @@ class Log:
         batch = RecordBatch.marker(self.leo, epoch, (producer_id, producer_epoch), marker, now_ms)
         self.space.reserve(batch)
         self._track(batch)
+        return self._store(batch)
+
+    def _store(self, batch: RecordBatch) -> RecordBatch:
+        """Put ``batch`` (its space reserved) at the end of the log."""
         batch.holders = 1
         self._batches.append(batch)
         self._ends.append(batch.end_offset)

@@ -285,3 +285,16 @@ class ClusterMetadata:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A partition reassignment in progress (Kafka's ListPartitionReassignments entry):
+    ``replicas`` the target's brokers followed by those leaving, ``adding`` the brokers
+    still catching up to join, ``removing`` those that leave once they have."""
+
+    topic: str
+    partition: int
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]

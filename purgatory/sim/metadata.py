@@ -40,6 +40,9 @@ class MetadataCache:
         self.alive = dict.fromkeys(brokers, True)
         #: told about every change of a leader's high watermark (the invariant checker)
         self.hw_listeners: list[HighWatermarkListener] = []
+        #: told about every partition whose ISR a leader expanded (Kafka's AlterPartition
+        #: reaching the controller: the controller's reassignments)
+        self.isr_listeners: list[Callable[[Partition], None]] = []
         self.version = 0
         self._event = asyncio.Event()
         self._callbacks: list[Callable[[], None]] = []

@@ -287,7 +287,7 @@ class _FetchCondition(BrokerOperation[R]):
     error: the fetch answers with whatever is there, read at completion like Kafka's
     ``onComplete``."""
 
-    __slots__ = ("max_bytes", "min_bytes", "read_committed")
+    __slots__ = ("as_batches", "max_bytes", "min_bytes", "read_committed")
     follower: ClassVar[bool] = False
     purgatory_name: ClassVar[str] = "Fetch"
 
@@ -300,12 +300,16 @@ class _FetchCondition(BrokerOperation[R]):
         max_bytes: int = 1 << 20,
         reply: Callable[[R], None] | None = None,
         observer: Observer | None = None,
+        as_batches: bool = False,
+        read_committed: bool = False,
     ) -> None:
         super().__init__(delay_ms, statuses, op_id, reply, observer)
         self.min_bytes = min_bytes  # statuses' required_offset holds the fetch offset
         self.max_bytes = max_bytes
-        #: a consumer's read_committed fetch waits for the LSO, not the HW
-        self.read_committed = False
+        # What a consumer asks for (a follower reads whole batches up to the LEO):
+        # the batches rather than records, and read_committed waits for the LSO, not the HW
+        self.as_batches = as_batches
+        self.read_committed = read_committed
 
     def try_complete(self) -> bool:
         available = 0
@@ -348,24 +352,8 @@ class DelayedFetch(_FetchCondition[FetchResult]):
     """A consumer's long poll on one partition: records up to the HW, or the LSO for
     ``read_committed`` (``as_batches``: the batches that hold them)."""
 
-    __slots__ = ("as_batches",)
+    __slots__ = ()
     kind: ClassVar[str] = "fetch-consumer"
-
-    def __init__(
-        self,
-        delay_ms: int,
-        statuses: list[PartitionStatus],
-        min_bytes: int,
-        op_id: str,
-        max_bytes: int = 1 << 20,
-        reply: Callable[[FetchResult], None] | None = None,
-        observer: Observer | None = None,
-        as_batches: bool = False,
-        read_committed: bool = False,
-    ) -> None:
-        super().__init__(delay_ms, statuses, min_bytes, op_id, max_bytes, reply, observer)
-        self.as_batches = as_batches
-        self.read_committed = read_committed
 
     def response(self) -> FetchResult:
         status = self.statuses[0]

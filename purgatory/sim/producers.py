@@ -79,6 +79,15 @@ class CompletedTxn(NamedTuple):
     aborted: bool
 
 
+class ActiveProducer(NamedTuple):
+    """One producer's state on a log: id, epoch, its last sequence and last batch."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_batch: ProducedBatch
+
+
 @final
 class _Producer:
     __slots__ = ("batches", "coordinator_epoch", "epoch")
@@ -192,6 +201,14 @@ class ProducerStates:
         self._producers.clear()
         for batch in batches:
             self.record(batch, None if marker_of is None else marker_of(batch))
+
+    def active(self) -> list[ActiveProducer]:
+        """Each producer with state here, by id: its epoch, the sequence of its last
+        record and its last batch (Kafka's DescribeProducers reads these)."""
+        return [
+            ActiveProducer(pid, state.epoch, self._last(state.batches[-1]), state.batches[-1])
+            for pid, state in sorted(self._producers.items())
+        ]
 
     @staticmethod
     def _last(batch: ProducedBatch) -> int:

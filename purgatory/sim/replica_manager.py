@@ -129,6 +129,9 @@ class ReplicaManager:
         self.now_ms: Callable[[], float] = self._bind_clock
         self._ids = itertools.count(1)
         self._tasks: list[asyncio.Task[None]] = []  # the ISR-shrink and retention checks
+        #: crashed but not fenced yet (:meth:`Cluster.crash_broker_unfenced`): the
+        #: controller still counts it alive, but it does nothing and answers nothing
+        self.halted = False
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -222,7 +225,10 @@ class ReplicaManager:
         if isinstance(p, ErrorCode):
             return ProduceResult(p)
         acks = request.acks
-        min_isr = self.config.min_insync_replicas
+        # the topic's own min.insync.replicas, else the broker's
+        min_isr = (
+            p.logs[self.broker_id].config.min_insync_replicas or self.config.min_insync_replicas
+        )
         if acks == -1 and len(p.isr) < min_isr:
             return ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
         # raises KAFKA_STORAGE_ERROR, appending nothing, past the stored-bytes cap
@@ -384,7 +390,10 @@ class ReplicaManager:
                 errors = errors or {}
                 errors[i] = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
-            hw_advanced, lso_moved, _ = p.update_follower(follower, offset, lso, now)
+            hw_advanced, lso_moved, expanded = p.update_follower(follower, offset, lso, now)
+            if expanded:
+                for listener in self._metadata.isr_listeners:
+                    listener(p)
             if hw_advanced:
                 self.apply_retention(p)
                 self.on_high_watermark(p)
@@ -464,7 +473,7 @@ class ReplicaManager:
         metadata = self._metadata
         while True:
             await asyncio.sleep(lag / 2000.0)
-            if not metadata.alive[self.broker_id]:
+            if not metadata.alive[self.broker_id] or self.halted:
                 continue
             now = self.now_ms()
             for p in list(metadata.partitions()):

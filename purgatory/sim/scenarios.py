@@ -66,6 +66,13 @@ def _crash(broker: int) -> FaultAction:
     return act
 
 
+def _crash_unfenced(broker: int) -> FaultAction:
+    async def act(cluster: Cluster) -> None:
+        await cluster.crash_broker_unfenced(broker)
+
+    return act
+
+
 def _restart(broker: int) -> FaultAction:
     async def act(cluster: Cluster) -> None:
         await cluster.restart_broker(broker)
@@ -120,12 +127,15 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "follower-crash",
-            "follower broker 2 crashes; the ISR shrinks after replica_lag_time_max_ms and "
-            "produces complete without it; it restarts and catches up",
+            "follower broker 2 crashes unheard of by the controller (not fenced before "
+            "broker_session_timeout_ms); the leaders' lag check drops it from the ISR after "
+            "replica_lag_time_max_ms and produces complete without it; it restarts and "
+            "catches up",
             assignment=_FOLLOWER_2,
             cluster_options={"replica_lag_time_max_ms": 2_000},
             faults=(
-                FaultEvent(0.2, "crash follower broker 2", _crash(2)),
+                # unfenced: the crash the ISR's lag check is for (a fenced one leaves at once)
+                FaultEvent(0.2, "crash follower broker 2", _crash_unfenced(2)),
                 FaultEvent(0.6, "restart broker 2", _restart(2)),
             ),
         ),

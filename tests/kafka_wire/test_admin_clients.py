@@ -22,12 +22,13 @@ from kio.schema.describe_configs.v4 import request as describe_v4
 from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 
-from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.broker_configs import KEPT_ONLY, TOPIC_CONFIGS, BrokerConfigs
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
+from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import encode_response, read_request, versions
 from purgatory.sim import Cluster
@@ -249,9 +250,14 @@ async def test_describe_configs_answers_sources_synonyms_and_refusals(version: i
     async with Cluster(brokers=3, seed=1, log_retention_ms=60_000) as cluster:
         await cluster.create_topic("own", 1, 1, retention_ms=1000)
         await cluster.create_topic("default", 1, 1)
-        handlers = ConfigHandlers(cluster, 1, BrokerConfigs())
+        configs = ClusterConfigs(cluster, BrokerConfigs({"num.partitions": 3}))
+        handlers = ConfigHandlers(configs, 1, {1: ("127.0.0.1", 9093)})
         request = _describe_configs(
-            version, [(2, "own"), (2, "default"), (2, "nope"), (4, "1"), (4, "2"), (8, "1")]
+            version,
+            [
+                *[(2, "own"), (2, "default"), (2, "nope"), (2, "no!")],
+                *[(4, "1"), (4, "2"), (4, "x"), (8, "1")],
+            ],
         )
         response = _ask(handlers.describe_configs, request, DescribeConfigsResponse)
     results = {(r.resource_type, r.resource_name): r for r in response.results}
@@ -259,55 +265,72 @@ async def test_describe_configs_answers_sources_synonyms_and_refusals(version: i
         ((2, "own"), 0),
         ((2, "default"), 0),
         ((2, "nope"), 3),  # UNKNOWN_TOPIC_OR_PARTITION
+        ((2, "no!"), 17),  # INVALID_TOPIC_EXCEPTION: no topic may have that name
         ((4, "1"), 0),
         ((4, "2"), 42),  # INVALID_REQUEST: another broker's configs
+        ((4, "x"), 42),  # not a broker id
         ((8, "1"), 42),  # broker loggers are not described
     ]
-    assert results[2, "nope"].error_message == "no topic 'nope'"
+    assert results[2, "nope"].error_message == "Topic 'nope' does not exist"
+    assert "expected 1 or empty string" in (results[4, "2"].error_message or "")
     own = {c.name: c for c in results[2, "own"].configs}
     default = {c.name: c for c in results[2, "default"].configs}
+    assert set(own) == set(TOPIC_CONFIGS)  # every topic config, as Kafka lists them
     assert (own["retention.ms"].value, default["retention.ms"].value) == ("1000", "60000")
-    assert all(c.read_only for c in own.values())
-    broker = {c.name: c.value for c in results[4, "1"].configs}
-    assert broker["log.retention.ms"] == "60000"
-    assert broker["auto.create.topics.enable"] == "false"
-    assert own["retention.ms"].config_source == 1  # TOPIC_CONFIG
+    assert not any(c.read_only for c in own.values())  # topic configs can be altered
+    broker = {c.name: c for c in results[4, "1"].configs}
+    assert broker["log.retention.ms"].value == "60000"
+    assert broker["auto.create.topics.enable"].value == "false"
+    assert broker["advertised.listeners"].value == "PLAINTEXT://127.0.0.1:9093"
+    assert broker["listeners"].read_only
+    assert broker["num.partitions"].read_only  # Kafka does not change it while it runs
+    assert not broker["log.retention.ms"].read_only  # it does this one
+    assert own["retention.ms"].config_source == 1  # DYNAMIC_TOPIC_CONFIG
     assert default["retention.ms"].config_source == 4  # STATIC_BROKER_CONFIG
     assert default["cleanup.policy"].config_source == 5  # DEFAULT_CONFIG
+    assert default["segment.bytes"].value == str(1 << 30)  # Kafka's default, kept only
+    assert default["min.insync.replicas"].config_source == 3  # DYNAMIC_DEFAULT (KIP-966)
     assert [(s.name, s.value, s.source) for s in own["retention.ms"].synonyms] == [
         ("retention.ms", "1000", 1),
         ("log.retention.ms", "60000", 4),
+        ("log.retention.ms", "604800000", 5),  # Kafka's default, last
     ]
+    assert [(s.name, s.value, s.source) for s in broker["num.partitions"].synonyms] == [
+        ("num.partitions", "3", 4),
+        ("num.partitions", "1", 5),
+    ]
+    assert own["remote.storage.enable"].synonyms == []  # no broker synonym, Kafka's default
     if version >= 3:
         assert own["retention.ms"].config_type == 5  # LONG
-        assert own["retention.ms"].documentation is None
+        assert own["min.cleanable.dirty.ratio"].config_type == 6  # DOUBLE
+        assert own["cleanup.policy"].config_type == 7  # LIST
+        assert own["retention.ms"].documentation is None  # not asked
 
 
 @pytest.mark.asyncio
 async def test_describe_configs_lists_the_keys_asked_and_every_one_for_none() -> None:
     async with Cluster(brokers=1, seed=1) as cluster:
         await cluster.create_topic("t", 1, 1)
-        handlers = ConfigHandlers(cluster, 0, BrokerConfigs())
+        handlers = ConfigHandlers(ClusterConfigs(cluster, BrokerConfigs()), 0, {})
         request = DescribeConfigsRequest[CONFIGS[1]](
             resources=[
                 (2, "t", ["retention.ms", "no.such.config"]),
                 (2, "t", []),  # empty: every config, as Kafka reads it
                 (2, "t", None),
+                (4, "", None),  # every broker: the dynamic configs set for all
             ],
             include_synonyms=False,
-            include_documentation=False,
+            include_documentation=True,
         )
         response = _ask(handlers.describe_configs, request, DescribeConfigsResponse)
     listed = [[c.name for c in r.configs] for r in response.results]
-    every = [
-        "retention.ms",
-        "retention.bytes",
-        "cleanup.policy",
-        "min.insync.replicas",
-        "message.timestamp.type",
-    ]
-    assert listed == [["retention.ms"], every, every]
+    every = list(TOPIC_CONFIGS)
+    assert listed == [["retention.ms"], every, every, ["min.insync.replicas"]]
     assert all(not c.synonyms for r in response.results for c in r.configs)  # not asked
+    docs = {c.name: c.documentation for c in response.results[1].configs}
+    assert "retention pass" in (docs["retention.ms"] or "")
+    assert docs["segment.bytes"] == KEPT_ONLY
+    assert response.results[3].configs[0].config_source == 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
 
 
 @pytest.mark.asyncio

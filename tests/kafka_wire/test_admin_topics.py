@@ -24,7 +24,7 @@ from kio.schema.delete_topics.v6 import request as delete_v6
 from kio.schema.errors import ErrorCode as KioError
 from kio.serial import entity_reader, entity_writer
 
-from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.broker_configs import TOPIC_CONFIGS, BrokerConfigs
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
@@ -91,6 +91,10 @@ def _answers(response: Any) -> dict[str, tuple[int, str | None]]:
     return {t.name: (t.error_code, t.error_message) for t in response.topics}
 
 
+_SOME = ("cleanup.policy", "compression.type", "min.insync.replicas", "retention.bytes")
+_SOME += ("retention.ms",)
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("version", [4, CREATE[1]])
 async def test_create_topics_answers_each_bad_entry_with_kafkas_code(version: int) -> None:
@@ -112,9 +116,11 @@ async def test_create_topics_answers_each_bad_entry_with_kafkas_code(version: in
             ("gap", -1, -1, [(0, [0]), (2, [1])], []),
             ("repeated-broker", -1, -1, [(0, [1, 1])], []),
             ("unknown-broker", -1, -1, [(0, [7])], []),
-            ("compacted", 1, 1, [], [("cleanup.policy", "compact")]),
+            ("bad-policy", 1, 1, [], [("cleanup.policy", "shred")]),
             ("not-a-number", 1, 1, [], [("retention.ms", "soon")]),
-            ("unknown-config", 1, 1, [], [("segment.bytes", "1000")]),
+            ("too-small", 1, 1, [], [("segment.bytes", "1000")]),
+            ("unknown-config", 1, 1, [], [("retention.minutes", "10")]),
+            ("null-config", 1, 1, [], [("retention.ms", None), ("segment.ms", None)]),
             ("defaults", -1, -1, [], []),
             ("assigned", -1, -1, [(1, [2, 0]), (0, [1, 2])], []),
         )
@@ -133,14 +139,21 @@ async def test_create_topics_answers_each_bad_entry_with_kafkas_code(version: in
             "gap": 39,  # INVALID_REPLICA_ASSIGNMENT
             "repeated-broker": 39,
             "unknown-broker": 39,
-            "compacted": 40,  # INVALID_CONFIG
+            "bad-policy": 40,  # INVALID_CONFIG
             "not-a-number": 40,
+            "too-small": 40,
             "unknown-config": 40,
+            "null-config": 40,
             "defaults": 0,
             "assigned": 0,
         }
         assert answers["ok"][1] is None
-        assert "compaction" in (answers["compacted"][1] or "")
+        assert "cleanup.policy" in (answers["bad-policy"][1] or "")
+        assert "segment.bytes" in (answers["too-small"][1] or "")
+        assert answers["unknown-config"][1] == "Unknown topic config name: retention.minutes"
+        assert answers["null-config"][1] == (
+            "Null value not supported for topic configs: retention.ms,segment.ms"
+        )
         # what was created is what was asked, and nothing else
         assert sorted(cluster.topics) == ["assigned", "defaults", "exists", "ok"]
         assert [p.replicas for p in cluster.topics["ok"]] == [(1, 2), (2, 0), (0, 1)]
@@ -156,13 +169,15 @@ async def test_create_topics_answers_each_bad_entry_with_kafkas_code(version: in
         assert shapes["exists"] == (-1, -1)  # Kafka's defaults for a refusal
         assert by_name["exists"].configs == []
         configs = {c.name: (c.value, c.config_source) for c in by_name["ok"].configs}
-        assert configs == {
-            "cleanup.policy": ("delete", 5),  # DEFAULT_CONFIG
-            "message.timestamp.type": ("CreateTime", 5),
-            "min.insync.replicas": ("1", 5),
+        assert set(configs) == set(TOPIC_CONFIGS)  # every topic config Kafka has
+        assert {name: configs[name] for name in _SOME} == {
+            "cleanup.policy": ("delete", 1),  # DYNAMIC_TOPIC_CONFIG: given, if Kafka's default
+            "compression.type": ("producer", 5),  # DEFAULT_CONFIG
+            "min.insync.replicas": ("1", 3),  # DYNAMIC_DEFAULT_BROKER_CONFIG (Kafka 4.1+)
             "retention.bytes": ("-1", 5),
-            "retention.ms": ("60000", 1),  # TOPIC_CONFIG: its own
+            "retention.ms": ("60000", 1),  # its own
         }
+        assert not any(c.read_only for c in by_name["ok"].configs)  # AlterConfigs changes them
         assert [c.name for c in by_name["ok"].configs] == sorted(configs)  # as Kafka sorts
         if version >= 7:
             assert by_name["ok"].topic_id == cluster.topic_id("ok")

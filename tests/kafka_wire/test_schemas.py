@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from kio_wire import read_response, request_frame, uvarint
@@ -278,6 +278,12 @@ def test_every_api_answers_an_error_at_every_version(key: ApiKey, version: int) 
     correlation_id, decoded = _decode_response(key, version, encode_response(77, response))
     assert (correlation_id, decoded) == (77, response)
     errors = _errors(decoded)
+    if key in _TOP_ONLY:
+        # Kafka's getErrorResponse sets the top-level code only, where there is one
+        top = {f.name for f in shape_of(type(decoded)).every}
+        assert errors == ({"error_code": error.number} if "error_code" in top else {})
+        assert _entries(decoded) == []
+        return
     assert errors, "no error code anywhere in the answer"
     assert set(errors.values()) == {error.number}, errors
     top = {f.name for f in shape_of(type(decoded)).every}
@@ -299,6 +305,13 @@ def test_every_api_answers_an_error_at_every_version(key: ApiKey, version: int) 
                 assert value == "t", (path, f.name, value)
             if f.name == "topic_id" and value is not None and value.int:
                 assert value == TOPIC_ID, path
+
+
+#: APIs whose error answer carries the code at the top only (none at the versions without
+#: one): DescribeLogDirs' results are log dirs, not what it asked for (Kafka's answer has
+#: none); ListPartitionReassignments' entries have no code of their own (Kafka's answer
+#: echoes the partitions asked, without codes; the generic one leaves them out)
+_TOP_ONLY: Final = frozenset({ApiKey.DESCRIBE_LOG_DIRS, ApiKey.LIST_PARTITION_REASSIGNMENTS})
 
 
 def _lists_partitions(cls: type) -> bool:

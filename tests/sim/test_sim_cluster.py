@@ -50,8 +50,8 @@ def test_acks_all_waits_for_replication_acks_1_does_not() -> None:
 
 def test_produce_times_out_when_followers_are_down_and_isr_has_not_shrunk() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
-        await c.crash_broker(1)
-        await c.crash_broker(2)
+        await c.crash_broker_unfenced(1)
+        await c.crash_broker_unfenced(2)
         start = loop.time()
         r = await c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=-1, timeout_ms=300))
         assert r.error is ErrorCode.REQUEST_TIMED_OUT
@@ -64,7 +64,7 @@ def test_produce_times_out_when_followers_are_down_and_isr_has_not_shrunk() -> N
 
 def test_isr_shrink_lets_produce_complete_without_crashed_follower() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
-        await c.crash_broker(2)
+        await c.crash_broker_unfenced(2)
         start = loop.time()
         r = await c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000))
         assert r.error is ErrorCode.NONE
@@ -182,8 +182,8 @@ def test_close_answers_parked_requests() -> None:
         cluster = Cluster(3)
         await cluster.start()
         await cluster.create_topic("t", 1, 3)
-        await cluster.crash_broker(1)
-        await cluster.crash_broker(2)
+        await cluster.crash_broker_unfenced(1)
+        await cluster.crash_broker_unfenced(2)
         loop = asyncio.get_running_loop()
         produce = loop.create_task(
             cluster.produce(ProduceRequest("t", 0, [(None, b"a")], timeout_ms=60_000))
@@ -271,8 +271,8 @@ def test_cancelled_request_abandons_its_operation() -> None:
 
 def test_min_insync_replicas_rejects_acks_all_once_the_isr_is_too_small() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
-        await c.crash_broker(1)
-        await c.crash_broker(2)
+        await c.crash_broker_unfenced(1)
+        await c.crash_broker_unfenced(2)
         late = await c.produce(ProduceRequest("t", 0, [(None, b"a")], acks=-1, timeout_ms=5000))
         assert late.error is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND  # ISR shrank meanwhile
         r = await c.produce(ProduceRequest("t", 0, [(None, b"b")], acks=-1, timeout_ms=5000))

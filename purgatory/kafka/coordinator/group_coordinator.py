@@ -359,6 +359,7 @@ class GroupCoordinator:
         group.generation += 1
         if not group.members:
             group.state = GroupState.EMPTY
+            group.empty_since_ms = self.rebalances.timer.now_ms()
             group.protocol = group.leader = ""
             return
         group.protocol = group.select_protocol()

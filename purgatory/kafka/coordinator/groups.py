@@ -73,6 +73,9 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     # Ids handed out with MEMBER_ID_REQUIRED, not members until they join with them.
     pending: dict[str, Member] = field(default_factory=dict)
+    # when its last rebalance left it Empty (the coordinator's clock): its committed
+    # offsets expire offsets.retention.minutes after that
+    empty_since_ms: float | None = None
 
     def all_joined(self) -> bool:
         return all(m.join is not None for m in self.members.values())

@@ -1,4 +1,5 @@
-"""Committed offsets, as Kafka's group coordinator keeps them in ``__consumer_offsets``.
+"""Committed offsets, as Kafka's group coordinator keeps them in ``__consumer_offsets``,
+and their expiry (``offsets.retention.minutes``).
 
 One store serves every broker: the simulation has no internal offsets topic to fail over,
 so every broker may coordinate every group.
@@ -6,7 +7,12 @@ so every broker may coordinate every group.
 
 from __future__ import annotations
 
+import time
+from collections.abc import MutableMapping
 from typing import NamedTuple, final
+
+from purgatory._clock import Clock
+from purgatory.kafka.coordinator.groups import Group, GroupState
 
 
 class Committed(NamedTuple):
@@ -21,17 +27,55 @@ class Committed(NamedTuple):
 NOTHING_COMMITTED = Committed(-1, -1, "")
 
 
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
 @final
 class OffsetStore:
-    """Committed offsets per (group, topic, partition)."""
+    """Committed offsets per (group, topic, partition), each with when it was committed
+    by ``clock`` (monotonic milliseconds; the group coordinator's in the front door)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         self.committed: dict[tuple[str, str, int], Committed] = {}
+        self._committed_ms: dict[tuple[str, str, int], float] = {}
+        self.clock: Clock = _monotonic_ms if clock is None else clock
         #: TxnOffsetCommit's offsets, per (group, producer id), until the transaction ends
         self.pending: dict[tuple[str, int], dict[tuple[str, int], Committed]] = {}
 
     def commit(self, group: str, topic: str, partition: int, position: Committed) -> None:
         self.committed[group, topic, partition] = position
+        self._committed_ms[group, topic, partition] = self.clock()
+
+    def expire(self, retention_ms: float, groups: MutableMapping[str, Group]) -> int:
+        """Kafka's offset expiry, now (``clock``): a group with members keeps its offsets;
+        an Empty group's expire ``retention_ms`` after its last rebalance left it Empty
+        (or, if it never was left so, after each commit); offsets committed without a
+        membership (a group the coordinator does not know: ``assign()`` consumers)
+        ``retention_ms`` after each commit. An Empty group left with no offsets goes
+        from ``groups`` (the coordinator's), as in Kafka. Returns how many went."""
+        now = self.clock()
+        gone = []
+        for key, committed_ms in self._committed_ms.items():
+            group = groups.get(key[0])
+            if group is None:
+                base = committed_ms
+            elif group.state is GroupState.EMPTY and not group.members:
+                since = group.empty_since_ms
+                base = committed_ms if since is None else since
+            else:
+                continue
+            if now - base >= retention_ms:
+                gone.append(key)
+        for key in gone:
+            del self.committed[key]
+            del self._committed_ms[key]
+        left = set(self.groups())
+        for name in {key[0] for key in gone} - left:
+            group = groups.get(name)
+            if group is not None and group.state is GroupState.EMPTY and not group.pending:
+                del groups[name]
+        return len(gone)
 
     def commit_pending(
         self, group: str, producer_id: int, topic: str, partition: int, position: Committed
@@ -45,8 +89,8 @@ class OffsetStore:
         """The transaction marker reached the group: its pending offsets become visible
         (commit) or go (abort). Idempotent, as a marker written again must be."""
         for (topic, partition), position in self.pending.pop((group, producer_id), {}).items():
-            if commit:
-                self.committed[group, topic, partition] = position
+            if commit:  # committed now, as far as offset expiry is concerned
+                self.commit(group, topic, partition, position)
 
     def has_pending(self, group: str, topic: str, partition: int) -> bool:
         """Whether a transaction holds an offset of the partition not yet committed
@@ -73,6 +117,7 @@ class OffsetStore:
         gone = [key for key in self.committed if key[0] == group]
         for key in gone:
             del self.committed[key]
+            del self._committed_ms[key]
         return len(gone)
 
     def groups(self) -> list[str]:

@@ -1,92 +1,171 @@
-"""DescribeConfigs 1-4: the configs of a topic, and of the broker asked, that the
-simulation actually follows, with Kafka's names (see :mod:`.settings`).
+"""DescribeConfigs 1-4, AlterConfigs 0-2, IncrementalAlterConfigs 0-1 and
+ListConfigResources 0-1 (Kafka 4.1's ListClientMetricsResources renamed): the configs of
+topics and brokers by Kafka's names, kept in :class:`~.settings.ClusterConfigs`.
 
-A topic has ``retention.ms`` and ``retention.bytes`` (its own if it was created with
-them, else the brokers'), ``cleanup.policy`` (always ``delete``: nothing is compacted),
-``min.insync.replicas`` (the brokers', for every topic) and ``message.timestamp.type``
-(``CreateTime``: batches keep the producer's timestamps). A broker (resource name: its
-id) has the settings those come from and every other config of
-:data:`~purgatory.kafka.broker_configs.BROKER_CONFIGS` (``num.partitions``,
-``message.max.bytes``, the group session bounds, ...), each with its value in force and
-its source: STATIC_BROKER_CONFIG when it was set (``--kafka-config``,
-``EmbeddedKafka(configs=...)``) or the simulation's default differs from Kafka's, else
-DEFAULT_CONFIG. Nothing here can be altered
-over the wire, so every config is read-only. A null or empty list of keys asks for every
-config, as in Kafka. An unknown topic is answered UNKNOWN_TOPIC_OR_PARTITION, another
-broker's id or another resource type INVALID_REQUEST, each with its reason. No
-documentation is kept (null, v3+).
+DescribeConfigs lists every topic config Kafka has for a topic (its own, else the broker
+config it inherits, else Kafka's default; none read-only) and every broker config of
+:data:`~purgatory.kafka.broker_configs.BROKER_CONFIGS` for a broker (by its id; those
+Kafka cannot change while it runs read-only), with ``listeners`` and
+``advertised.listeners`` as the listener is bound; the broker resource ``""`` lists the
+dynamic configs set for every broker, as Kafka does. Each entry has its source
+(DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG), its synonyms when asked (every place the value is
+set, most binding first), its type (v3+) and its documentation when asked (v3+). A null
+or empty list of keys asks for every config. An unknown topic is answered
+UNKNOWN_TOPIC_OR_PARTITION, a name no topic may have INVALID_TOPIC_EXCEPTION; another
+broker's id, a name that is not a broker id, or a resource type not served here
+INVALID_REQUEST, each with its reason.
+
+AlterConfigs replaces a resource's own configs with those given; IncrementalAlterConfigs
+changes them one by one: SET, DELETE (back to the inherited value), APPEND and SUBTRACT
+(LIST configs: items added if missing, removed if present, starting from the value the
+topic has, else Kafka's default). Each resource is answered on its own: an unknown or bad
+config INVALID_CONFIG, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, a broker config Kafka
+does not change while it runs, a config named twice, a null value, an unknown operation or
+a resource named twice INVALID_REQUEST. ``validate_only`` checks and changes nothing. A
+change takes effect at once: a lower ``retention.ms`` drops records on the next retention
+pass, a higher ``min.insync.replicas`` answers acks=all produces NOT_ENOUGH_REPLICAS, a
+broker config reaches the topics that inherit it. Group configs (Kafka's
+``consumer.*``, ``share.*`` and ``streams.*`` of KIP-848, KIP-932 and KIP-1071 groups) are
+answered INVALID_CONFIG: only classic groups are served.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable, Mapping
 from enum import IntEnum
-from typing import Any, final
+from typing import Any, Final, final
 
-from purgatory.kafka.broker_configs import BrokerConfigs
-from purgatory.kafka.handlers.settings import Config, broker_configs_described, topic_configs
+from purgatory.kafka.broker_configs import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigType,
+    TopicConfig,
+    Value,
+)
+from purgatory.kafka.handlers.settings import ClusterConfigs, Config, Source
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
-from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.validate import check_topic_name
 
 
 class Resource(IntEnum):
-    """Kafka's ConfigResource types served here."""
+    """Kafka's ConfigResource types."""
 
     TOPIC = 2
     BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class Op(IntEnum):
+    """IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+#: the group configs of Kafka 4.1 (GroupConfig): for groups not served here
+_GROUP_CONFIGS: Final = (
+    "consumer.session.timeout.ms",
+    "consumer.heartbeat.interval.ms",
+    "share.session.timeout.ms",
+    "share.heartbeat.interval.ms",
+    "share.record.lock.duration.ms",
+    "share.auto.offset.reset",
+    "share.isolation.level",
+    "streams.session.timeout.ms",
+    "streams.heartbeat.interval.ms",
+    "streams.num.standby.replicas",
+)
+
+#: ListConfigResources v1's resource types (Kafka 4.1's; none asked: all of them)
+_LISTED: Final = (
+    Resource.TOPIC,
+    Resource.BROKER,
+    Resource.BROKER_LOGGER,
+    Resource.CLIENT_METRICS,
+    Resource.GROUP,
+)
 
 
 @final
 class ConfigHandlers:
-    """The DescribeConfigs handler of broker ``broker_id``; ``configs``: the broker
-    configs the cluster was started with."""
+    """The config requests of broker ``broker_id``; ``configs``: the cluster's configs;
+    ``addresses``: where each broker's listener is bound."""
 
-    def __init__(self, cluster: Cluster, broker_id: int, configs: BrokerConfigs) -> None:
-        self.cluster = cluster
-        self.broker_id = broker_id
+    def __init__(
+        self, configs: ClusterConfigs, broker_id: int, addresses: Mapping[int, tuple[str, int]]
+    ) -> None:
         self.configs = configs
+        self.cluster = configs.cluster
+        self.broker_id = broker_id
+        self.addresses = addresses
 
     def apis(self) -> ApiTable:
         return {
-            ApiKey.DESCRIBE_CONFIGS: Api(*versions(ApiKey.DESCRIBE_CONFIGS), self.describe_configs)
+            key: Api(*versions(key), handler)
+            for key, handler in [
+                (ApiKey.DESCRIBE_CONFIGS, self.describe_configs),
+                (ApiKey.ALTER_CONFIGS, self.alter_configs),
+                (ApiKey.INCREMENTAL_ALTER_CONFIGS, self.incremental_alter_configs),
+                (ApiKey.LIST_CONFIG_RESOURCES, self.list_config_resources),
+            ]
         }
 
-    def _broker_configs(self) -> list[Config]:
-        return list(broker_configs_described(self.cluster, self.configs).values())
+    # -- DescribeConfigs -------------------------------------------------------------------
 
-    def _topic_configs(self, name: str) -> list[Config]:
-        config = self.cluster.topic_config(name)
-        if config is None:
-            raise SimulationError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
-        return topic_configs(self.cluster, config, self.configs.explicit)
+    def _listeners(self) -> list[Config]:
+        """``listeners`` and ``advertised.listeners``: the one listener, as bound."""
+        host, port = self.addresses.get(self.broker_id, ("", 0))
+        value = f"PLAINTEXT://{host}:{port}"
+        source = Source.STATIC_BROKER_CONFIG
+        return [
+            Config(name, value, source, ConfigType.LIST, ((name, value, source),), True, what)
+            for name, what in (
+                ("advertised.listeners", "the listener Metadata advertises: the one bound"),
+                ("listeners", "the listener this broker is bound to (one, plaintext)"),
+            )
+        ]
 
-    def _configs(self, resource_type: int, name: str) -> list[Config]:
+    def _described(self, resource_type: int, name: str) -> list[Config]:
         if resource_type == Resource.TOPIC:
-            return self._topic_configs(name)
+            check_topic_name(name)  # a name no topic may have: INVALID_TOPIC_EXCEPTION
+            own = self.configs.topic_overrides(name)
+            if own is None:
+                raise SimulationError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist"
+                )
+            return self.configs.topic_configs(own, self.broker_id)
         if resource_type == Resource.BROKER:
-            if name not in ("", str(self.broker_id)):
+            if name == "":  # the dynamic configs of every broker, as Kafka lists them
+                every = self.configs.broker_configs(self.broker_id)
+                return [_only_default(c) for c in every if c.name in self.configs.dynamic_default]
+            if self._broker_id(name) != self.broker_id:
                 raise SimulationError(
                     ErrorCode.INVALID_REQUEST,
-                    f"broker {self.broker_id} describes its own configs ({self.broker_id!r} "
-                    f"or ''), not {name!r}",
+                    f"Unexpected broker id, expected {self.broker_id} or empty string, but "
+                    f"received {name}",
                 )
-            return self._broker_configs()
-        raise SimulationError(
-            ErrorCode.INVALID_REQUEST,
-            f"resource type {resource_type}: only topics (2) and brokers (4) are described",
-        )
+            return self.configs.broker_configs(self.broker_id) + self._listeners()
+        raise _unsupported(resource_type)
 
     def describe_configs(self, header: RequestHeader, request: Any) -> Any:
         synonyms = request.include_synonyms
+        documented = getattr(request, "include_documentation", False)
         results = []
         for resource in request.resources:
             keys = resource.configuration_keys
             try:
                 configs = [
-                    _entry(config, synonyms)
-                    for config in self._configs(resource.resource_type, resource.resource_name)
+                    _entry(config, synonyms, documented)
+                    for config in self._described(resource.resource_type, resource.resource_name)
                     if not keys or config.name in keys
                 ]
                 error, message = ErrorCode.NONE, None
@@ -103,13 +182,209 @@ class ConfigHandlers:
             )
         return respond(request, results=results)
 
+    # -- AlterConfigs and IncrementalAlterConfigs ------------------------------------------
 
-def _entry(config: Config, synonyms: bool) -> dict[str, Any]:
-    """One DescribeConfigs entry: read-only, not sensitive, undocumented."""
+    def alter_configs(self, header: RequestHeader, request: Any) -> Any:
+        def replaced(resource: Any, current: Mapping[str, Value]) -> dict[str, object]:
+            changes: dict[str, object] = {}
+            for config in resource.configs:
+                if config.value is None:
+                    raise SimulationError(
+                        ErrorCode.INVALID_REQUEST, f"Null value not supported for : {config.name}"
+                    )
+                changes[config.name] = config.value
+            return changes
+
+        return self._alter(request, replaced, incremental=False)
+
+    def incremental_alter_configs(self, header: RequestHeader, request: Any) -> Any:
+        def changed(resource: Any, current: Mapping[str, Value]) -> dict[str, object]:
+            out: dict[str, object] = dict(current)
+            for config in resource.configs:
+                out = _incremental(resource.resource_type, config, out)
+            return out
+
+        return self._alter(request, changed, incremental=True)
+
+    def _alter(
+        self,
+        request: Any,
+        new_configs: Callable[[Any, Mapping[str, Value]], dict[str, object]],
+        incremental: bool,
+    ) -> Any:
+        """Each resource answered on its own: its new configs (``new_configs(resource,
+        its configs now)``) checked, then set unless validate_only."""
+        named = Counter((r.resource_type, r.resource_name) for r in request.resources)
+        responses = []
+        for resource in request.resources:
+            kind, name = resource.resource_type, resource.resource_name
+            try:
+                if named[kind, name] > 1:
+                    raise SimulationError(
+                        ErrorCode.INVALID_REQUEST, f"Duplicate resource: type {kind}, {name!r}"
+                    )
+                keys = Counter(config.name for config in resource.configs)
+                if any(count > 1 for count in keys.values()):
+                    raise SimulationError(
+                        ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+                    )
+                self._alter_one(resource, new_configs, request.validate_only, incremental)
+                error, message = ErrorCode.NONE, None
+            except SimulationError as refused:
+                error, message = refused.code, refused.message
+            responses.append(
+                {
+                    "error_code": error,
+                    "error_message": message,
+                    "resource_type": kind,
+                    "resource_name": name,
+                }
+            )
+        return respond(request, responses=responses)
+
+    def _alter_one(
+        self,
+        resource: Any,
+        new_configs: Callable[[Any, Mapping[str, Value]], dict[str, object]],
+        validate_only: bool,
+        incremental: bool,
+    ) -> None:
+        kind, name = resource.resource_type, resource.resource_name
+        if kind == Resource.TOPIC:
+            check_topic_name(name)
+            current = self.configs.topic_overrides(name)
+            if current is None:
+                raise SimulationError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist"
+                )
+            wanted = new_configs(resource, current)
+            own = self.configs.check_topic(wanted.items())
+            self.configs.alter_topic(name, own, validate_only)
+        elif kind == Resource.BROKER:
+            broker = None if name == "" else self._broker_id(name)
+            if broker is None:
+                current_broker = dict(self.configs.dynamic_default)
+            else:
+                current_broker = dict(self.configs.dynamic.get(broker, {}))
+            wanted = new_configs(resource, current_broker)
+            changes: dict[str, object] = {n: None for n in current_broker if n not in wanted}
+            changes.update(wanted)
+            self.configs.alter_broker(broker, changes, validate_only)
+        elif kind == Resource.GROUP:
+            for config in resource.configs:
+                if config.name in _GROUP_CONFIGS:
+                    raise SimulationError(
+                        ErrorCode.INVALID_CONFIG,
+                        f"group config {config.name}: consumer, share and streams groups "
+                        "(KIP-848, KIP-932, KIP-1071) are not served here, only classic groups",
+                    )
+                raise SimulationError(
+                    ErrorCode.INVALID_CONFIG, f"Unknown group config name: {config.name}"
+                )
+            raise _unsupported(kind)
+        else:
+            raise _unsupported(kind)
+
+    def _broker_id(self, name: str) -> int:
+        try:
+            return int(name)
+        except ValueError:
+            raise SimulationError(
+                ErrorCode.INVALID_REQUEST, f"broker id must be an integer, got {name!r}"
+            ) from None
+
+    # -- ListConfigResources ---------------------------------------------------------------
+
+    def list_config_resources(self, header: RequestHeader, request: Any) -> Any:
+        """v0 (ListClientMetricsResources) lists client metrics resources: none here. v1
+        lists the resources of the types asked (none: topics, brokers, broker loggers,
+        client metrics and groups) that have configs: every topic and broker (broker
+        loggers, client metrics and groups have none here); another type
+        INVALID_REQUEST."""
+        if header.api_version == 0:
+            return respond(request, error_code=ErrorCode.NONE, config_resources=[])
+        asked = list(request.resource_types) or list(_LISTED)
+        if any(kind not in _LISTED for kind in asked):
+            bad = sorted(set(asked) - set(_LISTED))
+            return respond(
+                request,
+                error_code=ErrorCode.INVALID_REQUEST,
+                config_resources=[],
+                error_message=f"unsupported resource types {bad}",
+            )
+        resources: list[dict[str, Any]] = []
+        for kind in dict.fromkeys(asked):
+            if kind == Resource.TOPIC:
+                names = self.configs.topics_with_configs()
+            elif kind == Resource.BROKER:
+                names = [str(b) for b in sorted(self.cluster.brokers)]
+            else:
+                names = []
+            resources += [{"resource_name": n, "resource_type": kind} for n in names]
+        return respond(request, error_code=ErrorCode.NONE, config_resources=resources)
+
+
+def _unsupported(resource_type: int) -> SimulationError:
+    try:
+        what = Resource(resource_type).name
+    except ValueError:
+        what = str(resource_type)
+    return SimulationError(
+        ErrorCode.INVALID_REQUEST,
+        f"Unsupported resource type: {what} (topics (2) and brokers (4) have configs here)",
+    )
+
+
+def _only_default(config: Config) -> Config:
+    """A broker config as the resource ``""`` (every broker) describes it: its dynamic
+    default value."""
+    synonyms = tuple(s for s in config.synonyms if s[2] is Source.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    _, value, source = synonyms[0]
+    return config._replace(value=value, source=source, synonyms=synonyms)
+
+
+def _incremental(resource_type: int, config: Any, current: dict[str, object]) -> dict[str, object]:
+    """``current`` (a resource's own configs) after one IncrementalAlterConfigs op."""
+    name, value, op = config.name, config.value, config.config_operation
+    out = dict(current)
+    if op == Op.DELETE:
+        out.pop(name, None)
+        return out
+    if op not in (Op.SET, Op.APPEND, Op.SUBTRACT):
+        raise SimulationError(ErrorCode.INVALID_REQUEST, f"Unknown operation {op} for {name}")
+    if value is None:
+        raise SimulationError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+    if op == Op.SET:
+        out[name] = value
+        return out
+    known = TOPIC_CONFIGS if resource_type == Resource.TOPIC else BROKER_CONFIGS
+    entry = known.get(name)
+    if entry is None:
+        raise SimulationError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
+    if entry.type is not ConfigType.LIST:
+        verb = "append" if op == Op.APPEND else "subtract"
+        raise SimulationError(
+            ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}"
+        )
+    start = out.get(name)
+    if start is None:  # Kafka starts from its default, not from an inherited value
+        start = entry.kafka_default() if isinstance(entry, TopicConfig) else entry.kafka_default
+    old = [item for item in str(start).split(",") if item]
+    given = [item.strip() for item in value.split(",")]
+    if op == Op.APPEND:
+        items = old + [item for item in given if item not in old]
+    else:
+        items = [item for item in old if item not in given]
+    out[name] = ",".join(items)
+    return out
+
+
+def _entry(config: Config, synonyms: bool, documented: bool) -> dict[str, Any]:
+    """One DescribeConfigs entry (nothing here is sensitive)."""
     return {
         "name": config.name,
         "value": config.value,
-        "read_only": True,
+        "read_only": config.read_only,
         "config_source": config.source,
         "is_sensitive": False,
         "synonyms": [
@@ -117,5 +392,5 @@ def _entry(config: Config, synonyms: bool) -> dict[str, Any]:
             for name, value, source in (config.synonyms if synonyms else ())
         ],
         "config_type": config.type,
-        "documentation": None,
+        "documentation": config.doc if documented else None,
     }

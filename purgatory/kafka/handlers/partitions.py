@@ -11,6 +11,7 @@ which sends clients back to Metadata after a failover.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -24,9 +25,13 @@ from purgatory.kafka.handlers.leadership import leads
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import (
     TruncatedBatch,
+    WireBatch,
     compression_of,
     encode_batch,
+    max_timestamp_of,
+    recompressed,
     split_batches,
+    stamp,
 )
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable, ProtocolStats
@@ -80,9 +85,19 @@ class PartitionHandlers:
     #: creates the unknown topics a Metadata request names (auto.create.topics.enable),
     #: saying why any could not be; None: never
     auto_create: Callable[[list[str]], Awaitable[Mapping[str, ErrorCode]]] | None = None
-    #: the largest record batch a Produce may carry (Kafka's message.max.bytes, its
-    #: default): a larger one is answered MESSAGE_TOO_LARGE
-    max_batch_bytes: int = 1_048_588
+    #: the largest record batch a Produce to a topic may carry (its max.message.bytes,
+    #: else the broker's message.max.bytes): a larger one is answered MESSAGE_TOO_LARGE
+    max_batch_bytes: Callable[[str], int] = lambda topic: 1_048_588
+    #: the codec a topic's compression.type has batches stored with (0: uncompressed),
+    #: None for "producer": as the producer compressed them
+    topic_codec: Callable[[str], int | None] = lambda topic: None
+    #: whether a topic's batches are stamped with their append time (its
+    #: message.timestamp.type is LogAppendTime)
+    log_append_time: Callable[[str], bool] = lambda topic: False
+    #: how far a record's CreateTime may lie before and after the broker's clock (the
+    #: topic's message.timestamp.before.max.ms and .after.max.ms), else INVALID_TIMESTAMP;
+    #: None: not checked (a LogAppendTime topic)
+    timestamp_bounds: Callable[[str], tuple[int, int] | None] = lambda topic: None
     #: asked about each transactional batch that would begin its producer's transaction
     #: on a partition (KIP-890 verification; Kafka verifies only a transaction's first
     #: write to a partition); None: every one is accepted
@@ -234,8 +249,12 @@ class PartitionHandlers:
         version = int(request.__version__)
         acks = int(request.acks)
         timeout_ms = max(millis(request.timeout), 0)
+        append_ms = int(time.time() * 1000)  # a LogAppendTime topic's timestamp, wall clock
         answers = await asyncio.gather(
-            *(self._produce_one(version, n, i, r, acks, timeout_ms) for n, _, i, r in requests)
+            *(
+                self._produce_one(version, n, i, r, acks, timeout_ms, append_ms)
+                for n, _, i, r in requests
+            )
         )
         if acks == 0:
             return None
@@ -250,6 +269,9 @@ class PartitionHandlers:
                     "index": index,
                     "error_code": error,
                     "base_offset": base,
+                    "log_append_time": _stamped_at(append_ms)
+                    if error is ErrorCode.NONE and name is not None and self.log_append_time(name)
+                    else None,
                     "log_start_offset": -1 if p is None else p.log_start_offset,
                     "current_leader": self._current_leader(error, p),
                 }
@@ -272,6 +294,7 @@ class PartitionHandlers:
         records: bytes | None,
         acks: int,
         timeout_ms: int,
+        append_ms: int,
     ) -> tuple[ErrorCode, int]:
         if topic is None:
             return ErrorCode.UNKNOWN_TOPIC_ID, -1
@@ -286,8 +309,10 @@ class PartitionHandlers:
             if records is None:
                 raise DecodeError("null records")
             batches = split_batches(memoryview(records))
+            limit = self.max_batch_bytes(topic)
+            bounds = self.timestamp_bounds(topic)
             for batch in batches:
-                if len(batch.buf) > self.max_batch_bytes:
+                if len(batch.buf) > limit:
                     return ErrorCode.MESSAGE_TOO_LARGE, -1
                 if batch.compression == ZSTD and version < 7:
                     raise UnsupportedCompression("zstd needs Produce v7 (KIP-110)")
@@ -302,6 +327,8 @@ class PartitionHandlers:
                     return ErrorCode.INVALID_RECORD, -1
                 else:
                     entries.extend(batch.key_values())
+                if bounds is not None and not _in_time(batch, bounds, append_ms):
+                    return ErrorCode.INVALID_TIMESTAMP, -1
         except UnsupportedCompression:
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
         except DecodeError as exc:
@@ -313,6 +340,14 @@ class PartitionHandlers:
             refused = await self._verify_txn(wire.producer_id, wire.producer_epoch, topic, index)
             if refused is not ErrorCode.NONE:
                 return refused, -1
+        codec = self.topic_codec(topic)
+        if wire is not None and codec is not None:
+            try:  # Kafka's broker recompresses a batch for its topic's compression.type
+                wire = recompressed(wire, codec)
+            except UnsupportedCompression:
+                return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
+        if wire is not None and self.log_append_time(topic):
+            stamp(wire, append_ms)
         try:
             result = await self.cluster.produce(
                 ProduceRequest(topic, index, entries, acks, timeout_ms, wire)
@@ -561,3 +596,25 @@ def _records_section(
                 batch.attributes,
             )
     return bytes(out), codecs
+
+
+def _stamped_at(append_ms: int) -> datetime.datetime:
+    """A Produce answer's log_append_time: when a LogAppendTime topic stamped the batch."""
+    return datetime.datetime.fromtimestamp(append_ms / 1000, tz=datetime.UTC)
+
+
+#: Java's Long.MAX_VALUE: a timestamp bound that bounds nothing
+_UNBOUNDED: Final = (1 << 63) - 1
+
+
+def _in_time(batch: WireBatch, bounds: tuple[int, int], now_ms: int) -> bool:
+    """Whether every record's CreateTime of ``batch`` lies within ``bounds`` (before,
+    after) of ``now_ms``, as Kafka's LogValidator checks them (records without a timestamp
+    pass). The batch's max timestamp answers for "after"; "before", when bounded, reads
+    the records' own timestamps."""
+    before, after = bounds
+    if after < _UNBOUNDED and max_timestamp_of(batch.buf) > now_ms + after:
+        return False
+    if before < _UNBOUNDED:
+        return all(r.timestamp < 0 or r.timestamp >= now_ms - before for r in batch.records())
+    return True

@@ -1,132 +1,355 @@
-"""The configs the simulation follows, by Kafka's names: a broker's log settings and a
-topic's configs, each with where its value comes from. DescribeConfigs lists them, and
-CreateTopics (v5+) answers a new topic's configs with the same entries.
+"""The configs of a running cluster, by Kafka's names, and where each value comes from:
+:class:`ClusterConfigs` holds the broker configs it started with, those AlterConfigs set
+since (for every broker or for one), and each topic's own configs; it resolves a topic's
+configs against a broker's as Kafka does, and hands the simulation the values it acts on
+(retention, ``min.insync.replicas``). DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs, CreateTopics and Produce (``max.message.bytes``) read it.
 
-Not a handler: the handler modules do not import each other, so what two of them share
-lives here.
+Not a handler: the handler modules do not import each other, so what several of them
+share lives here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
-from typing import NamedTuple
+from functools import partial
+from typing import NamedTuple, final
 
-from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs, ConfigType
+from purgatory.kafka.broker_configs import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfigs,
+    ConfigType,
+    TopicConfig,
+    Value,
+    as_text,
+    check_topic_config,
+    check_topic_configs,
+)
 from purgatory.sim import Cluster
+from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.log import LogConfig
 
-__all__ = ["Config", "ConfigType", "Source", "broker_configs_described", "topic_configs"]
+__all__ = ["ClusterConfigs", "Config", "ConfigType", "Source"]
+
+#: compression.type -> the codec of a record batch's attributes (producer: none forced)
+_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 class Source(IntEnum):
     """Where a config's value comes from (Kafka's ConfigSource)."""
 
-    TOPIC_CONFIG = 1
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 
 
+#: a synonym of a config entry: (name, value, source)
+Synonym = tuple[str, str, Source]
+
+
 class Config(NamedTuple):
-    """One config entry; ``synonyms`` are where the value would come from otherwise, in
-    Kafka's order of precedence (name, value, source)."""
+    """One config entry as DescribeConfigs reports it; ``synonyms`` are every place its
+    value is set, in Kafka's order of precedence (the first one is in force)."""
 
     name: str
     value: str
     source: Source
     type: ConfigType
-    synonyms: tuple[tuple[str, str, Source], ...] = ()
+    synonyms: tuple[Synonym, ...]
+    read_only: bool
+    doc: str
 
 
-def broker_setting(
-    name: str, value: object, kafka_default: object, kind: ConfigType, explicit: bool = False
-) -> Config:
-    """A broker setting: from its static config when it was set (``explicit``) or differs
-    from Kafka's default (the simulation's own defaults are its server.properties), else
-    Kafka's default."""
-    text = str(value).lower() if isinstance(value, bool) else str(value)
-    static = explicit or value != kafka_default
-    source = Source.STATIC_BROKER_CONFIG if static else Source.DEFAULT_CONFIG
-    return Config(name, text, source, kind, ((name, text, source),))
+@final
+class ClusterConfigs:
+    """The configs of ``cluster``, started with the broker configs ``static``.
 
+    Like a Kafka 4.1+ cluster (KIP-966: its controller writes the cluster-wide
+    ``min.insync.replicas`` when it first starts), ``min.insync.replicas`` is a dynamic
+    default broker config from the start, with the static value."""
 
-def _from_cluster(cluster: Cluster) -> dict[str, int]:
-    """The broker configs whose value in force is the cluster's own."""
-    return {
-        "log.retention.ms": cluster.log_defaults.retention_ms,
-        "log.retention.bytes": cluster.log_defaults.retention_bytes,
-        "min.insync.replicas": cluster.min_insync_replicas,
-    }
+    def __init__(self, cluster: Cluster, static: BrokerConfigs) -> None:
+        self.cluster = cluster
+        own: dict[str, Value] = {
+            "log.retention.ms": cluster.log_defaults.retention_ms,
+            "log.retention.bytes": cluster.log_defaults.retention_bytes,
+            "min.insync.replicas": cluster.min_insync_replicas,
+        }
+        #: the static values (set, else the simulation's defaults or the cluster's own)
+        self.static: dict[str, Value] = {}
+        #: the names set statically or whose simulation default differs from Kafka's
+        self.static_set: set[str] = set()
+        for name, config in BROKER_CONFIGS.items():
+            value = own[name] if name in own else static.value(name)
+            assert value is not None, name
+            self.static[name] = value
+            if static.is_set(name) or value != config.kafka_default:
+                self.static_set.add(name)
+        #: AlterConfigs' values for every broker (resource name "") and for one, by name
+        self.dynamic_default: dict[str, Value] = {
+            "min.insync.replicas": self.static["min.insync.replicas"]
+        }
+        self.dynamic: dict[int, dict[str, Value]] = {}
+        #: each topic's own configs, by topic id (a topic created again starts afresh)
+        self._topics: dict[uuid.UUID, dict[str, Value]] = {}
+        #: the topic configs Produce reads, in force, by (name, topic id, broker)
+        self._produce_configs: dict[tuple[str, uuid.UUID | None, int], Value] = {}
 
+    # -- brokers ---------------------------------------------------------------------------
 
-def _fixed() -> list[Config]:
-    """The broker settings that cannot be changed here: nothing is compacted, and batches
-    keep the producer's timestamps."""
-    return [
-        broker_setting("log.cleanup.policy", "delete", "delete", ConfigType.LIST),
-        broker_setting("log.message.timestamp.type", "CreateTime", "CreateTime", ConfigType.STRING),
-    ]
+    def broker_chain(self, name: str, broker: int) -> list[tuple[str, Value, Source]]:
+        """Every value broker config ``name`` has on ``broker``, most binding first:
+        AlterConfigs' for the broker, for every broker, the static one, Kafka's
+        default."""
+        chain: list[tuple[str, Value, Source]] = []
+        own = self.dynamic.get(broker, {})
+        if name in own:
+            chain.append((name, own[name], Source.DYNAMIC_BROKER_CONFIG))
+        if name in self.dynamic_default:
+            chain.append((name, self.dynamic_default[name], Source.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        config = BROKER_CONFIGS.get(name)
+        if config is not None:
+            if name in self.static_set:
+                chain.append((name, self.static[name], Source.STATIC_BROKER_CONFIG))
+            chain.append((name, config.kafka_default, Source.DEFAULT_CONFIG))
+        return chain
 
+    def broker_value(self, name: str, broker: int) -> Value:
+        """A broker config's value in force on ``broker``."""
+        return self.broker_chain(name, broker)[0][1]
 
-def broker_configs_described(cluster: Cluster, configs: BrokerConfigs) -> dict[str, Config]:
-    """Every broker config of :data:`~purgatory.kafka.broker_configs.BROKER_CONFIGS`
-    (the same on every broker) with its value in force and its source, then the fixed
-    ``log.cleanup.policy`` and ``log.message.timestamp.type``, by name, in the order a
-    broker lists them."""
-    own = _from_cluster(cluster)
-    settings = [
-        broker_setting(
-            name,
-            own[name] if name in own else configs.value(name),
-            config.kafka_default,
-            config.type,
-            configs.is_set(name),
+    def broker_configs(self, broker: int) -> list[Config]:
+        """Every broker config of ``broker``, as DescribeConfigs lists them."""
+        out = []
+        for name, config in BROKER_CONFIGS.items():
+            chain = self.broker_chain(name, broker)
+            synonyms = tuple((n, as_text(v), s) for n, v, s in chain)
+            _, value, source = chain[0]
+            out.append(
+                Config(
+                    name,
+                    as_text(value),
+                    source,
+                    config.type,
+                    synonyms,
+                    not config.dynamic,
+                    config.effect,
+                )
+            )
+        return out
+
+    def alter_broker(
+        self, broker: int | None, changes: Mapping[str, object], validate_only: bool
+    ) -> None:
+        """Set (a value) or remove (None) dynamic broker configs of ``broker`` (None: of
+        every broker), checked first as Kafka does: SimulationError INVALID_CONFIG for an
+        unknown name or a bad value, INVALID_REQUEST for one Kafka does not change while it
+        runs. Takes effect at once: the topics that inherit it follow."""
+        checked: dict[str, Value | None] = {}
+        for name, value in changes.items():
+            config = BROKER_CONFIGS.get(name)
+            if config is None:
+                raise SimulationError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"unknown broker config {name!r} (known here: {', '.join(BROKER_CONFIGS)})",
+                )
+            if not config.dynamic:
+                raise SimulationError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Cannot update these configs dynamically: Set({name})",
+                )
+            checked[name] = None if value is None else _parsed(config.parse, value)
+        if validate_only:
+            return
+        for name in list(self.cluster.topics):  # what each topic has of its own, first
+            self.topic_overrides(name)
+        target = self.dynamic_default if broker is None else self.dynamic.setdefault(broker, {})
+        for name, value in checked.items():
+            if value is None:
+                target.pop(name, None)
+            else:
+                target[name] = value
+        default = self.cluster.log_defaults  # what cluster.create_topic falls back on
+        self.cluster.log_defaults = LogConfig(
+            self._int(self.broker_value("log.retention.bytes", -1), lowest=-1),
+            self._int(self.broker_value("log.retention.ms", -1), lowest=-1),
+            default.min_insync_replicas,
         )
-        for name, config in BROKER_CONFIGS.items()
-    ]
-    settings += _fixed()
-    return {setting.name: setting for setting in settings}
+        self._produce_configs.clear()
+        for name in list(self.cluster.topics):
+            self.apply(name)
 
+    # -- topics ----------------------------------------------------------------------------
 
-def log_settings(cluster: Cluster, explicit: Collection[str] = ()) -> dict[str, Config]:
-    """The broker settings (the same on every broker) that topic configs fall back on, by
-    name; ``explicit``: the names that were set."""
-    own = _from_cluster(cluster)
-    settings = [
-        broker_setting(
-            name,
-            own[name],
-            BROKER_CONFIGS[name].kafka_default,
-            BROKER_CONFIGS[name].type,
-            name in explicit,
+    def topic_overrides(self, name: str) -> dict[str, Value] | None:
+        """Topic ``name``'s own configs (None: no such topic). A topic created without
+        them (through the cluster itself) has those retention settings of its own that
+        differ from the brokers' (taken before any broker config changes)."""
+        topic_id = self.cluster.topic_id(name)
+        if topic_id is None:
+            return None
+        own = self._topics.get(topic_id)
+        if own is None:
+            own = {}
+            config = self.cluster.topic_config(name)
+            if config is not None:
+                for key, value in (
+                    ("retention.ms", config.retention_ms),
+                    ("retention.bytes", config.retention_bytes),
+                ):
+                    if value != self.topic_value(key, {}, 0):
+                        own[key] = value
+            self._topics[topic_id] = own
+        return own
+
+    def topic_chain(
+        self, config: TopicConfig, own: Mapping[str, Value], broker: int
+    ) -> list[tuple[str, Value, Source]]:
+        """Every value topic config ``config`` has for a topic with configs ``own`` on
+        ``broker``, most binding first: the topic's, then its broker synonym's."""
+        chain: list[tuple[str, Value, Source]] = []
+        if config.name in own:
+            chain.append((config.name, own[config.name], Source.DYNAMIC_TOPIC_CONFIG))
+        if config.synonym is not None:
+            chain += self.broker_chain(config.synonym, broker)
+            if config.synonym not in BROKER_CONFIGS:  # not kept here: Kafka's default
+                chain.append((config.synonym, config.kafka_default(), Source.DEFAULT_CONFIG))
+        return chain
+
+    def topic_value(self, name: str, own: Mapping[str, Value], broker: int) -> Value:
+        """Topic config ``name``'s value in force on ``broker``."""
+        config = TOPIC_CONFIGS[name]
+        chain = self.topic_chain(config, own, broker)
+        return chain[0][1] if chain else config.kafka_default()
+
+    def topic_configs(self, own: Mapping[str, Value], broker: int) -> list[Config]:
+        """Every topic config of a topic with configs ``own``, on ``broker``, as
+        DescribeConfigs lists them (none is read-only: AlterConfigs changes them)."""
+        out = []
+        for name, config in TOPIC_CONFIGS.items():
+            chain = self.topic_chain(config, own, broker)
+            value = chain[0][1] if chain else config.kafka_default()
+            source = chain[0][2] if chain else Source.DEFAULT_CONFIG
+            synonyms = tuple((n, as_text(v), s) for n, v, s in chain)
+            out.append(
+                Config(name, as_text(value), source, config.type, synonyms, False, config.doc)
+            )
+        return out
+
+    def check_topic(self, configs: Iterable[tuple[str, object]]) -> dict[str, Value]:
+        """A topic's configs as a request gives them, checked and typed:
+        SimulationError INVALID_CONFIG naming an unknown config or a bad value."""
+        checked: dict[str, Value] = {}
+        configs = list(configs)
+        nulls = [name for name, value in configs if value is None]
+        if nulls:
+            raise SimulationError(
+                ErrorCode.INVALID_CONFIG,
+                f"Null value not supported for topic configs: {','.join(nulls)}",
+            )
+        for name, value in configs:
+            checked[name] = _parsed(partial(check_topic_config, name), value)
+        try:
+            check_topic_configs(checked)
+        except ValueError as exc:
+            raise SimulationError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return checked
+
+    def log_config(self, own: Mapping[str, Value], broker: int) -> LogConfig:
+        """What the simulation acts on for a topic with configs ``own`` on ``broker``."""
+        return LogConfig(
+            self._int(self.topic_value("retention.bytes", own, broker), lowest=-1),
+            self._int(self.topic_value("retention.ms", own, broker), lowest=-1),
+            self._int(self.topic_value("min.insync.replicas", own, broker)),
         )
-        for name in own
-    ]
-    settings += _fixed()
-    return {setting.name: setting for setting in settings}
+
+    def created(self, name: str, own: Mapping[str, Value]) -> None:
+        """Topic ``name`` was just created with configs ``own``: keep and apply them."""
+        topic_id = self.cluster.topic_id(name)
+        assert topic_id is not None, name
+        self._topics[topic_id] = dict(own)
+        self.apply(name)
+
+    def alter_topic(self, name: str, own: Mapping[str, Value], validate_only: bool) -> None:
+        """Replace topic ``name``'s own configs with ``own`` (checked with
+        :meth:`check_topic`); SimulationError UNKNOWN_TOPIC_OR_PARTITION for no such
+        topic. Takes effect at once (retention on its next pass)."""
+        if self.topic_overrides(name) is None:
+            raise SimulationError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        if validate_only:
+            return
+        topic_id = self.cluster.topic_id(name)
+        assert topic_id is not None
+        self._topics[topic_id] = dict(own)
+        self.apply(name)
+
+    def apply(self, name: str) -> None:
+        """Hand the simulation topic ``name``'s configs in force, on each broker."""
+        self._produce_configs.clear()  # rare: a config changed
+        own = self.topic_overrides(name)
+        if own is not None:
+            self.cluster.set_topic_config(name, lambda broker: self.log_config(own, broker))
+
+    def _in_force(self, name: str, topic: str, broker: int) -> Value:
+        """Topic config ``name`` of ``topic`` on ``broker``; what Produce asks on every
+        request, so kept until a config changes."""
+        key = (name, self.cluster.topic_id(topic), broker)
+        value = self._produce_configs.get(key)
+        if value is None:
+            own = self.topic_overrides(topic) or {}
+            value = self._produce_configs[key] = self.topic_value(name, own, broker)
+        return value
+
+    def max_message_bytes(self, topic: str, broker: int) -> int:
+        """The largest batch a Produce to ``topic`` may carry, on ``broker``."""
+        return self._int(self._in_force("max.message.bytes", topic, broker))
+
+    def codec(self, topic: str, broker: int) -> int | None:
+        """The codec ``topic``'s batches are stored with on ``broker`` (its
+        compression.type: 0 uncompressed, 1 gzip, 2 snappy, 3 lz4, 4 zstd), None for
+        ``producer`` (as the producer sent them)."""
+        return _CODECS.get(str(self._in_force("compression.type", topic, broker)))
+
+    def timestamp_bounds(self, topic: str, broker: int) -> tuple[int, int] | None:
+        """How far a produced record's CreateTime may lie before and after the broker's
+        clock for ``topic`` on ``broker`` (message.timestamp.before.max.ms and
+        .after.max.ms); None for a LogAppendTime topic, whose batches are stamped."""
+        if self.log_append_time(topic, broker):
+            return None
+        before = self._int(self._in_force("message.timestamp.before.max.ms", topic, broker))
+        after = self._int(self._in_force("message.timestamp.after.max.ms", topic, broker))
+        # the deprecated message.timestamp.difference.max.ms bounds a side left unbounded,
+        # as Kafka 3.6+ reads it (KIP-937)
+        difference = self._in_force("message.timestamp.difference.max.ms", topic, broker)
+        unbounded = TOPIC_CONFIGS["message.timestamp.difference.max.ms"].kafka_default()
+        before = self._int(difference) if before == unbounded else before
+        after = self._int(difference) if after == unbounded else after
+        return before, after
+
+    def log_append_time(self, topic: str, broker: int) -> bool:
+        """Whether ``topic``'s batches are stamped with the time they are appended
+        (message.timestamp.type LogAppendTime) on ``broker``."""
+        return self._in_force("message.timestamp.type", topic, broker) == "LogAppendTime"
+
+    def topics_with_configs(self) -> list[str]:
+        """The topics there are (every topic has configs, Kafka's defaults at least)."""
+        return list(self.cluster.topics)
+
+    @staticmethod
+    def _int(value: Value, lowest: int | None = None) -> int:
+        assert isinstance(value, int), value  # an INT or LONG config
+        # Kafka reads any negative retention as none; the simulation wants -1
+        return max(value, lowest) if lowest is not None else value
 
 
-def _topic_setting(name: str, value: int, broker: Config) -> Config:
-    """A topic config that falls back on the broker setting ``broker``."""
-    if str(value) == broker.value:
-        return Config(name, broker.value, broker.source, broker.type, broker.synonyms)
-    own = (name, str(value), Source.TOPIC_CONFIG)
-    return Config(name, str(value), Source.TOPIC_CONFIG, broker.type, (own, *broker.synonyms))
-
-
-def topic_configs(
-    cluster: Cluster, config: LogConfig, explicit: Collection[str] = ()
-) -> list[Config]:
-    """The configs of a topic of ``cluster`` with retention ``config``: ``retention.ms``
-    and ``retention.bytes`` (its own where they differ from the brokers'),
-    ``cleanup.policy`` (``delete``: nothing is compacted), ``min.insync.replicas`` (the
-    brokers') and ``message.timestamp.type`` (``CreateTime``); ``explicit``: the broker
-    configs that were set."""
-    broker = log_settings(cluster, explicit)
-    return [
-        _topic_setting("retention.ms", config.retention_ms, broker["log.retention.ms"]),
-        _topic_setting("retention.bytes", config.retention_bytes, broker["log.retention.bytes"]),
-        broker["log.cleanup.policy"]._replace(name="cleanup.policy"),
-        broker["min.insync.replicas"],
-        broker["log.message.timestamp.type"]._replace(name="message.timestamp.type"),
-    ]
+def _parsed(parse: Callable[[object], Value], value: object) -> Value:
+    """``parse(value)``, its ValueError as INVALID_CONFIG."""
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise SimulationError(ErrorCode.INVALID_CONFIG, str(exc)) from None

@@ -6,11 +6,12 @@ cluster state). CreateTopics refusals carry Kafka's codes and its reason: a name
 in one request INVALID_REQUEST, a bad name INVALID_TOPIC_EXCEPTION, an existing one
 TOPIC_ALREADY_EXISTS, partitions or replication factor 0 or below -1 INVALID_PARTITIONS /
 INVALID_REPLICATION_FACTOR, an assignment together with either INVALID_REQUEST, a bad
-assignment INVALID_REPLICA_ASSIGNMENT, a topic config the simulation does not keep
-INVALID_CONFIG. From v5 a created topic's answer carries its partitions, replication
-factor and configs (those DescribeConfigs reports, by name), validate_only's too; from v7
-its topic id (the zero id for validate_only: nothing was created; Kafka names one it never
-uses).
+assignment INVALID_REPLICA_ASSIGNMENT, an unknown topic config or a bad value INVALID_CONFIG
+naming it (every topic config Kafka takes is taken: see
+:data:`~purgatory.kafka.broker_configs.TOPIC_CONFIGS`). From v5 a created topic's answer
+carries its partitions, replication factor and configs (those DescribeConfigs reports, by
+name), validate_only's too; from v7 its topic id (the zero id for validate_only: nothing
+was created; Kafka names one it never uses).
 
 DeleteTopics answers an unknown name UNKNOWN_TOPIC_OR_PARTITION and a name repeated in one
 request INVALID_REQUEST, once. v6 names each topic by name or by id: an unknown id is
@@ -21,26 +22,23 @@ id is also given, INVALID_REQUEST, as Kafka checks them. Answers come in request
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, final
 
-from purgatory.kafka.broker_configs import BrokerConfigs
-from purgatory.kafka.handlers.settings import topic_configs
+from purgatory.kafka.broker_configs import BrokerConfigs, Value
+from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.log import LogConfig
 from purgatory.sim.validate import check_int, check_topic_name
 
 #: CreateTopics' "use the broker's default" for partitions and replication factor (v4+)
 BROKER_DEFAULT: Final = -1
-_INTEGER: Final = re.compile(r"-?[0-9]{1,18}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +52,12 @@ class TopicDefaults:
     (``default.replication.factor``), both 1 as in Kafka, size an auto-created topic and
     a CreateTopics entry that asks for the broker's default (-1). ``max_partitions``
     bounds one topic (records live in memory here; Kafka has no such bound).
-    ``explicit``: the broker configs that were set, for the sources of the configs a
-    CreateTopics answer carries. :meth:`of` reads them all from the broker configs."""
+    :meth:`of` reads them all from the broker configs."""
 
     auto_create: bool = False
     num_partitions: int = 1
     replication_factor: int = 1
     max_partitions: int = 10_000
-    explicit: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
     def of(cls, configs: BrokerConfigs) -> TopicDefaults:
@@ -70,7 +66,6 @@ class TopicDefaults:
             auto_create=bool(configs.value("auto.create.topics.enable")),
             num_partitions=configs.number("num.partitions"),
             replication_factor=configs.number("default.replication.factor"),
-            explicit=frozenset(configs.explicit),
         )
 
     def __post_init__(self) -> None:
@@ -105,12 +100,12 @@ class NewTopic(NamedTuple):
 
 class Created(NamedTuple):
     """What a CreateTopics entry created (or would create, validate_only): its id (None
-    for validate_only), partitions, replication factor and retention."""
+    for validate_only), partitions, replication factor and its own configs (checked)."""
 
     topic_id: uuid.UUID | None
     partitions: int
     replication_factor: int
-    config: LogConfig
+    configs: dict[str, Value]
 
 
 #: one CreateTopics answer: the error, its reason, what was created (None on error)
@@ -121,9 +116,15 @@ _Answer = tuple[ErrorCode, str | None, Created | None]
 class TopicHandlers:
     """CreateTopics and DeleteTopics over ``cluster``, and Metadata's auto-creation."""
 
-    def __init__(self, cluster: Cluster, defaults: TopicDefaults | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        defaults: TopicDefaults | None = None,
+        configs: ClusterConfigs | None = None,
+    ) -> None:
         self.cluster = cluster
         self.defaults = TopicDefaults() if defaults is None else defaults
+        self.configs = ClusterConfigs(cluster, BrokerConfigs()) if configs is None else configs
 
     def apis(self) -> ApiTable:
         return {
@@ -152,7 +153,7 @@ class TopicHandlers:
         if created is None:  # Kafka's defaults: no id, -1 partitions and factor, no configs
             return {"name": name, "error_code": error, "error_message": message, "configs": []}
         configs = sorted(
-            topic_configs(self.cluster, created.config, self.defaults.explicit),
+            self.configs.topic_configs(created.configs, min(self.cluster.brokers)),
             key=lambda c: c.name,
         )
         return {
@@ -166,7 +167,7 @@ class TopicHandlers:
                 {
                     "name": config.name,
                     "value": config.value,
-                    "read_only": True,  # as DescribeConfigs says: nothing can be altered
+                    "read_only": config.read_only,  # False: AlterConfigs changes them
                     "config_source": config.source,
                     "is_sensitive": False,
                 }
@@ -203,24 +204,21 @@ class TopicHandlers:
                 ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
             )
         partitions, replication_factor, assignment = self._layout(topic)
-        retention_bytes, retention_ms = self._retention(topic.configs)
-        defaults = self.cluster.log_defaults
-        config = LogConfig(
-            defaults.retention_bytes if retention_bytes is None else retention_bytes,
-            defaults.retention_ms if retention_ms is None else retention_ms,
-        )
+        own = self.configs.check_topic(topic.configs)
+        config = self.configs.log_config(own, min(self.cluster.brokers))
         if validate_only:
-            return Created(None, partitions, replication_factor, config)
+            return Created(None, partitions, replication_factor, own)
         await self.cluster.create_topic(
             topic.name,
             partitions,
             replication_factor,
             assignment=assignment,
-            retention_bytes=retention_bytes,
-            retention_ms=retention_ms,
+            retention_bytes=config.retention_bytes,
+            retention_ms=config.retention_ms,
         )
+        self.configs.created(topic.name, own)
         topic_id = self.cluster.topic_id(topic.name)
-        return Created(topic_id, partitions, replication_factor, config)
+        return Created(topic_id, partitions, replication_factor, own)
 
     def _layout(self, topic: NewTopic) -> tuple[int, int, list[list[int]] | None]:
         """Partitions, replication factor and replica assignment (None: round-robin)."""
@@ -264,40 +262,6 @@ class TopicHandlers:
                 f"{topic.replication_factor}",
             )
         return partitions, factor, None
-
-    def _retention(
-        self, configs: Iterable[tuple[str, str | None]]
-    ) -> tuple[int | None, int | None]:
-        """The topic configs the simulation keeps, checked: (retention.bytes, retention.ms),
-        None where not given. Any other config it cannot honour is refused, not ignored."""
-        given: dict[str, int | None] = {"retention.bytes": None, "retention.ms": None}
-        for name, value in configs:
-            if value is None:
-                raise SimulationError(ErrorCode.INVALID_CONFIG, f"{name}: a null value")
-            if name in given:
-                given[name] = _config_int(name, value, -1)
-            elif name == "min.insync.replicas":
-                brokers = self.cluster.min_insync_replicas
-                if _config_int(name, value, 1) != brokers:
-                    raise SimulationError(
-                        ErrorCode.INVALID_CONFIG,
-                        f"min.insync.replicas is the brokers' ({brokers}) for every topic "
-                        f"here, got {value!r}",
-                    )
-            elif name == "cleanup.policy":
-                if value != "delete":
-                    raise SimulationError(
-                        ErrorCode.INVALID_CONFIG,
-                        f"cleanup.policy: only 'delete' is simulated (no compaction), got "
-                        f"{value!r}",
-                    )
-            else:
-                raise SimulationError(
-                    ErrorCode.INVALID_CONFIG,
-                    f"{name}: not a topic config kept here (retention.ms, retention.bytes, "
-                    "cleanup.policy=delete, min.insync.replicas)",
-                )
-        return given["retention.bytes"], given["retention.ms"]
 
     # -- auto-creation (Metadata) -----------------------------------------------------------
 
@@ -402,11 +366,3 @@ def _uniform(replicas: list[list[int]], brokers: Iterable[int]) -> bool:
     known = set(brokers)
     width = len(replicas[0])
     return all(len(r) == width >= 1 and len(set(r)) == width and known >= set(r) for r in replicas)
-
-
-def _config_int(name: str, value: str, minimum: int) -> int:
-    if _INTEGER.fullmatch(value) is None or int(value) < minimum:
-        raise SimulationError(
-            ErrorCode.INVALID_CONFIG, f"{name} must be an integer >= {minimum}, got {value!r}"
-        )
-    return int(value)
