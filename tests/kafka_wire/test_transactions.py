@@ -535,3 +535,22 @@ async def test_no_coordinator_while_the_partition_has_no_leader() -> None:
         described = await settled(kafka, "Ongoing")
         assert (described.producer_id, described.producer_epoch) == (pid, 0)
         assert await coordinator(kafka) == last
+
+
+@pytest.mark.asyncio
+async def test_a_hung_coordinator_does_nothing_until_it_is_fenced(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    """``crash_broker_unfenced``: the controller does not know yet, so the broker still
+    leads the id's partition and FindCoordinator still names it (as Kafka's until the
+    broker's session expires), but its coordinator neither answers nor acts."""
+    broker = await coordinator(kafka)
+    pid = (await init(kafka, broker)).producer_id
+    assert await add(kafka, broker, pid, 0, [0]) == [KioError.none]
+    transactions = kafka.front_door.transactions
+    assert transactions.verify_produce(pid, 0, "t", 0) is ErrorCode.NONE
+    await kafka.crash_broker_unfenced(broker)
+    assert await coordinator(kafka) == broker
+    assert transactions[broker].describe(TXN) is ErrorCode.NOT_COORDINATOR
+    # a partition leader asking about the producer's batch is told to retry
+    assert transactions.verify_produce(pid, 0, "t", 0) is ErrorCode.NOT_ENOUGH_REPLICAS

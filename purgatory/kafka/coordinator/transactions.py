@@ -216,7 +216,7 @@ class TransactionCoordinator:
     def _leads(self, index: int) -> int | None:
         """The leader epoch of partition ``index`` if this broker leads it, else None."""
         p = self.cluster.partition(TRANSACTION_STATE_TOPIC, index)
-        if p is None or p.leader != self.broker_id or not self.cluster.is_alive(self.broker_id):
+        if p is None or p.leader != self.broker_id or not self.shared.running(self.broker_id):
             return None
         return p.leader_epoch
 
@@ -749,6 +749,15 @@ class TransactionCoordinators:
             coordinator.elected_or_resigned()
         self._watch_leadership()
 
+    def running(self, broker: int) -> bool:
+        """Whether ``broker`` runs: not crashed, nor hung with the controller not yet
+        knowing it (``crash_broker_unfenced``), when it still leads what it led but its
+        coordinator does nothing, as a dead Kafka broker's."""
+        return (
+            self.cluster.is_alive(broker)
+            and not self.cluster.brokers[broker].replica_manager.halted
+        )
+
     def coordinator_of(self, transactional_id: str) -> tuple[ErrorCode, int]:
         """FindCoordinator's answer for a transactional id: the leader of its partition,
         or COORDINATOR_NOT_AVAILABLE while it has none."""
@@ -783,7 +792,7 @@ class TransactionCoordinators:
                 break
         if txn is None:
             state = self.cluster.topics.get(TRANSACTION_STATE_TOPIC, [])
-            if any(p.leader is None or not self.cluster.is_alive(p.leader) for p in state):
+            if any(p.leader is None or not self.running(p.leader) for p in state):
                 return ErrorCode.NOT_ENOUGH_REPLICAS
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch < txn.producer_epoch:
