@@ -20,6 +20,10 @@ from typing import Final, final
 _INT_MAX: Final = (1 << 31) - 1
 _LONG_MAX: Final = (1 << 63) - 1
 
+#: the authorizers ``authorizer.class.name`` may name (both enforce ACLs the same way here)
+STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ACL_AUTHORIZER: Final = "kafka.security.authorizer.AclAuthorizer"
+
 
 class ConfigType(IntEnum):
     """A config's type (Kafka's ConfigType, DescribeConfigs v3+)."""
@@ -42,21 +46,32 @@ class BrokerConfig:
 
     name: str
     type: ConfigType
-    kafka_default: int | bool
-    default: int | bool | None
+    kafka_default: int | bool | str
+    default: int | bool | str | None
     effect: str
     minimum: int = 0
     maximum: int | None = None
+    #: a STRING config's values allowed (empty: any)
+    choices: tuple[str, ...] = ()
 
-    def parse(self, value: object) -> int | bool:
+    def parse(self, value: object) -> int | bool | str:
         """``value`` (Kafka's text or typed) checked; ValueError naming the config."""
+        if self.type is ConfigType.STRING:
+            if not isinstance(value, str):
+                raise ValueError(f"{self.name}: expected a string, got {value!r}")
+            text = value.strip()
+            if self.choices and text not in self.choices:
+                raise ValueError(
+                    f"{self.name}: {text!r} is not served here (known: {', '.join(self.choices)})"
+                )
+            return text
         if self.type is ConfigType.BOOLEAN:
             if isinstance(value, bool):
                 return value
-            text = value.strip().lower() if isinstance(value, str) else None
-            if text not in ("true", "false"):
+            word = value.strip().lower() if isinstance(value, str) else None
+            if word not in ("true", "false"):
                 raise ValueError(f"{self.name}: expected true or false, got {value!r}")
-            return text == "true"
+            return word == "true"
         if isinstance(value, str):
             try:
                 number = int(value.strip())
@@ -160,6 +175,14 @@ _CONFIGS: Final = (
         minimum=1,
     ),
     BrokerConfig(
+        "connections.max.reauth.ms",
+        ConfigType.LONG,
+        0,
+        0,
+        "how long a SASL session lasts before the client must re-authenticate (KIP-368); "
+        "0: for ever",
+    ),
+    BrokerConfig(
         "transaction.max.timeout.ms",
         ConfigType.INT,
         900_000,
@@ -188,9 +211,9 @@ class BrokerConfigs:
     :meth:`value` is one's value in force; the cluster's own retention is read from the
     cluster, not from here."""
 
-    explicit: Mapping[str, int | bool] = field(default_factory=dict)
+    explicit: Mapping[str, int | bool | str] = field(default_factory=dict)
 
-    def value(self, name: str) -> int | bool | None:
+    def value(self, name: str) -> int | bool | str | None:
         """The config's value in force: as set, else the simulation's default (None: the
         cluster's own). KeyError for a name not in :data:`BROKER_CONFIGS`."""
         config = BROKER_CONFIGS[name]
@@ -200,7 +223,14 @@ class BrokerConfigs:
         """The value in force of a config with a fixed default."""
         value = self.value(name)
         assert value is not None, name
+        assert not isinstance(value, str), name
         return int(value)
+
+    def text(self, name: str) -> str:
+        """The value in force of a STRING config."""
+        value = self.value(name)
+        assert isinstance(value, str), name
+        return value
 
     def is_set(self, name: str) -> bool:
         return name in self.explicit
@@ -210,7 +240,7 @@ def broker_configs(configs: Mapping[str, object] | None = None) -> BrokerConfigs
     """``configs`` (name -> Kafka's text or a typed value) checked against
     :data:`BROKER_CONFIGS`: ValueError naming an unknown config, a bad value, or a group
     session range whose minimum exceeds its maximum."""
-    explicit: dict[str, int | bool] = {}
+    explicit: dict[str, int | bool | str] = {}
     for name, value in (configs or {}).items():
         config = BROKER_CONFIGS.get(name)
         if config is None:

@@ -227,7 +227,8 @@ _SAME: Final[dict[str, tuple[str, ...]]] = {
     "partition_index": ("partition", "index", "partition_id"),
     "partition_id": ("partition_index", "partition"),
     "index": ("partition_index", "partition"),
-    "name": ("topic", "topic_name"),
+    "name": ("topic", "topic_name", "user"),
+    "user": ("name",),  # the SCRAM credential APIs' results name their users so
     "topic": ("name", "topic_name"),
     "topic_name": ("name", "topic"),
 }
