@@ -183,6 +183,29 @@ _CONFIGS: Final = (
         "0: for ever",
     ),
     BrokerConfig(
+        "authorizer.class.name",
+        ConfigType.STRING,
+        "",
+        "",
+        "the authorizer: Kafka's StandardAuthorizer (or AclAuthorizer, the same here) "
+        "enforces the ACLs; empty: none, every request allowed",
+        choices=("", STANDARD_AUTHORIZER, ACL_AUTHORIZER),
+    ),
+    BrokerConfig(
+        "super.users",
+        ConfigType.STRING,
+        "",
+        "",
+        "principals (User:NAME;User:OTHER) the authorizer allows everything",
+    ),
+    BrokerConfig(
+        "allow.everyone.if.no.acl.found",
+        ConfigType.BOOLEAN,
+        False,
+        False,
+        "the authorizer allows a resource no ACL matches (else denies it)",
+    ),
+    BrokerConfig(
         "transaction.max.timeout.ms",
         ConfigType.INT,
         900_000,

@@ -9,15 +9,18 @@ broker's :class:`PartitionHandlers`, then the handlers over the shared state.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
-from typing import final
+from collections.abc import Callable, Mapping
+from typing import Any, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
+from purgatory.kafka.authorization import Caller, authorized
 from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.faults import Faults
+from purgatory.kafka.handlers.acls import AclHandlers
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
@@ -54,7 +57,11 @@ class KafkaFrontDoor:
     whose clients log in as one of ``users`` (name -> password; :mod:`purgatory.kafka.sasl`)
     and are told the SASL listeners' addresses (:attr:`sasl_addresses`) in Metadata;
     ``base_port`` None leaves out the plaintext ones (:attr:`addresses` is then the SASL
-    listeners')."""
+    listeners').
+
+    With ``authorizer.class.name`` set, :attr:`authorizer` enforces :attr:`acls` on every
+    listener (:mod:`purgatory.kafka.authorization`): SASL clients as ``User:NAME``,
+    plaintext ones as ``User:ANONYMOUS``."""
 
     def __init__(
         self,
@@ -92,6 +99,16 @@ class KafkaFrontDoor:
         self.credentials = Credentials(users or {})
         self.sasl = SaslListener(self.credentials, self.configs.number("connections.max.reauth.ms"))
         self._producer_ids = ProducerIds()
+        self.acls = Acls()
+        self.authorizer = (
+            Authorizer(
+                self.acls,
+                parse_super_users(self.configs.text("super.users")),
+                bool(self.configs.value("allow.everyone.if.no.acl.found")),
+            )
+            if self.configs.text("authorizer.class.name")
+            else None
+        )
         self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs))
         self._shared: list[ApiTable] = [
             self._topics.apis(),
@@ -103,6 +120,7 @@ class KafkaFrontDoor:
             DeleteGroupsHandlers(self.coordinator, self.offsets).apis(),
             CreatePartitionsHandlers(cluster, self._topics.defaults.max_partitions).apis(),
             SaslHandlers(self.credentials).apis(),
+            AclHandlers(self.acls, self.authorizer is not None).apis(),
         ]
         self._servers: dict[int, KafkaProtocolServer] = {}
         self._sasl_servers: dict[int, KafkaProtocolServer] = {}
@@ -188,7 +206,25 @@ class KafkaFrontDoor:
             )
             server.register_all(DescribeClusterHandlers(self.cluster, addresses).apis())
         server.interceptor = self.faults if self.faults.rules else None
+        if self.authorizer is not None:
+            server.guard = self._authorized
         return server
+
+    def _authorized(
+        self, principal: str, host: str, request: Any, run: Callable[[Any], Any]
+    ) -> Any:
+        """A request run with what ``principal`` may not do refused."""
+        assert self.authorizer is not None
+        cluster = self.cluster
+        caller = Caller(
+            principal,
+            host,
+            self.authorizer,
+            cluster.topic_name,
+            lambda name: name in cluster.topics,
+            self._topics.defaults.auto_create,
+        )
+        return authorized(caller, request, run)
 
     async def stop_listener(self, broker_id: int) -> None:
         """Close broker ``broker_id``'s listeners and every connection to them: a client's

@@ -35,6 +35,9 @@ PLAIN: Final = "PLAIN"
 SCRAM_SHA_256: Final = "SCRAM-SHA-256"
 SCRAM_SHA_512: Final = "SCRAM-SHA-512"
 
+#: the principal of a client nobody authenticated (a plaintext listener's)
+ANONYMOUS: Final = "User:ANONYMOUS"
+
 #: the mechanisms a SASL listener enables, in the order its handshake lists them
 MECHANISMS: Final = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
 
@@ -444,7 +447,7 @@ class SaslSession:
     @property
     def principal(self) -> str:
         """``User:NAME`` once authenticated (``User:ANONYMOUS`` before)."""
-        return f"User:{self.user}" if self.user is not None else "User:ANONYMOUS"
+        return f"User:{self.user}" if self.user is not None else ANONYMOUS
 
     @property
     def bad_reauth_mechanism(self) -> str | None:

@@ -262,6 +262,15 @@ def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
             items = getattr(source, match.name) or ()
             assert field.item is not None
             values[field.name] = [_item(field.item, item, error) for item in items]
+    # entries with no key to copy (CreateAcls' results, DeleteAcls' filter results) answer
+    # the request's one array of entries one to one, in order, as Kafka's getErrorResponse
+    unmatched = [f for f in pending if f.name not in values and not _key_names(f.item)]
+    left = [a for a in arrays if a.name not in used and a.item is not None]
+    if len(unmatched) == 1 and len(left) == 1:
+        (field,), (array,) = unmatched, left
+        assert field.item is not None
+        count = len(getattr(source, array.name) or ())
+        values[field.name] = [_mirror(field.item, None, error) for _ in range(count)]
     for field in fields:
         if field.kafka_type == "error_code":
             values[field.name] = error

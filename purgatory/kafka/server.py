@@ -26,7 +26,14 @@ from typing import Any, Final, NamedTuple, Protocol, cast, final
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
-from purgatory.kafka.sasl import MECHANISMS, AuthenticationFailed, SaslListener, SaslSession, State
+from purgatory.kafka.sasl import (
+    ANONYMOUS,
+    MECHANISMS,
+    AuthenticationFailed,
+    SaslListener,
+    SaslSession,
+    State,
+)
 from purgatory.kafka.schemas import (
     build,
     encode_response,
@@ -47,6 +54,12 @@ log = logging.getLogger(__name__)
 #: a purgatory).
 Response = Any
 Handler = Callable[[RequestHeader, Any], Response | Awaitable[Response]]
+
+#: Stands between a listener and its handlers when an authorizer is configured: given the
+#: principal (``User:NAME``; ``User:ANONYMOUS`` unauthenticated), the client's host, the
+#: request and how to run it, answers it with what the principal may not do refused
+#: (:func:`purgatory.kafka.authorization.authorized`).
+Guard = Callable[[str, str, Any, Callable[[Any], Any]], Any]
 
 
 class CloseConnection(Exception):
@@ -197,6 +210,12 @@ class _Peer:
         self.address = address
         self.software: tuple[str, str] | None = None
 
+    @property
+    def host(self) -> str:
+        """The client's IP address, as ACLs name hosts."""
+        address = self.address
+        return str(address[0]) if isinstance(address, tuple) and address else ""
+
     def announce(self, server: KafkaProtocolServer, name: str, version: str) -> None:
         if self.software == (name, version):
             return
@@ -268,6 +287,7 @@ class KafkaProtocolServer:
         self.broker_id = broker_id
         self.sasl = sasl
         self.interceptor: Interceptor | None = None
+        self.guard: Guard | None = None
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
         self._server: asyncio.Server | None = None
         #: every connection with a transport and no connection_lost yet, served or not
@@ -349,7 +369,7 @@ class KafkaProtocolServer:
             peer = _Peer(writer.get_extra_info("peername"))
             while (frame := await self._read_frame(reader, responses, session)) is not None:
                 if session is None or (session.authenticated and not _sasl_api(frame)):
-                    item = self._dispatch(frame, peer)
+                    item = self._dispatch(frame, peer, session)
                 else:
                     item = self._authenticate(frame, peer, session)
                 if item is None:
@@ -412,9 +432,12 @@ class KafkaProtocolServer:
             self.stats.bad("truncated frame", f"closed or stalled before {size} bytes")
             return None
 
-    def _dispatch(self, frame: bytes, peer: _Peer) -> tuple[int, asyncio.Future[Response]] | None:
+    def _dispatch(
+        self, frame: bytes, peer: _Peer, session: SaslSession | None = None
+    ) -> tuple[int, asyncio.Future[Response]] | None:
         """Start handling one request (its future resolves to the response); None when
-        the request cannot be answered and the connection must close."""
+        the request cannot be answered and the connection must close. ``session``: the
+        SASL login it comes on (None: a plaintext listener, ``User:ANONYMOUS``)."""
         loop = asyncio.get_running_loop()
         try:
             front = peek(frame)
@@ -444,11 +467,19 @@ class KafkaProtocolServer:
             return None
         self.stats.requests[name, version] += 1
         interceptor = self.interceptor
-        try:
+
+        def run(request: Any) -> Response | Awaitable[Response]:
             if interceptor is None:
-                result = handler(header, body)
+                return handler(header, request)
+            return interceptor.intercept(self.broker_id, header, request, handler)
+
+        guard = self.guard
+        try:
+            if guard is None:
+                result = run(body)
             else:
-                result = interceptor.intercept(self.broker_id, header, body, handler)
+                principal = ANONYMOUS if session is None else session.principal
+                result = guard(principal, peer.host, body, run)
         except CloseConnection:
             return None
         except DecodeError as exc:
@@ -487,7 +518,7 @@ class KafkaProtocolServer:
         if session.authenticated:
             if key != ApiKey.SASL_HANDSHAKE or not session.may_reauthenticate():
                 # Kafka answers these as any request: ILLEGAL_SASL_STATE (KIP-368 aside)
-                return self._dispatch(frame, peer)
+                return self._dispatch(frame, peer, session)
         expected = (
             (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
             if session.state is State.HANDSHAKE

@@ -121,6 +121,7 @@ async def test_serve_with_only_sasl_listeners() -> None:
         (["--kafka-sasl-port", "0", "--kafka-user", "a:1", "--kafka-user", "a:2"], "twice"),
         (["--kafka-sasl-port", "65535"], "--kafka-sasl-port"),
         (["--kafka-port", "9092", "--kafka-sasl-port", "9094"], "overlap"),
+        (["--kafka-config", "authorizer.class.name=com.example.Mine"], "authorizer.class.name"),
     ],
 )
 def test_bad_sasl_flags_are_refused_naming_them(argv: list[str], named: str) -> None:
