@@ -594,3 +594,33 @@ def test_confluent_kafka_re_authenticates_within_the_session_lifetime() -> None:
         assert stats.requests_of("SASL_HANDSHAKE") >= 3  # the login, then renewals
         assert stats.closed["session_expired"] == 0
         assert len(cluster.records("t", 0)) == 5
+
+
+@pytest.mark.kafka_cluster(brokers=1, topics={"t": 1}, users={"app": "app-secret"}, sasl_port=0)
+def test_the_kafka_cluster_marker_takes_users_and_a_sasl_port(kafka_cluster: EmbeddedKafka) -> None:
+    from kafka import KafkaProducer
+
+    assert kafka_cluster.sasl_bootstrap_servers
+    assert kafka_cluster.sasl_bootstrap_servers != kafka_cluster.bootstrap_servers
+    producer = KafkaProducer(
+        bootstrap_servers=kafka_cluster.sasl_bootstrap_servers,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="app",
+        sasl_plain_password="app-secret",
+    )
+    try:
+        producer.send("t", b"marked").get(10)
+    finally:
+        producer.close()
+    assert [r.value for r in kafka_cluster.records("t", 0)] == [b"marked"]
+
+
+@pytest.mark.parametrize(
+    ("users", "sasl_port"), [({"": "x"}, 0), ({"a": ""}, 0), ({"a": "b"}, 70000)]
+)
+def test_embedded_kafka_refuses_a_bad_user_or_sasl_port(
+    users: dict[str, str], sasl_port: int
+) -> None:
+    with pytest.raises(ValueError, match=r"user|sasl_port"):
+        EmbeddedKafka(brokers=1, users=users, sasl_port=sasl_port)
