@@ -532,3 +532,32 @@ def test_every_api_of_the_table_is_refused_to_a_principal_without_acls(
         return
     errors = set(_errors(answer).values())
     assert errors & {e.value for e in _REFUSALS}, errors
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_of_an_allowed_and_a_refused_topic_answers_both(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    kafka.front_door.acls.add(_acl("User:ANONYMOUS", Operation.READ, name="orders"))
+    partitions = [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]
+    fetched = await _ask(
+        kafka,
+        ApiKey.FETCH,
+        12,
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        topics=[
+            {"topic": "secret", "partitions": partitions},
+            {"topic": "orders", "partitions": partitions},
+        ],
+    )
+    assert fetched.error_code == KioError.none  # the refusal is the topic's, not the request's
+    errors = {
+        (t.topic, p.partition_index): p.error_code for t in fetched.responses for p in t.partitions
+    }
+    assert errors == {
+        ("orders", 0): KioError.none,
+        ("secret", 0): KioError.topic_authorization_failed,
+    }

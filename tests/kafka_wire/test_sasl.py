@@ -624,3 +624,22 @@ def test_embedded_kafka_refuses_a_bad_user_or_sasl_port(
 ) -> None:
     with pytest.raises(ValueError, match=r"user|sasl_port"):
         EmbeddedKafka(brokers=1, users=users, sasl_port=sasl_port)
+
+
+@pytest.mark.asyncio
+async def test_a_crashed_broker_closes_its_sasl_listener_and_restarts_it_on_the_same_port(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    door = kafka.front_door
+    address = door.sasl_addresses[1]
+    await kafka.crash_broker(1)
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection(*address)
+    await kafka.restart_broker(1)
+    assert door.sasl_addresses[1] == address
+    wire = await Wire.to(address)
+    try:
+        answer = await _login(wire, "SCRAM-SHA-256", "bob", USERS["bob"])
+        assert answer.error_code == KioError.none
+    finally:
+        wire.close()

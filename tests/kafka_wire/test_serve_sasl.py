@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -137,3 +139,15 @@ def test_a_plaintext_kafka_listener_off_loopback_needs_allow_anonymous() -> None
     _settings("--host", "0.0.0.0", "--kafka-port", "0", "--kafka-allow-anonymous")
     _settings("--host", "127.0.0.1", "--kafka-port", "0")
     _settings("--host", "::1", "--kafka-port", "0")
+    _settings("--host", "0.0.0.0")  # the Docker image's command: HTTP only
+
+
+def test_serve_exits_2_naming_the_flag_for_plaintext_kafka_off_loopback() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "purgatory", "serve", "--host", "0.0.0.0", "--kafka-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "--kafka-allow-anonymous" in result.stderr
