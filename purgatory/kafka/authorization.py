@@ -10,7 +10,9 @@ Three kinds of rule:
   topic); the refused entries are taken out of the request, the rest runs, and the refused
   ones are answered with the error beside the others' answers;
 * :class:`Hide`: entries of the response the principal may not see are left out
-  (Metadata for every topic lists only the topics it may DESCRIBE).
+  (Metadata for every topic lists only the topics it may DESCRIBE);
+* :class:`Fill`: what the principal may do, where the request asks for it
+  (``include_*_authorized_operations``: a bit per operation).
 
 Errors by resource: TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
 CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
@@ -107,7 +109,75 @@ class Hide:
     keep: Callable[[Caller, Any], bool]
 
 
-Rule = Whole | Each | Hide
+@final
+@dataclass(frozen=True, slots=True)
+class Fill:
+    """What the principal may do, filled into the answer when the request asks
+    (``include_*_authorized_operations``): ``fill(caller, answer)``."""
+
+    when: Callable[[Any], bool]
+    fill: Callable[[Caller, Any], Any]
+
+
+Rule = Whole | Each | Hide | Fill
+
+#: the operations a bitfield of authorized operations reports, by resource type (Kafka's
+#: ``AclEntry.supportedOperations``)
+SUPPORTED: Final[Mapping[ResourceType, tuple[Operation, ...]]] = {
+    ResourceType.TOPIC: (
+        Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE,
+        Operation.DELETE, Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE,
+    ),
+}  # fmt: skip
+
+
+def authorized_operations(caller: Caller, resource: ResourceType, name: str) -> int:
+    """The bitfield (bit ``code`` per operation) of what ``caller`` may do to a resource."""
+    return sum(
+        1 << operation for operation in SUPPORTED[resource] if caller.may(operation, resource, name)
+    )
+
+
+def _asked(field: str) -> Callable[[Any], bool]:
+    return lambda request: bool(getattr(request, field, False))
+
+
+def _cluster_operations(caller: Caller, answer: Any) -> Any:
+    operations = authorized_operations(caller, ResourceType.CLUSTER, CLUSTER_NAME)
+    return dataclasses.replace(answer, cluster_authorized_operations=operations)
+
+
+def _topic_operations(caller: Caller, answer: Any) -> Any:
+    topics = tuple(
+        dataclasses.replace(
+            topic,
+            topic_authorized_operations=authorized_operations(
+                caller, ResourceType.TOPIC, caller.topic(topic) or ""
+            ),
+        )
+        if int(topic.error_code) == 0
+        else topic  # a refused or unknown topic: not asked
+        for topic in answer.topics
+    )
+    return dataclasses.replace(answer, topics=topics)
+
+
+def _group_operations(caller: Caller, answer: Any) -> Any:
+    groups = tuple(
+        dataclasses.replace(
+            group,
+            authorized_operations=authorized_operations(caller, ResourceType.GROUP, group.group_id),
+        )
+        if int(group.error_code) == 0
+        else group
+        for group in answer.groups
+    )
+    return dataclasses.replace(answer, groups=groups)
 
 
 def _topic(operation: Operation, field: str = "name") -> Check:
@@ -217,6 +287,8 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
     ApiKey.METADATA: (
         Each("topics", _metadata_topic, lambda request: request.__version__ == 0),
         Hide("topics", _all_topics, _describable),
+        Fill(_asked("include_topic_authorized_operations"), _topic_operations),
+        Fill(_asked("include_cluster_authorized_operations"), _cluster_operations),  # v8-10
     ),
     ApiKey.OFFSET_COMMIT: (
         Whole(_group(Operation.READ)),
@@ -234,7 +306,10 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
     ApiKey.HEARTBEAT: (Whole(_group(Operation.READ)),),
     ApiKey.LEAVE_GROUP: (Whole(_group(Operation.READ)),),
     ApiKey.SYNC_GROUP: (Whole(_group(Operation.READ)),),
-    ApiKey.DESCRIBE_GROUPS: (Each("groups", _group(Operation.DESCRIBE)),),
+    ApiKey.DESCRIBE_GROUPS: (
+        Each("groups", _group(Operation.DESCRIBE)),
+        Fill(_asked("include_authorized_operations"), _group_operations),
+    ),
     ApiKey.LIST_GROUPS: (
         Hide(
             "groups",
@@ -257,7 +332,10 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
     ApiKey.CREATE_PARTITIONS: (Each("topics", _topic(Operation.ALTER)),),
     ApiKey.DELETE_GROUPS: (Each("groups_names", _group(Operation.DELETE)),),
     ApiKey.ELECT_LEADERS: (Whole(_cluster(Operation.ALTER)),),
-    ApiKey.DESCRIBE_CLUSTER: (Whole(_cluster(Operation.DESCRIBE)),),
+    ApiKey.DESCRIBE_CLUSTER: (
+        Whole(_cluster(Operation.DESCRIBE)),
+        Fill(_asked("include_cluster_authorized_operations"), _cluster_operations),
+    ),
     ApiKey.DESCRIBE_ACLS: (Whole(_cluster(Operation.DESCRIBE)),),
     ApiKey.CREATE_ACLS: (Whole(_cluster(Operation.ALTER)),),
     ApiKey.DELETE_ACLS: (Whole(_cluster(Operation.ALTER)),),
@@ -283,6 +361,7 @@ def authorized(caller: Caller, request: Any, invoke: Invoke) -> Any:
     awaitable of it, or None), as Kafka answers it."""
     refused: list[Any] = []
     hide: list[Hide] = []
+    fills: list[Fill] = []
     dropped: list[str] = []  # arrays whose answer entries are not what was asked
     original = request
     for rule in _rules(request.__api_key__, request):
@@ -308,10 +387,13 @@ def authorized(caller: Caller, request: Any, invoke: Invoke) -> Any:
                     refused.append(
                         error_response(dataclasses.replace(original, **{rule.array: part}), error)
                     )
+        elif isinstance(rule, Hide):
+            if rule.when(original):
+                hide.append(rule)
         elif rule.when(original):
-            hide.append(rule)
+            fills.append(rule)
     response = invoke(request)
-    if not refused and not hide:
+    if not refused and not hide and not fills:
         return response
 
     def finish(answer: Any) -> Any:
@@ -324,6 +406,8 @@ def authorized(caller: Caller, request: Any, invoke: Invoke) -> Any:
         for rule in hide:
             kept = tuple(e for e in getattr(answer, rule.array) if rule.keep(caller, e))
             answer = dataclasses.replace(answer, **{rule.array: kept})
+        for fill in fills:
+            answer = fill.fill(caller, answer)
         return answer
 
     if inspect.isawaitable(response):

@@ -561,3 +561,38 @@ async def test_a_fetch_of_an_allowed_and_a_refused_topic_answers_both(
         ("orders", 0): KioError.none,
         ("secret", 0): KioError.topic_authorization_failed,
     }
+
+
+@pytest.mark.asyncio
+async def test_authorized_operations_are_what_the_acls_allow_when_asked(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    acls = kafka.front_door.acls
+    acls.add(_acl("User:ANONYMOUS", Operation.DESCRIBE, resource=C, name="kafka-cluster"))
+    acls.add(_acl("User:ANONYMOUS", Operation.READ, name="orders"))
+    acls.add(_acl("User:ANONYMOUS", Operation.DELETE, resource=G, name="g"))
+    cluster = await _ask(
+        kafka, ApiKey.DESCRIBE_CLUSTER, 0, include_cluster_authorized_operations=True
+    )
+    assert cluster.cluster_authorized_operations == 1 << Operation.DESCRIBE
+    not_asked = await _ask(
+        kafka, ApiKey.DESCRIBE_CLUSTER, 0, include_cluster_authorized_operations=False
+    )
+    assert not_asked.cluster_authorized_operations == -(2**31)
+    metadata = await _ask(
+        kafka, ApiKey.METADATA, 10, topics=[{"name": "orders"}, {"name": "secret"}],
+        include_cluster_authorized_operations=True, include_topic_authorized_operations=True,
+    )  # fmt: skip
+    operations = {t.name: t.topic_authorized_operations for t in metadata.topics}
+    # READ implies DESCRIBE; the refused topic is not reported
+    assert operations == {
+        "orders": (1 << Operation.READ) | (1 << Operation.DESCRIBE),
+        "secret": -(2**31),
+    }
+    assert metadata.cluster_authorized_operations == 1 << Operation.DESCRIBE
+    groups = await _ask(
+        kafka, ApiKey.DESCRIBE_GROUPS, 5, groups=["g"], include_authorized_operations=True
+    )
+    assert [(g.group_id, g.authorized_operations) for g in groups.groups] == [
+        ("g", (1 << Operation.DELETE) | (1 << Operation.DESCRIBE))
+    ]
