@@ -119,7 +119,22 @@ class Fill:
     fill: Callable[[Caller, Any], Any]
 
 
-Rule = Whole | Each | Hide | Fill
+@final
+@dataclass(frozen=True, slots=True)
+class Within:
+    """:class:`Each` and :class:`Hide` one level down: in each entry of the request array
+    ``outer`` (named by its ``key``), one check per entry of its array ``inner``; an entry
+    whose ``inner`` is null asks for all, and the answer's entries ``keep`` refuses are
+    left out (OffsetFetch v8+: each group's topics)."""
+
+    outer: str
+    key: str
+    inner: str
+    check: Check
+    keep: Callable[[Caller, Any], bool]
+
+
+Rule = Whole | Each | Hide | Fill | Within
 
 #: the operations a bitfield of authorized operations reports, by resource type (Kafka's
 #: ``AclEntry.supportedOperations``)
@@ -299,6 +314,7 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
         Each("topics", _topic(Operation.DESCRIBE)),
         Hide("topics", lambda r: getattr(r, "topics", ()) is None, _describable),
         Each("groups", _group(Operation.DESCRIBE)),  # v8+
+        Within("groups", "group_id", "topics", _topic(Operation.DESCRIBE), _describable),
     ),
     # v4+ keys are checked one by one, each as its key_type says (see _rules)
     ApiKey.FIND_COORDINATOR: (Whole(_find_coordinator),),
@@ -363,6 +379,8 @@ def authorized(caller: Caller, request: Any, invoke: Invoke) -> Any:
     hide: list[Hide] = []
     fills: list[Fill] = []
     dropped: list[str] = []  # arrays whose answer entries are not what was asked
+    # one level down: (rule, outer key, how the answer's inner entries change)
+    within: list[tuple[Within, Any, Callable[[tuple[Any, ...]], tuple[Any, ...]]]] = []
     original = request
     for rule in _rules(request.__api_key__, request):
         if isinstance(rule, Whole):
@@ -387,13 +405,15 @@ def authorized(caller: Caller, request: Any, invoke: Invoke) -> Any:
                     refused.append(
                         error_response(dataclasses.replace(original, **{rule.array: part}), error)
                     )
+        elif isinstance(rule, Within):
+            request = _within(rule, caller, original, request, within)
         elif isinstance(rule, Hide):
             if rule.when(original):
                 hide.append(rule)
         elif rule.when(original):
             fills.append(rule)
     response = invoke(request)
-    if not refused and not hide and not fills:
+    if not refused and not hide and not fills and not within:
         return response
 
     def finish(answer: Any) -> Any:
@@ -408,11 +428,64 @@ def authorized(caller: Caller, request: Any, invoke: Invoke) -> Any:
             answer = dataclasses.replace(answer, **{rule.array: kept})
         for fill in fills:
             answer = fill.fill(caller, answer)
+        for down, key, change in within:
+            outers = tuple(
+                dataclasses.replace(o, **{down.inner: change(getattr(o, down.inner))})
+                if getattr(o, down.key) == key
+                else o
+                for o in getattr(answer, down.outer)
+            )
+            answer = dataclasses.replace(answer, **{down.outer: outers})
         return answer
 
     if inspect.isawaitable(response):
         return _later(response, finish)
     return finish(response)
+
+
+def _within(
+    rule: Within,
+    caller: Caller,
+    original: Any,
+    request: Any,
+    changes: list[tuple[Within, Any, Callable[[tuple[Any, ...]], tuple[Any, ...]]]],
+) -> Any:
+    """``request`` with the refused inner entries taken out; how to change the answer is
+    added to ``changes``."""
+    outers = getattr(request, rule.outer, None)
+    if not outers:
+        return request
+    kept = []
+    for outer in outers:
+        key, entries = getattr(outer, rule.key), getattr(outer, rule.inner)
+        if entries is None:
+            changes.append((rule, key, _keeping(rule, caller)))
+            kept.append(outer)
+            continue
+        checked = [(entry, rule.check(caller, entry)) for entry in entries]
+        denied = [(entry, error) for entry, error in checked if error is not None]
+        if not denied:
+            kept.append(outer)
+            continue
+        allowed = tuple(entry for entry, error in checked if error is None)
+        kept.append(dataclasses.replace(outer, **{rule.inner: allowed}))
+        for error in dict.fromkeys(error for _, error in denied):
+            part = tuple(entry for entry, err in denied if err is error)
+            alone = dataclasses.replace(outer, **{rule.inner: part})
+            answered = error_response(
+                dataclasses.replace(original, **{rule.outer: (alone,)}), error
+            )
+            extra = tuple(getattr(getattr(answered, rule.outer)[0], rule.inner))
+            changes.append((rule, key, _appending(extra)))
+    return dataclasses.replace(request, **{rule.outer: tuple(kept)})
+
+
+def _appending(extra: tuple[Any, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    return lambda inner: tuple(inner) + extra
+
+
+def _keeping(rule: Within, caller: Caller) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    return lambda inner: tuple(entry for entry in inner if rule.keep(caller, entry))
 
 
 async def _later(response: Awaitable[Any], finish: Callable[[Any], Any]) -> Any:

@@ -596,3 +596,64 @@ async def test_authorized_operations_are_what_the_acls_allow_when_asked(
     assert [(g.group_id, g.authorized_operations) for g in groups.groups] == [
         ("g", (1 << Operation.DELETE) | (1 << Operation.DESCRIBE))
     ]
+
+
+@pytest.mark.asyncio
+async def test_offsets_are_committed_and_fetched_only_for_what_may_be_read_and_described(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    acls = kafka.front_door.acls
+    for group in ("g", "h"):
+        acls.add(_acl("User:ANONYMOUS", Operation.READ, resource=G, name=group))
+    acls.add(_acl("User:ANONYMOUS", Operation.READ, name="orders"))
+    acls.add(_acl("User:ANONYMOUS", Operation.READ, name="secret"))
+    partitions = [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]
+    both = [{"name": t, "partitions": partitions} for t in ("orders", "secret")]
+    for group in ("g", "h"):
+        committed = await _ask(
+            kafka, ApiKey.OFFSET_COMMIT, 8, group_id=group, generation_id_or_member_epoch=-1,
+            member_id="", topics=both,
+        )  # fmt: skip
+        assert {t.name: t.partitions[0].error_code for t in committed.topics} == {
+            "orders": KioError.none,
+            "secret": KioError.none,
+        }
+    kafka.front_door.acls.remove(
+        AclFilter(T, "secret", LIT, None, None, Operation.ANY, Permission.ANY)
+    )
+    refused = await _ask(
+        kafka, ApiKey.OFFSET_COMMIT, 8, group_id="g", generation_id_or_member_epoch=-1,
+        member_id="", topics=[{"name": "secret", "partitions": partitions}],
+    )  # fmt: skip
+    assert refused.topics[0].partitions[0].error_code == KioError.topic_authorization_failed
+    fetched = await _ask(
+        kafka,
+        ApiKey.OFFSET_FETCH,
+        9,
+        groups=[
+            {
+                "group_id": "g",
+                "topics": [{"name": n, "partition_indexes": [0]} for n in ("orders", "secret")],
+            },
+            {"group_id": "h", "topics": None},
+            {"group_id": "x", "topics": None},
+        ],
+    )
+    answers = {
+        g.group_id: (
+            g.error_code,
+            {
+                t.name: (t.partitions[0].error_code, t.partitions[0].committed_offset)
+                for t in g.topics
+            },
+        )
+        for g in fetched.groups
+    }
+    assert answers == {
+        "g": (
+            KioError.none,
+            {"orders": (KioError.none, 5), "secret": (KioError.topic_authorization_failed, 0)},
+        ),
+        "h": (KioError.none, {"orders": (KioError.none, 5)}),  # "secret" left out
+        "x": (KioError.group_authorization_failed, {}),
+    }
