@@ -183,6 +183,14 @@ _CONFIGS: Final = (
         "0: for ever",
     ),
     BrokerConfig(
+        "connection.failed.authentication.delay.ms",
+        ConfigType.INT,
+        100,
+        100,
+        "how long a SASL connection whose authentication failed stays open after its error "
+        "answer before it closes",
+    ),
+    BrokerConfig(
         "authorizer.class.name",
         ConfigType.STRING,
         "",

@@ -97,7 +97,11 @@ class KafkaFrontDoor:
         )
         self.offsets = OffsetStore()
         self.credentials = Credentials(users or {})
-        self.sasl = SaslListener(self.credentials, self.configs.number("connections.max.reauth.ms"))
+        self.sasl = SaslListener(
+            self.credentials,
+            self.configs.number("connections.max.reauth.ms"),
+            self.configs.number("connection.failed.authentication.delay.ms"),
+        )
         self._producer_ids = ProducerIds()
         self.acls = Acls()
         self.authorizer = (

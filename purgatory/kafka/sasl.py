@@ -322,11 +322,14 @@ def _exchange(mechanism: str, credentials: Credentials) -> _Mechanism:
 @final
 @dataclass
 class SaslListener:
-    """What every SASL listener of a front door shares: the users and the session
-    lifetime (``connections.max.reauth.ms``; 0: sessions never end)."""
+    """What every SASL listener of a front door shares: the users, the session lifetime
+    (``connections.max.reauth.ms``; 0: sessions never end) and how long a connection whose
+    authentication failed stays open after its error answer
+    (``connection.failed.authentication.delay.ms``: slows a password-guessing client)."""
 
     credentials: Credentials = field(default_factory=Credentials)
     max_reauth_ms: int = 0
+    failed_close_delay_ms: int = 100
     clock: Callable[[], float] = time.monotonic
 
 

@@ -377,7 +377,11 @@ class KafkaProtocolServer:
                 responses.owed += 1
                 await responses.queue.put(item)
                 if session is not None and session.state is State.FAILED:
-                    break  # answered (the failure's error), then closed, as Kafka does
+                    # answered (the failure's error), then closed, as Kafka does: after
+                    # connection.failed.authentication.delay.ms, so that a client guessing
+                    # passwords cannot try them as fast as it can connect
+                    await asyncio.sleep(session.listener.failed_close_delay_ms / 1000)
+                    break
                 # Kafka handles a connection's requests one at a time: the next is not
                 # taken up until this one is answered (its channel is muted meanwhile), so
                 # a ListOffsets sent right after a parked DeleteRecords sees the records

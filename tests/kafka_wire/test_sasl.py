@@ -643,3 +643,23 @@ async def test_a_crashed_broker_closes_its_sasl_listener_and_restarts_it_on_the_
         assert answer.error_code == KioError.none
     finally:
         wire.close()
+
+
+@pytest.mark.asyncio
+async def test_a_failed_login_closes_after_connection_failed_authentication_delay_ms() -> None:
+    async with AsyncEmbeddedKafka(
+        brokers=1,
+        users=USERS,
+        sasl_port=0,
+        configs={"connection.failed.authentication.delay.ms": 400},
+    ) as kafka:
+        wire = await Wire.to(kafka.front_door.sasl_addresses[0])
+        loop = asyncio.get_running_loop()
+        try:
+            answer = await _login(wire, "PLAIN", "alice", "wrong")
+            answered = loop.time()
+            assert answer.error_code == KioError.sasl_authentication_failed
+            assert await wire.closed()
+            assert loop.time() - answered >= 0.3  # answered at once, closed after the delay
+        finally:
+            wire.close()
