@@ -65,11 +65,6 @@ class AuthenticationFailed(Exception):
         self.message = message
 
 
-def scram_type(mechanism: str) -> int:
-    """Kafka's ScramMechanism type of a SCRAM mechanism name."""
-    return next(number for number, name in SCRAM_TYPES.items() if name == mechanism)
-
-
 @final
 @dataclass(frozen=True, slots=True)
 class ScramCredential:
@@ -356,7 +351,6 @@ class SaslSession:
         #: the authenticated user (``User:NAME`` is its principal)
         self.user: str | None = None
         self.expires_at: float | None = None
-        self.supports_reauth = False
         self._exchange: _Mechanism | None = None
         self._reauth_started: float | None = None
         self._reauth_of: tuple[str, str] | None = None  # (mechanism, user) re-authenticated
@@ -387,10 +381,6 @@ class SaslSession:
         self.state = State.HANDSHAKE
         return True
 
-    @property
-    def reauthenticating(self) -> bool:
-        return self._reauth_of is not None
-
     def handshake(self, mechanism: str, version: int) -> bool:
         """SaslHandshake: True if the mechanism is enabled (the tokens follow); False and
         the connection fails if not."""
@@ -410,15 +400,12 @@ class SaslSession:
         self.state = State.AUTHENTICATE
         return True
 
-    def authenticate(self, token: bytes, version: int | None = None) -> tuple[bytes, int]:
-        """One SASL token (``version``: of the SaslAuthenticate carrying it; None for a raw
-        token): the server's token and, once complete, the session lifetime in ms (0:
-        none). Raises AuthenticationFailed; the connection fails."""
-        exchange, mechanism = self._exchange, self.mechanism
+    def authenticate(self, token: bytes) -> tuple[bytes, int]:
+        """One SASL token (raw, or a SaslAuthenticate's): the server's token and, once
+        complete, the session lifetime in ms (0: none). Raises AuthenticationFailed; the
+        connection fails."""
+        exchange = self._exchange
         assert exchange is not None
-        assert mechanism is not None
-        if version is not None and version > 0:
-            self.supports_reauth = True
         try:
             if self._bad_reauth_mechanism is not None:
                 raise AuthenticationFailed(self._bad_reauth_mechanism)
@@ -451,7 +438,3 @@ class SaslSession:
     def principal(self) -> str:
         """``User:NAME`` once authenticated (``User:ANONYMOUS`` before)."""
         return f"User:{self.user}" if self.user is not None else ANONYMOUS
-
-    @property
-    def bad_reauth_mechanism(self) -> str | None:
-        return self._bad_reauth_mechanism

@@ -559,7 +559,7 @@ class KafkaProtocolServer:
             done.set_result(respond(body, error_code=error, mechanisms=MECHANISMS))
             return header.correlation_id, done
         try:
-            answer, lifetime = session.authenticate(body.auth_bytes, version)
+            answer, lifetime = session.authenticate(body.auth_bytes)
         except AuthenticationFailed as exc:
             self.stats.authentication_failed(str(session.mechanism), exc.message)
             response = respond(

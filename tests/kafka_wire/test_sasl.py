@@ -128,14 +128,13 @@ def test_scram_sha_256_matches_rfc_7677s_example(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr("secrets.token_urlsafe", lambda n: "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0")
     session = SaslSession(SaslListener(credentials))
     assert session.handshake(SCRAM_SHA_256, 1)
-    server_first, _ = session.authenticate(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO", 1)
+    server_first, _ = session.authenticate(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
     assert server_first == (
         b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
     )
     server_final, lifetime = session.authenticate(
         b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-        b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
-        1,
+        b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
     )
     assert server_final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
     assert (session.authenticated, session.principal, lifetime) == (True, "User:user", 0)
