@@ -51,7 +51,12 @@ class ErrorCode(enum.StrEnum):
     UNKNOWN_MEMBER_ID = enum.auto(), 25
     INVALID_SESSION_TIMEOUT = enum.auto(), 26
     REBALANCE_IN_PROGRESS = enum.auto(), 27
+    TOPIC_AUTHORIZATION_FAILED = enum.auto(), 29
+    GROUP_AUTHORIZATION_FAILED = enum.auto(), 30
+    CLUSTER_AUTHORIZATION_FAILED = enum.auto(), 31
     INVALID_TIMESTAMP = enum.auto(), 32
+    UNSUPPORTED_SASL_MECHANISM = enum.auto(), 33
+    ILLEGAL_SASL_STATE = enum.auto(), 34
     UNSUPPORTED_VERSION = enum.auto(), 35
     TOPIC_ALREADY_EXISTS = enum.auto(), 36
     INVALID_PARTITIONS = enum.auto(), 37
@@ -63,8 +68,11 @@ class ErrorCode(enum.StrEnum):
     INVALID_PRODUCER_EPOCH = enum.auto(), 47
     INVALID_TXN_STATE = enum.auto(), 48
     TRANSACTION_COORDINATOR_FENCED = enum.auto(), 52
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = enum.auto(), 53
+    SECURITY_DISABLED = enum.auto(), 54
     KAFKA_STORAGE_ERROR = enum.auto(), 56
     LOG_DIR_NOT_FOUND = enum.auto(), 57
+    SASL_AUTHENTICATION_FAILED = enum.auto(), 58
     NON_EMPTY_GROUP = enum.auto(), 68
     GROUP_ID_NOT_FOUND = enum.auto(), 69
     FETCH_SESSION_ID_NOT_FOUND = enum.auto(), 70
@@ -77,6 +85,9 @@ class ErrorCode(enum.StrEnum):
     ELECTION_NOT_NEEDED = enum.auto(), 84
     NO_REASSIGNMENT_IN_PROGRESS = enum.auto(), 85
     INVALID_RECORD = enum.auto(), 87
+    RESOURCE_NOT_FOUND = enum.auto(), 91
+    DUPLICATE_RESOURCE = enum.auto(), 92
+    UNACCEPTABLE_CREDENTIAL = enum.auto(), 93
     UNKNOWN_TOPIC_ID = enum.auto(), 100
     MISMATCHED_ENDPOINT_TYPE = enum.auto(), 114
     UNSUPPORTED_ENDPOINT_TYPE = enum.auto(), 115

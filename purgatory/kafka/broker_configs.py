@@ -35,6 +35,10 @@ _LONG_MIN: Final = -(1 << 63)
 #: (a LIST as Kafka prints it: its items joined by commas)
 Value = int | bool | float | str
 
+#: the authorizers ``authorizer.class.name`` may name (both enforce ACLs the same way here)
+STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ACL_AUTHORIZER: Final = "kafka.security.authorizer.AclAuthorizer"
+
 
 class ConfigType(IntEnum):
     """A config's type (Kafka's ConfigType, DescribeConfigs v3+)."""
@@ -301,6 +305,45 @@ _CONFIGS: Final = (
         Rule(1),
     ),
     BrokerConfig(
+        "connections.max.reauth.ms",
+        ConfigType.LONG,
+        0,
+        0,
+        "how long a SASL session lasts before the client must re-authenticate (KIP-368); "
+        "0: for ever",
+    ),
+    BrokerConfig(
+        "connection.failed.authentication.delay.ms",
+        ConfigType.INT,
+        100,
+        100,
+        "how long a SASL connection whose authentication failed stays open after its error "
+        "answer before it closes",
+    ),
+    BrokerConfig(
+        "authorizer.class.name",
+        ConfigType.STRING,
+        "",
+        "",
+        "the authorizer: Kafka's StandardAuthorizer (or AclAuthorizer, the same here) "
+        "enforces the ACLs; empty: none, every request allowed",
+        Rule(choices=("", STANDARD_AUTHORIZER, ACL_AUTHORIZER)),
+    ),
+    BrokerConfig(
+        "super.users",
+        ConfigType.STRING,
+        "",
+        "",
+        "principals (User:NAME;User:OTHER) the authorizer allows everything",
+    ),
+    BrokerConfig(
+        "allow.everyone.if.no.acl.found",
+        ConfigType.BOOLEAN,
+        False,
+        False,
+        "the authorizer allows a resource no ACL matches (else denies it)",
+    ),
+    BrokerConfig(
         "transaction.max.timeout.ms",
         ConfigType.INT,
         900_000,
@@ -342,6 +385,12 @@ class BrokerConfigs:
         value = self.value(name)
         assert isinstance(value, int), name
         return int(value)
+
+    def text(self, name: str) -> str:
+        """The value in force of a STRING config."""
+        value = self.value(name)
+        assert isinstance(value, str), name
+        return value
 
     def is_set(self, name: str) -> bool:
         return name in self.explicit
