@@ -69,8 +69,10 @@ class ErrorCode(enum.StrEnum):
     UNSUPPORTED_COMPRESSION_TYPE = enum.auto(), 76
     MEMBER_ID_REQUIRED = enum.auto(), 79
     PREFERRED_LEADER_NOT_AVAILABLE = enum.auto(), 80
+    FENCED_INSTANCE_ID = enum.auto(), 82
     ELIGIBLE_LEADERS_NOT_AVAILABLE = enum.auto(), 83
     ELECTION_NOT_NEEDED = enum.auto(), 84
+    GROUP_SUBSCRIBED_TO_TOPIC = enum.auto(), 86
     INVALID_RECORD = enum.auto(), 87
     UNKNOWN_TOPIC_ID = enum.auto(), 100
     MISMATCHED_ENDPOINT_TYPE = enum.auto(), 114

@@ -28,14 +28,17 @@ class GroupState(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class JoinResult:
-    """A JoinGroup answer; ``members`` (member id, metadata) goes to the leader only."""
+    """A JoinGroup answer; ``members`` (member id, group instance id, metadata) goes to
+    the leader only. ``skip_assignment`` (JoinGroup v9+, KIP-814) tells a static leader
+    that rejoined a Stable group to keep the current assignment instead of computing one."""
 
     error: ErrorCode
     member_id: str = ""
     generation: int = -1
     protocol: str = ""
     leader: str = ""
-    members: tuple[tuple[str, bytes], ...] = ()
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
+    skip_assignment: bool = False
 
 
 SyncResult = tuple[ErrorCode, bytes]
@@ -46,6 +49,7 @@ SyncResult = tuple[ErrorCode, bytes]
 class Member:
     member_id: str
     client_id: str = ""  # as its JoinGroup's header gave it (DescribeGroups shows it)
+    instance_id: str | None = None  # its group.instance.id: a static member (KIP-345)
     session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS
     rebalance_timeout_ms: int = MIN_SESSION_TIMEOUT_MS
     protocols: list[tuple[str, bytes]] = field(default_factory=list)
@@ -73,9 +77,23 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     # Ids handed out with MEMBER_ID_REQUIRED, not members until they join with them.
     pending: dict[str, Member] = field(default_factory=dict)
+    # The static members: group instance id -> the member id it holds now.
+    static_members: dict[str, str] = field(default_factory=dict)
 
     def all_joined(self) -> bool:
         return all(m.join is not None for m in self.members.values())
+
+    def member_error(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's validateMember: an instance id given must be held by ``member_id``
+        (FENCED_INSTANCE_ID if another member id holds it now, UNKNOWN_MEMBER_ID if
+        nobody does), and the member must be in the group."""
+        if instance_id is not None:
+            holder = self.static_members.get(instance_id)
+            if holder is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if holder != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]], member: str) -> bool:
         """Whether ``member`` (new, or rejoining) may join with these protocols: the
@@ -104,10 +122,14 @@ class Group:
         )
         return votes.most_common(1)[0][0]
 
+    def subscriptions(self) -> tuple[tuple[str, str | None, bytes], ...]:
+        """What the leader is told: every member's id, instance id and metadata."""
+        return tuple(
+            (m.member_id, m.instance_id, m.metadata(self.protocol)) for m in self.members.values()
+        )
+
     def join_result(self, member: Member) -> JoinResult:
-        members: tuple[tuple[str, bytes], ...] = ()
-        if member.member_id == self.leader:
-            members = tuple((m.member_id, m.metadata(self.protocol)) for m in self.members.values())
+        members = self.subscriptions() if member.member_id == self.leader else ()
         return JoinResult(
             ErrorCode.NONE, member.member_id, self.generation, self.protocol, self.leader, members
         )

@@ -118,7 +118,7 @@ def _describe(group: Group | None) -> dict[str, Any]:
         "members": [
             {
                 "member_id": member.member_id,
-                "group_instance_id": None,  # static membership is not kept
+                "group_instance_id": member.instance_id,
                 "client_id": member.client_id,
                 "client_host": "",  # not kept
                 "member_metadata": member.metadata(group.protocol) if stable else b"",

@@ -62,7 +62,8 @@ class OffsetHandlers:
         version = header.api_version
         group = request.group_id
         generation = request.generation_id_or_member_epoch
-        error = self._commit_error(version, group, generation, request.member_id)
+        instance_id = request.group_instance_id if version >= 7 else None
+        error = self._commit_error(version, group, generation, request.member_id, instance_id)
         answered = []
         for topic in request.topics:
             name = self._name(topic.topic_id) if version >= _TOPIC_IDS else topic.name
@@ -88,9 +89,11 @@ class OffsetHandlers:
             )
         return respond(request, topics=answered)
 
-    def _commit_error(self, version: int, group: str, generation: int, member_id: str) -> ErrorCode:
+    def _commit_error(
+        self, version: int, group: str, generation: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode:
         """A member of a group commits for its generation; assign() consumers with -1."""
-        error = self.coordinator.commit_error(group, generation, member_id)
+        error = self.coordinator.commit_error(group, generation, member_id, instance_id)
         nobody_knows = group not in self.coordinator.groups and group not in self.offsets.groups()
         if error is ErrorCode.ILLEGAL_GENERATION and nobody_knows and version >= 9:
             return ErrorCode.GROUP_ID_NOT_FOUND
