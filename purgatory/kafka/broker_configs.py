@@ -17,6 +17,7 @@ from enum import IntEnum
 from typing import Final, final
 
 #: Java's int and long bounds: Kafka's INT and LONG configs refuse anything beyond
+_SHORT_MAX: Final = (1 << 15) - 1
 _INT_MAX: Final = (1 << 31) - 1
 _LONG_MAX: Final = (1 << 63) - 1
 
@@ -27,6 +28,7 @@ class ConfigType(IntEnum):
     BOOLEAN = 1
     STRING = 2
     INT = 3
+    SHORT = 4
     LONG = 5
     LIST = 7
 
@@ -34,10 +36,10 @@ class ConfigType(IntEnum):
 @final
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
-    """One broker config: Kafka's ``name``, ``type`` (INT, LONG or BOOLEAN) and
+    """One broker config: Kafka's ``name``, ``type`` (SHORT, INT, LONG or BOOLEAN) and
     ``kafka_default``; ``default``, the value here when nothing sets it (None: the
     cluster's own, as for the log retention ``purgatory serve`` and ``Cluster`` default
-    apart); ``minimum`` and ``maximum`` (None: Java's int or long bound), the values
+    apart); ``minimum`` and ``maximum`` (None: Java's short, int or long bound), the values
     allowed (numbers); ``effect``, what it does here."""
 
     name: str
@@ -66,7 +68,7 @@ class BrokerConfig:
             number = value
         else:
             raise ValueError(f"{self.name}: expected an integer, got {value!r}")
-        maximum = _INT_MAX if self.type is ConfigType.INT else _LONG_MAX
+        maximum = {ConfigType.SHORT: _SHORT_MAX, ConfigType.INT: _INT_MAX}.get(self.type, _LONG_MAX)
         maximum = maximum if self.maximum is None else self.maximum
         if not self.minimum <= number <= maximum:
             raise ValueError(f"{self.name}: must be in {self.minimum}..{maximum}, got {number}")
@@ -157,6 +159,25 @@ _CONFIGS: Final = (
         10_080,
         10_080,
         "reported only: committed offsets are kept while the cluster runs",
+        minimum=1,
+    ),
+    BrokerConfig(
+        "offsets.topic.num.partitions",
+        ConfigType.INT,
+        50,
+        50,
+        "partitions of __consumer_offsets, created at the first FindCoordinator for a group; "
+        "a group's coordinator is the leader of partition abs(hash(group)) % this",
+        minimum=1,
+    ),
+    BrokerConfig(
+        "offsets.topic.replication.factor",
+        ConfigType.SHORT,
+        3,
+        None,
+        "replicas of __consumer_offsets: unless set, 3 capped at the cluster's brokers (a "
+        "one-broker cluster gets 1, as test Kafka images set); set above the brokers, "
+        "FindCoordinator answers COORDINATOR_NOT_AVAILABLE, as Kafka does",
         minimum=1,
     ),
     BrokerConfig(

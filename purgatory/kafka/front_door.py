@@ -7,13 +7,13 @@ broker's :class:`PartitionHandlers`, then the handlers over the shared state.
 
 from __future__ import annotations
 
-import zlib
 from typing import final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.configs import ConfigHandlers
@@ -32,6 +32,7 @@ from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
 from purgatory.sim import Cluster
+from purgatory.sim.errors import ErrorCode
 
 
 @final
@@ -71,6 +72,12 @@ class KafkaFrontDoor:
             initial_rebalance_delay_ms=self.configs.number("group.initial.rebalance.delay.ms"),
         )
         self.offsets = OffsetStore()
+        #: __consumer_offsets: its partitions' leaders coordinate the groups
+        self.offsets_topic = OffsetsTopic(
+            cluster,
+            self.configs.number("offsets.topic.num.partitions"),
+            self.configs.value("offsets.topic.replication.factor"),
+        )
         self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs))
         self._shared: list[ApiTable] = [
             self._topics.apis(),
@@ -114,9 +121,7 @@ class KafkaFrontDoor:
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)
-        groups = GroupHandlers(
-            self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
-        )
+        groups = GroupHandlers(self.coordinator, self.offsets, broker_id, self.offsets_topic)
         configs = ConfigHandlers(self.cluster, broker_id, self.configs)
         for apis in [
             partitions.apis(),
@@ -152,13 +157,16 @@ class KafkaFrontDoor:
         for server in list(self._servers.values()):  # maybe called from another thread
             server.interceptor = self.faults if active else None
 
-    def _coordinator_for(self, key: str) -> tuple[int, str, int]:
-        """A group's coordinator: a live broker picked by a hash of the group id, as Kafka
-        picks the partition of __consumer_offsets whose leader coordinates it. Any broker
+    async def _coordinator_for(self, key: str) -> tuple[int, str, int] | None:
+        """A group's coordinator, as Kafka's: the leader of the group's partition of
+        __consumer_offsets (created now if need be); None while there is none. Any broker
         answers group requests (one coordinator holds every group), but the answer must
         not depend on the broker asked, or a client that asks several keeps moving."""
-        live = [b for b in sorted(self.addresses) if self.cluster.is_alive(b)]
-        broker = live[zlib.crc32(key.encode()) % len(live)] if live else min(self.addresses)
+        if await self.offsets_topic.ensure() is not ErrorCode.NONE:
+            return None
+        broker = self.offsets_topic.coordinator(key)
+        if broker is None or broker not in self.addresses:
+            return None
         host, port = self.addresses[broker]
         return broker, host, port
 

@@ -14,12 +14,12 @@ a ``classic`` one) and a filter of types, both filters case-insensitive.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final, final
 
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import Group, GroupState
 from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -35,20 +35,20 @@ _NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 
 @final
 class GroupHandlers:
-    """DescribeGroups and ListGroups as broker ``broker_id`` answers them; ``coordinator_of``
-    gives the id of the broker that coordinates a group."""
+    """DescribeGroups and ListGroups as broker ``broker_id`` answers them; ListGroups lists
+    the groups it coordinates (it leads their partition of ``offsets_topic``)."""
 
     def __init__(
         self,
         coordinator: GroupCoordinator,
         offsets: OffsetStore,
         broker_id: int,
-        coordinator_of: Callable[[str], int],
+        offsets_topic: OffsetsTopic,
     ) -> None:
         self.coordinator = coordinator
         self.offsets = offsets
         self.broker_id = broker_id
-        self.coordinator_of = coordinator_of
+        self.offsets_topic = offsets_topic
 
     def apis(self) -> ApiTable:
         return {
@@ -83,13 +83,16 @@ class GroupHandlers:
             group["authorized_operations"] = _NO_AUTHORIZED_OPERATIONS
         return respond(request, groups=described)
 
-    def list_groups(self, header: RequestHeader, request: Any) -> Any:
+    async def list_groups(self, header: RequestHeader, request: Any) -> Any:
         version = header.api_version
         states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
         types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
+        known = self._known()
+        if known:  # a group lives in a partition of __consumer_offsets: it must exist
+            await self.offsets_topic.ensure()
         listed = []
-        for name, group in self._known().items():
-            if self.coordinator_of(name) != self.broker_id:
+        for name, group in known.items():
+            if self.offsets_topic.coordinator(name) != self.broker_id:
                 continue
             state = GroupState.EMPTY if group is None else group.state
             if (states and state.value.lower() not in states) or (types and CLASSIC not in types):

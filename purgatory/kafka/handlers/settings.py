@@ -13,6 +13,7 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs, ConfigType
+from purgatory.kafka.coordinator.offsets_topic import default_replication_factor
 from purgatory.sim import Cluster
 from purgatory.sim.log import LogConfig
 
@@ -74,6 +75,8 @@ def broker_configs_described(cluster: Cluster, configs: BrokerConfigs) -> dict[s
     ``log.cleanup.policy`` and ``log.message.timestamp.type``, by name, in the order a
     broker lists them."""
     own = _from_cluster(cluster)
+    if not configs.is_set("offsets.topic.replication.factor"):  # sized to the cluster
+        own["offsets.topic.replication.factor"] = default_replication_factor(cluster)
     settings = [
         broker_setting(
             name,
