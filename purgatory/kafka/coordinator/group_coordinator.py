@@ -33,6 +33,7 @@ from typing import ClassVar, TypeVar, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.coordinator.groups import (
+    CONSUMER_PROTOCOL_TYPE,
     MAX_SESSION_TIMEOUT_MS,
     MIN_SESSION_TIMEOUT_MS,
     Group,
@@ -439,6 +440,32 @@ class GroupCoordinator:
         offsets.delete_group(group_id)
         return ErrorCode.NONE
 
+    def delete_offsets(
+        self, group_id: str, partitions: dict[str, list[int]], offsets: OffsetStore
+    ) -> ErrorCode | dict[str, ErrorCode]:
+        """OffsetDelete, as Kafka's coordinator decides it: a group nobody knows is
+        GROUP_ID_NOT_FOUND, a live group of another protocol type than ``consumer``
+        NON_EMPTY_GROUP (both for the whole request); otherwise, per topic, one the live
+        group subscribes to is GROUP_SUBSCRIBED_TO_TOPIC and kept, the others' committed
+        offsets go (NONE, whether or not there were any)."""
+        group = self.groups.get(group_id)
+        if group is None and group_id not in offsets.groups():
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        subscribed: frozenset[str] | None = frozenset()
+        if group is not None and group.state is not GroupState.EMPTY:
+            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return ErrorCode.NON_EMPTY_GROUP
+            subscribed = group.subscribed  # as of the generation's start, as in Kafka
+        answers = {}
+        for topic, indexes in partitions.items():
+            if subscribed is None or topic in subscribed:
+                answers[topic] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            for index in indexes:
+                offsets.delete(group_id, topic, index)
+            answers[topic] = ErrorCode.NONE
+        return answers
+
     # -- rebalancing -----------------------------------------------------------------------
 
     def _prepare_rebalance(self, group: Group) -> None:
@@ -488,8 +515,10 @@ class GroupCoordinator:
         if not group.members:
             group.state = GroupState.EMPTY
             group.protocol = group.leader = ""
+            group.subscribed = frozenset()
             return
         group.protocol = group.select_protocol()
+        group.subscribed = group.subscribed_topics()
         if group.leader not in group.members or group.members[group.leader].join is None:
             group.leader = joined[0].member_id  # a leader that did not rejoin leads no more
         group.state = GroupState.COMPLETING_REBALANCE

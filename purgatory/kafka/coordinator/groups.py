@@ -14,6 +14,9 @@ from typing import Final, final
 from purgatory import DelayedOperation
 from purgatory.sim.errors import ErrorCode
 
+#: the protocol type of Kafka consumers' groups (ConsumerProtocol.PROTOCOL_TYPE)
+CONSUMER_PROTOCOL_TYPE: Final = "consumer"
+
 # Kafka's group.min.session.timeout.ms and group.max.session.timeout.ms defaults.
 MIN_SESSION_TIMEOUT_MS: Final = 6_000
 MAX_SESSION_TIMEOUT_MS: Final = 1_800_000
@@ -79,6 +82,10 @@ class Group:
     pending: dict[str, Member] = field(default_factory=dict)
     # The static members: group instance id -> the member id it holds now.
     static_members: dict[str, str] = field(default_factory=dict)
+    # The topics the members of the current generation subscribe to (a "consumer"
+    # group), as Kafka computes them when a generation starts; None: not known (no
+    # generation yet, another protocol type, or metadata that does not parse).
+    subscribed: frozenset[str] | None = None
 
     def all_joined(self) -> bool:
         return all(m.join is not None for m in self.members.values())
@@ -122,6 +129,21 @@ class Group:
         )
         return votes.most_common(1)[0][0]
 
+    def subscribed_topics(self) -> frozenset[str] | None:
+        """Kafka's computeSubscribedTopics: for a ``consumer`` group, the topics of every
+        member's subscription (the consumer protocol's version-0 prefix, which every
+        version starts with); None for another protocol type or metadata that does not
+        parse."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            parsed = _subscription_topics(member.metadata(self.protocol))
+            if parsed is None:
+                return None
+            topics.update(parsed)
+        return frozenset(topics)
+
     def subscriptions(self) -> tuple[tuple[str, str | None, bytes], ...]:
         """What the leader is told: every member's id, instance id and metadata."""
         return tuple(
@@ -133,3 +155,22 @@ class Group:
         return JoinResult(
             ErrorCode.NONE, member.member_id, self.generation, self.protocol, self.leader, members
         )
+
+
+def _subscription_topics(metadata: bytes) -> list[str] | None:
+    """The topics of a consumer protocol subscription: an int16 version, then an int32
+    count of int16-length strings (every version starts so); None if it does not parse."""
+    try:
+        count = int.from_bytes(metadata[2:6], "big", signed=True)
+        if len(metadata) < 6 or count < 0:
+            return None
+        topics, at = [], 6
+        for _ in range(count):
+            size = int.from_bytes(metadata[at : at + 2], "big", signed=True)
+            if size < 0 or at + 2 + size > len(metadata):
+                return None
+            topics.append(metadata[at + 2 : at + 2 + size].decode())
+            at += 2 + size
+        return topics
+    except UnicodeDecodeError:
+        return None
