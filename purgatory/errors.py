@@ -75,5 +75,9 @@ class ErrorCode(enum.StrEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = enum.auto(), 86
     INVALID_RECORD = enum.auto(), 87
     UNKNOWN_TOPIC_ID = enum.auto(), 100
+    FENCED_MEMBER_EPOCH = enum.auto(), 110
+    UNSUPPORTED_ASSIGNOR = enum.auto(), 112
+    STALE_MEMBER_EPOCH = enum.auto(), 113
     MISMATCHED_ENDPOINT_TYPE = enum.auto(), 114
     UNSUPPORTED_ENDPOINT_TYPE = enum.auto(), 115
+    INVALID_REGULAR_EXPRESSION = enum.auto(), 128

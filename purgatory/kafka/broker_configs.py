@@ -154,6 +154,22 @@ _CONFIGS: Final = (
         "how long the first rebalance of an empty group waits for more members (0 here unless set)",
     ),
     BrokerConfig(
+        "group.consumer.heartbeat.interval.ms",
+        ConfigType.INT,
+        5_000,
+        5_000,
+        "the heartbeat interval ConsumerGroupHeartbeat tells members of KIP-848 groups",
+        minimum=1,
+    ),
+    BrokerConfig(
+        "group.consumer.session.timeout.ms",
+        ConfigType.INT,
+        45_000,
+        45_000,
+        "how long a member of a KIP-848 group may go without heartbeating before it is removed",
+        minimum=1,
+    ),
+    BrokerConfig(
         "offsets.retention.minutes",
         ConfigType.INT,
         10_080,

@@ -11,12 +11,14 @@ from typing import final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.configs import ConfigHandlers
+from purgatory.kafka.handlers.consumer_groups import ConsumerGroupHandlers, topics_of
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
 from purgatory.kafka.handlers.delete_groups import DeleteGroupsHandlers
@@ -71,6 +73,11 @@ class KafkaFrontDoor:
             labels={"broker": "all"},
             initial_rebalance_delay_ms=self.configs.number("group.initial.rebalance.delay.ms"),
         )
+        self.consumer_groups = ConsumerGroupCoordinator(
+            topics_of(cluster),
+            heartbeat_interval_ms=self.configs.number("group.consumer.heartbeat.interval.ms"),
+            session_timeout_ms=self.configs.number("group.consumer.session.timeout.ms"),
+        )
         self.offsets = OffsetStore()
         #: __consumer_offsets: its partitions' leaders coordinate the groups
         self.offsets_topic = OffsetsTopic(
@@ -82,7 +89,8 @@ class KafkaFrontDoor:
         self._shared: list[ApiTable] = [
             self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
-            OffsetHandlers(self.offsets, self.coordinator, cluster).apis(),
+            OffsetHandlers(self.offsets, self.coordinator, cluster, self.consumer_groups).apis(),
+            ConsumerGroupHandlers(self.consumer_groups, cluster).apis(),
             CoordinatorHandlers(self._coordinator_for, ProducerIds()).apis(),
             ElectionHandlers(cluster).apis(),
             DescribeClusterHandlers(cluster, self.addresses).apis(),
@@ -172,6 +180,7 @@ class KafkaFrontDoor:
 
     async def close(self) -> None:
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
+        self.consumer_groups.close()
         for server in self._servers.values():
             await server.close()
         self._servers.clear()

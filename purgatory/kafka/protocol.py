@@ -44,6 +44,8 @@ class ApiKey(IntEnum):
     ELECT_LEADERS = 43
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 class RequestHeader(NamedTuple):

@@ -124,7 +124,6 @@ def test_kafka_python_deletes_a_group_s_offsets_once_it_stops_consuming(
         NoError,
         RebalanceInProgressError,
     )
-    from kafka.structs import OffsetAndMetadata
 
     kafka_cluster.create_topic("d", partitions=2, replication_factor=1)
     kafka_cluster.create_topic("e", partitions=1, replication_factor=1)
@@ -149,18 +148,20 @@ def test_kafka_python_deletes_a_group_s_offsets_once_it_stops_consuming(
             if got == 4:
                 break
 
-        def commit(offsets: Any = None) -> None:
+        def commit() -> None:
             for _ in range(50):  # a rebalance in progress: poll, then retry (its advice)
                 try:
-                    consumer.commit(offsets)
+                    consumer.commit()
                     return
                 except RebalanceInProgressError:
                     consumer.poll(timeout_ms=100)
             raise AssertionError("the group never settled")
 
         commit()
-        # a commit for a topic the group does not consume
-        commit({e0: OffsetAndMetadata(1, None, -1)})
+        # an offset of a topic the group does not consume (committed before, say)
+        kafka_cluster._get(
+            lambda k: k.front_door.offsets.commit("deleting", "e", 0, Committed(1, -1, ""))
+        )
         assert admin.delete_group_offsets("deleting", [d0, d1, e0]) == {
             d0: GroupSubscribedToTopicError,
             d1: GroupSubscribedToTopicError,

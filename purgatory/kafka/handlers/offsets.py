@@ -20,6 +20,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol, final
 
+from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.protocol import ApiKey, RequestHeader
@@ -48,11 +49,16 @@ class OffsetHandlers:
     coordinator; ``topics`` names the topics v10 asks for by id."""
 
     def __init__(
-        self, offsets: OffsetStore, coordinator: GroupCoordinator, topics: TopicIds
+        self,
+        offsets: OffsetStore,
+        coordinator: GroupCoordinator,
+        topics: TopicIds,
+        consumer_groups: ConsumerGroupCoordinator | None = None,
     ) -> None:
         self.offsets = offsets
         self.coordinator = coordinator
         self.topics = topics
+        self.consumer_groups = consumer_groups
 
     def apis(self) -> ApiTable:
         return {
@@ -98,7 +104,12 @@ class OffsetHandlers:
     def _commit_error(
         self, version: int, group: str, generation: int, member_id: str, instance_id: str | None
     ) -> ErrorCode:
-        """A member of a group commits for its generation; assign() consumers with -1."""
+        """A member of a group commits for its generation (its member epoch in a KIP-848
+        group); assign() consumers with -1."""
+        if self.consumer_groups is not None:
+            epoch_error = self.consumer_groups.commit_error(group, member_id, generation)
+            if epoch_error is not None:
+                return epoch_error
         error = self.coordinator.commit_error(group, generation, member_id, instance_id)
         nobody_knows = group not in self.coordinator.groups and group not in self.offsets.groups()
         if error is ErrorCode.ILLEGAL_GENERATION and nobody_knows and version >= 9:
