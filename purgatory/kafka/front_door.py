@@ -78,6 +78,8 @@ class KafkaFrontDoor:
             heartbeat_interval_ms=self.configs.number("group.consumer.heartbeat.interval.ms"),
             session_timeout_ms=self.configs.number("group.consumer.session.timeout.ms"),
         )
+        self.coordinator.consumer_groups = self.consumer_groups
+        self.consumer_groups.classic = self.coordinator
         self.offsets = OffsetStore()
         #: __consumer_offsets: its partitions' leaders coordinate the groups
         self.offsets_topic = OffsetsTopic(

@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 from kio_wire import read_frame, read_response, request_frame
 
+from purgatory.kafka.coordinator.offsets import Committed
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.protocol import ApiKey
@@ -202,6 +203,56 @@ async def test_the_range_assignor_and_a_member_that_keeps_what_it_must_revoke_is
     assert again.error_code == kio_error(ErrorCode.UNKNOWN_MEMBER_ID)
     b2 = await _beat(wire, "b", 2)
     assert len(_owned(b2, door) or ()) == 6
+
+
+@pytest.mark.asyncio
+async def test_the_other_group_apis_see_a_consumer_group(
+    kafka: AsyncEmbeddedKafka, wire: Wire
+) -> None:
+    door = kafka.front_door
+    none = kio_error(ErrorCode.NONE)
+    await _beat(wire, "a", 0, topics=["t"], owned=[], rebalance_ms=1000)
+    door.offsets.commit("g", "t", 0, Committed(4, -1, ""))
+    door.offsets.commit("g", "u", 0, Committed(2, -1, ""))
+    listed = await wire.kio(ApiKey.LIST_GROUPS, 5, states_filter=[], types_filter=["consumer"])
+    assert [(g.group_id, g.group_type, g.protocol_type, g.group_state) for g in listed.groups] == [
+        ("g", "consumer", "consumer", "Stable")
+    ]
+    classic_only = await wire.kio(ApiKey.LIST_GROUPS, 5, states_filter=[], types_filter=["classic"])
+    assert classic_only.groups == ()
+    described = await wire.kio(
+        ApiKey.DESCRIBE_GROUPS, 6, groups=["g"], include_authorized_operations=False
+    )
+    assert described.groups[0].error_code == kio_error(ErrorCode.GROUP_ID_NOT_FOUND)  # not classic
+    # OffsetDelete: the topic its members subscribe to stays, the other goes
+    deleted = await wire.kio(
+        ApiKey.OFFSET_DELETE,
+        0,
+        group_id="g",
+        topics=[
+            {"name": "t", "partitions": [{"partition_index": 0}]},
+            {"name": "u", "partitions": [{"partition_index": 0}]},
+        ],
+    )
+    assert [(t.name, t.partitions[0].error_code) for t in deleted.topics] == [
+        ("t", kio_error(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)),
+        ("u", none),
+    ]
+    assert sorted(door.offsets.committed) == [("g", "t", 0)]
+    # DeleteGroups: refused while it has members, then it goes with its offsets
+    busy = await wire.kio(ApiKey.DELETE_GROUPS, 2, groups_names=["g"])
+    assert busy.results[0].error_code == kio_error(ErrorCode.NON_EMPTY_GROUP)
+    await _beat(wire, "a", -1)
+    gone = await wire.kio(ApiKey.DELETE_GROUPS, 2, groups_names=["g"])
+    assert gone.results[0].error_code == none
+    assert door.consumer_groups.groups == {}
+    assert door.offsets.committed == {}
+    # a name a classic group with members holds is not a consumer group's
+    joined = door.coordinator.join("classic", "", "c", 10_000, 10_000, "consumer", [("r", b"")])
+    assert isinstance(joined, asyncio.Future)
+    await joined
+    taken = await _beat(wire, "x", 0, topics=["t"], owned=[], rebalance_ms=1000, group="classic")
+    assert taken.error_code == kio_error(ErrorCode.GROUP_ID_NOT_FOUND)
 
 
 def test_three_librdkafka_consumers_share_a_topic_survive_a_leave_and_commit() -> None:

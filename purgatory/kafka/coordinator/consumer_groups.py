@@ -11,7 +11,10 @@ released yet (it gets them at a later heartbeat, once released). A member's sess
 when it stops heartbeating for ``session_timeout_ms``; one that does not revoke within its
 rebalance timeout is fenced (removed), as in Kafka.
 
-Static membership and client-side assignors of KIP-848 are not served.
+A group name is one kind of group or the other: a heartbeat for a classic group with
+members is GROUP_ID_NOT_FOUND (Kafka's answer when it may not migrate the group), an empty
+classic group of that name becomes a consumer group. Static membership and client-side
+assignors of KIP-848 are not served.
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, final
+from typing import TYPE_CHECKING, Final, final
 
 from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 
 #: Kafka's group.consumer.assignors: the first is the default
 ASSIGNORS: Final = ("uniform", "range")
@@ -128,6 +134,9 @@ class ConsumerGroupCoordinator:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
         self.groups: dict[str, ConsumerGroup] = {}
+        #: the classic groups, which share the names (a name is one kind of group or the
+        #: other), when served
+        self.classic: GroupCoordinator | None = None
 
     def close(self) -> None:
         for group in self.groups.values():
@@ -188,8 +197,17 @@ class ConsumerGroupCoordinator:
             self._remove(group, member)
             return HeartbeatResult(ErrorCode.NONE, member_id, epoch)
         if group is None:
+            classic = None if self.classic is None else self.classic.groups.get(group_id)
+            if classic is not None and (classic.members or classic.pending):
+                # Kafka, with no migration between the protocols: the name is taken
+                return HeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    message=f"Group {group_id} is not a consumer group",
+                )
             if epoch != JOIN:
                 return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            if classic is not None and self.classic is not None:
+                del self.classic.groups[group_id]  # an empty classic group becomes this one
             group = self.groups[group_id] = ConsumerGroup(group_id)
         member = group.members.get(member_id)
         if member is None:
@@ -234,6 +252,11 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(ErrorCode.NONE, member.member_id, member.epoch, answer)
 
     # -- assigning --------------------------------------------------------------------------
+
+    def subscribed_topics(self, group: ConsumerGroup) -> frozenset[str]:
+        """The topics the group's members subscribe to (by name, or by a regex now)."""
+        cluster = self.topics()
+        return frozenset(t for m in group.members.values() for t in self._subscribed(m, cluster))
 
     def _subscribed(self, member: ConsumerMember, cluster: Mapping[str, object]) -> set[str]:
         names = {t for t in member.topics if t in cluster}

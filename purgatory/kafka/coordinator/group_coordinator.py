@@ -29,7 +29,7 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import Mapping
-from typing import ClassVar, TypeVar, final
+from typing import TYPE_CHECKING, ClassVar, TypeVar, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.coordinator.groups import (
@@ -44,6 +44,9 @@ from purgatory.kafka.coordinator.groups import (
 )
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
 
 T = TypeVar("T")
 
@@ -139,6 +142,8 @@ class GroupCoordinator:
             "Heartbeat", labels=labels
         )
         self._ids = itertools.count(1)
+        #: the KIP-848 groups (their names are group names too), when served
+        self.consumer_groups: ConsumerGroupCoordinator | None = None
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
@@ -428,6 +433,15 @@ class GroupCoordinator:
         has members, or is rebalancing) NON_EMPTY_GROUP; otherwise the group and its
         committed offsets go (ids handed out with MEMBER_ID_REQUIRED but never used go
         with it), NONE."""
+        consumer = (
+            None if self.consumer_groups is None else self.consumer_groups.groups.get(group_id)
+        )
+        if consumer is not None and self.consumer_groups is not None:  # a KIP-848 group
+            if consumer.members:
+                return ErrorCode.NON_EMPTY_GROUP
+            del self.consumer_groups.groups[group_id]
+            offsets.delete_group(group_id)
+            return ErrorCode.NONE
         group = self.groups.get(group_id)
         if group is None:
             return (
@@ -449,10 +463,16 @@ class GroupCoordinator:
         group subscribes to is GROUP_SUBSCRIBED_TO_TOPIC and kept, the others' committed
         offsets go (NONE, whether or not there were any)."""
         group = self.groups.get(group_id)
-        if group is None and group_id not in offsets.groups():
+        consumer = (
+            None if self.consumer_groups is None else self.consumer_groups.groups.get(group_id)
+        )
+        if group is None and consumer is None and group_id not in offsets.groups():
             return ErrorCode.GROUP_ID_NOT_FOUND
         subscribed: frozenset[str] | None = frozenset()
-        if group is not None and group.state is not GroupState.EMPTY:
+        if consumer is not None and self.consumer_groups is not None:
+            # a KIP-848 group: its members' subscriptions now, whatever its state
+            subscribed = self.consumer_groups.subscribed_topics(consumer)
+        elif group is not None and group.state is not GroupState.EMPTY:
             if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 return ErrorCode.NON_EMPTY_GROUP
             subscribed = group.subscribed  # as of the generation's start, as in Kafka

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final, final
 
+from purgatory.kafka.coordinator.consumer_groups import ConsumerGroup
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import Group, GroupState
 from purgatory.kafka.coordinator.offsets import OffsetStore
@@ -27,8 +28,10 @@ from purgatory.sim.errors import ErrorCode
 
 #: a group the coordinator does not know (DescribeGroups before v6 answers it NONE)
 DEAD: Final = "Dead"
-#: the type of every group here (Kafka's classic group protocol: JoinGroup/SyncGroup)
+#: the type of a group of Kafka's classic group protocol (JoinGroup/SyncGroup)
 CLASSIC: Final = "classic"
+#: the type (and protocol type) of a KIP-848 group (ConsumerGroupHeartbeat)
+CONSUMER: Final = "consumer"
 #: "not computed" in DescribeGroups v3+, as Kafka answers when not asked for them
 _NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 
@@ -57,11 +60,17 @@ class GroupHandlers:
         }
 
     def _known(self) -> dict[str, Group | None]:
-        """Every group by name: the coordinator's, then those that only committed."""
+        """Every classic group by name: the coordinator's, then those that only committed
+        (a KIP-848 group's committed offsets are its own)."""
         known: dict[str, Group | None] = dict(self.coordinator.groups)
         for group in self.offsets.groups():
-            known.setdefault(group, None)
+            if group not in self._consumer_groups():
+                known.setdefault(group, None)
         return known
+
+    def _consumer_groups(self) -> dict[str, ConsumerGroup]:
+        consumer = self.coordinator.consumer_groups
+        return {} if consumer is None else consumer.groups
 
     def describe_groups(self, header: RequestHeader, request: Any) -> Any:
         known = self._known()
@@ -88,7 +97,7 @@ class GroupHandlers:
         states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
         types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
         known = self._known()
-        if known:  # a group lives in a partition of __consumer_offsets: it must exist
+        if known or self._consumer_groups():  # a group lives in __consumer_offsets
             await self.offsets_topic.ensure()
         listed = []
         for name, group in known.items():
@@ -103,6 +112,20 @@ class GroupHandlers:
                     "protocol_type": "" if group is None else group.protocol_type,
                     "group_state": state.value,
                     "group_type": CLASSIC,
+                }
+            )
+        for name, consumer in self._consumer_groups().items():  # KIP-848's, type "consumer"
+            if self.offsets_topic.coordinator(name) != self.broker_id:
+                continue
+            state_name = consumer.state()
+            if (states and state_name.lower() not in states) or (types and CONSUMER not in types):
+                continue
+            listed.append(
+                {
+                    "group_id": name,
+                    "protocol_type": CONSUMER,
+                    "group_state": state_name,
+                    "group_type": CONSUMER,
                 }
             )
         return respond(request, error_code=ErrorCode.NONE, groups=listed)
