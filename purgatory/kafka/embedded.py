@@ -173,8 +173,13 @@ class AsyncEmbeddedKafka:
         await self.cluster.delete_topic(name)
 
     def topics(self) -> dict[str, int]:
-        """Topic name -> partition count."""
-        return {name: len(parts) for name, parts in self.cluster.topics.items()}
+        """Topic name -> partition count; internal topics (``__consumer_offsets``) left
+        out, as Kafka's admin ``listTopics`` leaves them out."""
+        return {
+            name: len(parts)
+            for name, parts in self.cluster.topics.items()
+            if not self.cluster.is_internal(name)
+        }
 
     def describe(self, topic: str, partition: int) -> PartitionMetadata:
         """A partition's leader, epoch, replicas, ISR, high watermark and log offsets.

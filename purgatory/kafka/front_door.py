@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, final
 
@@ -18,13 +17,16 @@ from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
 from purgatory.kafka.authorization import Caller, authorized
 from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.acls import AclHandlers
 from purgatory.kafka.handlers.client_quotas import ClientQuotaHandlers
 from purgatory.kafka.handlers.configs import ConfigHandlers
+from purgatory.kafka.handlers.consumer_groups import ConsumerGroupHandlers, topics_of
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
 from purgatory.kafka.handlers.delete_groups import DeleteGroupsHandlers
@@ -48,6 +50,7 @@ from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.sasl import Credentials, SaslListener
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
 from purgatory.sim import Cluster
+from purgatory.sim.errors import ErrorCode
 
 
 @final
@@ -104,8 +107,23 @@ class KafkaFrontDoor:
             labels={"broker": "all"},
             initial_rebalance_delay_ms=self.configs.number("group.initial.rebalance.delay.ms"),
         )
+        self.consumer_groups = ConsumerGroupCoordinator(
+            topics_of(cluster),
+            heartbeat_interval_ms=self.configs.number("group.consumer.heartbeat.interval.ms"),
+            session_timeout_ms=self.configs.number("group.consumer.session.timeout.ms"),
+        )
+        self.coordinator.consumer_groups = self.consumer_groups
+        self.consumer_groups.classic = self.coordinator
         # commits are timed by the coordinator's clock, as groups turning Empty are
         self.offsets = OffsetStore(self.coordinator.rebalances.timer.now_ms)
+        #: __consumer_offsets: its partitions' leaders coordinate the groups
+        self.offsets_topic = OffsetsTopic(
+            cluster,
+            self.configs.number("offsets.topic.num.partitions"),
+            self.configs.number("offsets.topic.replication.factor")
+            if self.configs.is_set("offsets.topic.replication.factor")
+            else None,
+        )
         self._expiry: asyncio.Task[None] | None = None
         #: every config of the cluster: the brokers', AlterConfigs', the topics'
         self.cluster_configs = ClusterConfigs(cluster, self.configs)
@@ -130,7 +148,8 @@ class KafkaFrontDoor:
         self._shared: list[ApiTable] = [
             self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
-            OffsetHandlers(self.offsets, self.coordinator, cluster).apis(),
+            OffsetHandlers(self.offsets, self.coordinator, cluster, self.consumer_groups).apis(),
+            ConsumerGroupHandlers(self.consumer_groups, cluster).apis(),
             CoordinatorHandlers(self._coordinator_for, self._producer_ids).apis(),
             ElectionHandlers(cluster).apis(),
             DescribeClusterHandlers(cluster, self.addresses).apis(),
@@ -226,9 +245,7 @@ class KafkaFrontDoor:
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)
-        groups = GroupHandlers(
-            self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
-        )
+        groups = GroupHandlers(self.coordinator, self.offsets, broker_id, self.offsets_topic)
         configs = ConfigHandlers(self.cluster_configs, broker_id, self.addresses)
         for apis in [
             partitions.apis(),
@@ -290,16 +307,27 @@ class KafkaFrontDoor:
         for server in [*self._servers.values(), *self._sasl_servers.values()]:
             server.interceptor = self.faults if active else None
 
-    def _coordinator_for(self, key: str) -> tuple[int, str, int]:
-        """A group's coordinator: a live broker picked by a hash of the group id, as Kafka
-        picks the partition of __consumer_offsets whose leader coordinates it. Any broker
+    async def _coordinator_for(self, key: str) -> tuple[int, str, int] | None:
+        """A group's coordinator, as Kafka's: the leader of the group's partition of
+        __consumer_offsets (created now if need be); None while there is none. Any broker
         answers group requests (one coordinator holds every group), but the answer must
         not depend on the broker asked, or a client that asks several keeps moving."""
-        return _coordinator(self.cluster, self.addresses, key)
+        return await self._coordinator_at(self.addresses, key)
 
-    def _sasl_coordinator_for(self, key: str) -> tuple[int, str, int]:
+    async def _sasl_coordinator_for(self, key: str) -> tuple[int, str, int] | None:
         """The same coordinator, at its SASL listener."""
-        return _coordinator(self.cluster, self.sasl_addresses, key)
+        return await self._coordinator_at(self.sasl_addresses, key)
+
+    async def _coordinator_at(
+        self, addresses: dict[int, tuple[str, int]], key: str
+    ) -> tuple[int, str, int] | None:
+        if await self.offsets_topic.ensure() is not ErrorCode.NONE:
+            return None
+        broker = self.offsets_topic.coordinator(key)
+        if broker is None or broker not in addresses:
+            return None
+        host, port = addresses[broker]
+        return broker, host, port
 
     async def close(self) -> None:
         if self._expiry is not None:
@@ -308,6 +336,7 @@ class KafkaFrontDoor:
                 await self._expiry
             self._expiry = None
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
+        self.consumer_groups.close()
         for server in [*self._servers.values(), *self._sasl_servers.values()]:
             await server.close()
         self._servers.clear()
@@ -323,12 +352,3 @@ class KafkaFrontDoor:
     def sasl_bootstrap(self) -> str:
         """``host:port,...`` of the SASL_PLAINTEXT listeners ("" without them)."""
         return ",".join(f"{host}:{port}" for host, port in self.sasl_addresses.values())
-
-
-def _coordinator(
-    cluster: Cluster, addresses: dict[int, tuple[str, int]], key: str
-) -> tuple[int, str, int]:
-    live = [b for b in sorted(addresses) if cluster.is_alive(b)]
-    broker = live[zlib.crc32(key.encode()) % len(live)] if live else min(addresses)
-    host, port = addresses[broker]
-    return broker, host, port

@@ -1,6 +1,7 @@
 """FindCoordinator and InitProducerId: which broker coordinates a group (or transactional
-id), and a producer id for an idempotent producer. Every broker is a coordinator here (one
-state serves them all), but each key has one, whichever broker is asked.
+id), and a producer id for an idempotent producer. One state serves every broker, but each
+key has one coordinator, whichever broker is asked: for a group, the leader of its
+partition of ``__consumer_offsets`` (created at the first FindCoordinator, as Kafka does).
 
 Idempotent producers are served (each partition's log checks their sequence numbers);
 transactions are not: InitProducerId with a transactional id is answered INVALID_REQUEST
@@ -10,7 +11,7 @@ transaction APIs (AddPartitionsToTxn, EndTxn...) are not advertised.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, final
 
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
@@ -19,8 +20,9 @@ from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim.errors import ErrorCode
 
-#: ``locate(key)``: the (broker id, host, port) of the broker that coordinates ``key``
-Locate = Callable[[str], tuple[int, str, int]]
+#: ``locate(key)``: the (broker id, host, port) of the broker that coordinates ``key``,
+#: None while no broker can (COORDINATOR_NOT_AVAILABLE)
+Locate = Callable[[str], Awaitable[tuple[int, str, int] | None]]
 
 
 @final
@@ -38,16 +40,28 @@ class CoordinatorHandlers:
             ApiKey.INIT_PRODUCER_ID: Api(*versions(ApiKey.INIT_PRODUCER_ID), self.init_producer_id),
         }
 
-    def find_coordinator(self, header: RequestHeader, request: Any) -> Any:
+    def find_coordinator(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
         """Clients ask several brokers and follow each answer, so the answer names the one
         coordinator of the key whichever broker is asked."""
-        if header.api_version >= 4:
-            found = [self._found(key) for key in request.coordinator_keys]
-            return respond(request, coordinators=found)
-        return respond(request, **self._found(request.key))
+        return self._find(header.api_version, request)
 
-    def _found(self, key: str) -> dict[str, Any]:
-        node_id, host, port = self.locate(key)
+    async def _find(self, version: int, request: Any) -> Any:
+        if version >= 4:
+            found = [await self._found(key) for key in request.coordinator_keys]
+            return respond(request, coordinators=found)
+        return respond(request, **await self._found(request.key))
+
+    async def _found(self, key: str) -> dict[str, Any]:
+        located = await self.locate(key)
+        if located is None:  # as Kafka answers it: no node
+            return {
+                "key": key,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            }
+        node_id, host, port = located
         return {
             "key": key,
             "node_id": node_id,

@@ -220,6 +220,7 @@ class PartitionHandlers:
                     "error_code": ErrorCode.NONE,
                     "name": topic.name,
                     "topic_id": self.cluster.topic_id(topic.name),
+                    "is_internal": self.cluster.is_internal(topic.name),
                     "partitions": partitions,
                 }
             )
