@@ -25,15 +25,18 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final, final
 
-#: Java's int and long bounds: Kafka's INT and LONG configs refuse anything beyond
+#: Java's short, int and long bounds: SHORT, INT and LONG configs refuse anything beyond
+_SHORT_MAX: Final = (1 << 15) - 1
 _INT_MAX: Final = (1 << 31) - 1
 _LONG_MAX: Final = (1 << 63) - 1
-_INT_MIN: Final = -(1 << 31)
-_LONG_MIN: Final = -(1 << 63)
 
 #: a config's value, typed: INT/LONG int, BOOLEAN bool, DOUBLE float, STRING/LIST str
 #: (a LIST as Kafka prints it: its items joined by commas)
 Value = int | bool | float | str
+
+#: the authorizers ``authorizer.class.name`` may name (both enforce ACLs the same way here)
+STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ACL_AUTHORIZER: Final = "kafka.security.authorizer.AclAuthorizer"
 
 
 class ConfigType(IntEnum):
@@ -122,9 +125,9 @@ class Rule:
             number = value
         else:
             raise ValueError(f"{name}: expected an integer, got {value!r}")
-        wide = kind is ConfigType.LONG
-        low = (_LONG_MIN if wide else _INT_MIN) if self.minimum is None else int(self.minimum)
-        high = (_LONG_MAX if wide else _INT_MAX) if self.maximum is None else int(self.maximum)
+        bound = {ConfigType.SHORT: _SHORT_MAX, ConfigType.LONG: _LONG_MAX}.get(kind, _INT_MAX)
+        low = -bound - 1 if self.minimum is None else int(self.minimum)
+        high = bound if self.maximum is None else int(self.maximum)
         if not low <= number <= high and number not in self.also:
             also = f" or one of {list(self.also)}" if self.also else ""
             raise ValueError(f"{name}: must be in {low}..{high}{also}, got {number}")
@@ -284,6 +287,22 @@ _CONFIGS: Final = (
         "how long the first rebalance of an empty group waits for more members (0 here unless set)",
     ),
     BrokerConfig(
+        "group.consumer.heartbeat.interval.ms",
+        ConfigType.INT,
+        5_000,
+        5_000,
+        "the heartbeat interval ConsumerGroupHeartbeat tells members of KIP-848 groups",
+        Rule(minimum=1),
+    ),
+    BrokerConfig(
+        "group.consumer.session.timeout.ms",
+        ConfigType.INT,
+        45_000,
+        45_000,
+        "how long a member of a KIP-848 group may go without heartbeating before it is removed",
+        Rule(minimum=1),
+    ),
+    BrokerConfig(
         "offsets.retention.minutes",
         ConfigType.INT,
         10_080,
@@ -299,6 +318,64 @@ _CONFIGS: Final = (
         600_000,
         "how often expired committed offsets are removed",
         Rule(1),
+    ),
+    BrokerConfig(
+        "connections.max.reauth.ms",
+        ConfigType.LONG,
+        0,
+        0,
+        "how long a SASL session lasts before the client must re-authenticate (KIP-368); "
+        "0: for ever",
+    ),
+    BrokerConfig(
+        "connection.failed.authentication.delay.ms",
+        ConfigType.INT,
+        100,
+        100,
+        "how long a SASL connection whose authentication failed stays open after its error "
+        "answer before it closes",
+    ),
+    BrokerConfig(
+        "authorizer.class.name",
+        ConfigType.STRING,
+        "",
+        "",
+        "the authorizer: Kafka's StandardAuthorizer (or AclAuthorizer, the same here) "
+        "enforces the ACLs; empty: none, every request allowed",
+        Rule(choices=("", STANDARD_AUTHORIZER, ACL_AUTHORIZER)),
+    ),
+    BrokerConfig(
+        "super.users",
+        ConfigType.STRING,
+        "",
+        "",
+        "principals (User:NAME;User:OTHER) the authorizer allows everything",
+    ),
+    BrokerConfig(
+        "allow.everyone.if.no.acl.found",
+        ConfigType.BOOLEAN,
+        False,
+        False,
+        "the authorizer allows a resource no ACL matches (else denies it)",
+    ),
+    BrokerConfig(
+        "offsets.topic.num.partitions",
+        ConfigType.INT,
+        50,
+        50,
+        "partitions of __consumer_offsets, created at the first FindCoordinator for a group; "
+        "a group's coordinator is the leader of partition abs(hash(group)) % this",
+        Rule(minimum=1),
+    ),
+    BrokerConfig(
+        "offsets.topic.replication.factor",
+        ConfigType.SHORT,
+        3,
+        None,
+        "replicas of __consumer_offsets: unless set, 3 capped at the cluster's brokers (a "
+        "one-broker cluster gets 1, as test Kafka images set); set above the brokers, "
+        "FindCoordinator answers COORDINATOR_NOT_AVAILABLE, as Kafka does",
+        Rule(minimum=1),
     ),
     BrokerConfig(
         "transaction.max.timeout.ms",
@@ -368,6 +445,12 @@ class BrokerConfigs:
         value = self.value(name)
         assert isinstance(value, int), name
         return int(value)
+
+    def text(self, name: str) -> str:
+        """The value in force of a STRING config."""
+        value = self.value(name)
+        assert isinstance(value, str), name
+        return value
 
     def is_set(self, name: str) -> bool:
         return name in self.explicit

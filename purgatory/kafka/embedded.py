@@ -62,6 +62,10 @@ class AsyncEmbeddedKafka:
     an unknown name or a bad value raises ValueError naming it. ``min_insync_replicas`` is
     ``min.insync.replicas`` too; other :class:`~purgatory.sim.Cluster` options (replica
     lag, round trips) go in ``cluster_options``.
+
+    ``sasl_port`` (0: free ports) adds a SASL_PLAINTEXT listener to every broker (at
+    :attr:`sasl_bootstrap_servers`), beside the plaintext one; its clients log in as one
+    of ``users`` (name -> password) with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
     """
 
     def __init__(
@@ -74,8 +78,11 @@ class AsyncEmbeddedKafka:
         seed: int = 0,
         cluster_options: Mapping[str, Any] | None = None,
         configs: Mapping[str, object] | None = None,
+        users: Mapping[str, str] | None = None,
+        sasl_port: int | None = None,
     ) -> None:
         checked = _checked_configs(brokers, configs, min_insync_replicas, cluster_options)
+        _check_sasl(users, sasl_port)
         options = dict(cluster_options or {})
         options["min_insync_replicas"] = checked.number("min.insync.replicas")
         for name, option in _CLUSTER_CONFIGS.items():
@@ -83,7 +90,9 @@ class AsyncEmbeddedKafka:
                 options[option] = checked.explicit[name]
         self.cluster = Cluster(brokers, seed=seed, **options)
         self.configs = checked
-        self.front_door = KafkaFrontDoor(self.cluster, host, 0, configs=checked)
+        self.front_door = KafkaFrontDoor(
+            self.cluster, host, 0, configs=checked, users=users, sasl_port=sasl_port
+        )
         self._topics = dict(topics or {})
         self._started = False
 
@@ -123,6 +132,12 @@ class AsyncEmbeddedKafka:
         return self.front_door.bootstrap
 
     @property
+    def sasl_bootstrap_servers(self) -> str:
+        """``host:port,...`` of every broker's SASL_PLAINTEXT listener ("" without
+        ``sasl_port``)."""
+        return self.front_door.sasl_bootstrap
+
+    @property
     def addresses(self) -> dict[int, tuple[str, int]]:
         """Broker id -> (host, port) it listens on (kept across a crash and restart)."""
         return dict(self.front_door.addresses)
@@ -158,8 +173,13 @@ class AsyncEmbeddedKafka:
         await self.cluster.delete_topic(name)
 
     def topics(self) -> dict[str, int]:
-        """Topic name -> partition count."""
-        return {name: len(parts) for name, parts in self.cluster.topics.items()}
+        """Topic name -> partition count; internal topics (``__consumer_offsets``) left
+        out, as Kafka's admin ``listTopics`` leaves them out."""
+        return {
+            name: len(parts)
+            for name, parts in self.cluster.topics.items()
+            if not self.cluster.is_internal(name)
+        }
 
     def describe(self, topic: str, partition: int) -> PartitionMetadata:
         """A partition's leader, epoch, replicas, ISR, high watermark and log offsets.
@@ -265,10 +285,13 @@ class EmbeddedKafka:
         seed: int = 0,
         cluster_options: Mapping[str, Any] | None = None,
         configs: Mapping[str, object] | None = None,
+        users: Mapping[str, str] | None = None,
+        sasl_port: int | None = None,
         loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
     ) -> None:
         # checked here, so that a bad config raises before any thread starts
         _checked_configs(brokers, configs, min_insync_replicas, cluster_options)
+        _check_sasl(users, sasl_port)
 
         def build() -> AsyncEmbeddedKafka:
             return AsyncEmbeddedKafka(
@@ -279,6 +302,8 @@ class EmbeddedKafka:
                 seed=seed,
                 cluster_options=cluster_options,
                 configs=configs,
+                users=users,
+                sasl_port=sasl_port,
             )
 
         self._build = build
@@ -385,6 +410,10 @@ class EmbeddedKafka:
         return self._async.bootstrap_servers
 
     @property
+    def sasl_bootstrap_servers(self) -> str:
+        return self._async.sasl_bootstrap_servers
+
+    @property
     def addresses(self) -> dict[int, tuple[str, int]]:
         return self._get(lambda k: k.addresses)
 
@@ -475,6 +504,15 @@ def _checked_configs(
     if isinstance(factor, int) and isinstance(brokers, int) and factor > brokers:
         raise ValueError(f"default.replication.factor={factor} exceeds the {brokers} brokers")
     return BrokerConfigs(explicit)
+
+
+def _check_sasl(users: Mapping[str, str] | None, sasl_port: int | None) -> None:
+    """ValueError for a user without a name or password, or a port out of range."""
+    for name, password in (users or {}).items():
+        if not isinstance(name, str) or not isinstance(password, str) or not name or not password:
+            raise ValueError(f"users: a user needs a name and a password, got {name!r}")
+    if sasl_port is not None and not 0 <= sasl_port <= 65535:
+        raise ValueError(f"sasl_port must be in 0..65535, got {sasl_port}")
 
 
 async def _finish_tasks() -> None:

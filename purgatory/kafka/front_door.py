@@ -1,4 +1,5 @@
-"""One Kafka listener per simulated broker: broker ``i`` on ``host:base_port + i``.
+"""One Kafka listener per simulated broker: broker ``i`` on ``host:base_port + i``, and with
+``sasl_port`` a SASL_PLAINTEXT listener beside it on ``host:sasl_port + i``.
 
 The front door owns what the brokers share (the group coordinator, the offset store, the
 producer ids, the counters) and gives every listener the same handler tables: its
@@ -9,18 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import zlib
-from typing import final
+from collections.abc import Callable, Mapping
+from typing import Any, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
+from purgatory.kafka.authorization import Caller, authorized
 from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators, TxnSettings
 from purgatory.kafka.faults import Faults
+from purgatory.kafka.handlers.acls import AclHandlers
 from purgatory.kafka.handlers.client_quotas import ClientQuotaHandlers
 from purgatory.kafka.handlers.configs import ConfigHandlers
+from purgatory.kafka.handlers.consumer_groups import ConsumerGroupHandlers, topics_of
 from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
 from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
 from purgatory.kafka.handlers.delete_groups import DeleteGroupsHandlers
@@ -37,12 +44,15 @@ from purgatory.kafka.handlers.membership import MembershipHandlers
 from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.reassignments import ReassignmentHandlers
+from purgatory.kafka.handlers.sasl import SaslHandlers
 from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.handlers.transactions import TransactionHandlers
 from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.sasl import Credentials, SaslListener
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
 from purgatory.sim import Cluster
+from purgatory.sim.errors import ErrorCode
 
 
 @final
@@ -55,23 +65,41 @@ class KafkaFrontDoor:
     (``auto.create.topics.enable``; off by default here), the group session bounds and
     initial rebalance delay, the largest batch a Produce may carry; those the cluster
     keeps (retention, ``min.insync.replicas``) it must have been built with. :attr:`faults`
-    holds the per-request fault rules of every listener."""
+    holds the per-request fault rules of every listener.
+
+    With ``sasl_port`` (0: free ports) each broker also has a SASL_PLAINTEXT listener,
+    whose clients log in as one of ``users`` (name -> password; :mod:`purgatory.kafka.sasl`)
+    and are told the SASL listeners' addresses (:attr:`sasl_addresses`) in Metadata;
+    ``base_port`` None leaves out the plaintext ones (:attr:`addresses` is then the SASL
+    listeners').
+
+    With ``authorizer.class.name`` set, :attr:`authorizer` enforces :attr:`acls` on every
+    listener (:mod:`purgatory.kafka.authorization`): SASL clients as ``User:NAME``,
+    plaintext ones as ``User:ANONYMOUS``."""
 
     def __init__(
         self,
         cluster: Cluster,
         host: str,
-        base_port: int,
+        base_port: int | None,
         limits: ListenerLimits | None = None,
         *,
         configs: BrokerConfigs | None = None,
+        users: Mapping[str, str] | None = None,
+        sasl_port: int | None = None,
     ) -> None:
+        if base_port is None and sasl_port is None:
+            raise ValueError("no listener: give base_port, sasl_port or both")
         self.cluster = cluster
         self.host = host
         self.base_port = base_port
+        self.sasl_port = sasl_port
         self.limits = ListenerLimits() if limits is None else limits
         self.stats = ProtocolStats()
+        #: broker id -> (host, port) of its plaintext listener (of its SASL one if none)
         self.addresses: dict[int, tuple[str, int]] = {}
+        #: broker id -> (host, port) of its SASL_PLAINTEXT listener
+        self.sasl_addresses = self.addresses if base_port is None else {}
         # One coordinator serves every broker; its purgatories carry the label the
         # brokers' do, so that they share the metric families.
         self.configs = BrokerConfigs() if configs is None else configs
@@ -81,8 +109,23 @@ class KafkaFrontDoor:
             labels={"broker": "all"},
             initial_rebalance_delay_ms=self.configs.number("group.initial.rebalance.delay.ms"),
         )
+        self.consumer_groups = ConsumerGroupCoordinator(
+            topics_of(cluster),
+            heartbeat_interval_ms=self.configs.number("group.consumer.heartbeat.interval.ms"),
+            session_timeout_ms=self.configs.number("group.consumer.session.timeout.ms"),
+        )
+        self.coordinator.consumer_groups = self.consumer_groups
+        self.consumer_groups.classic = self.coordinator
         # commits are timed by the coordinator's clock, as groups turning Empty are
         self.offsets = OffsetStore(self.coordinator.rebalances.timer.now_ms)
+        #: __consumer_offsets: its partitions' leaders coordinate the groups
+        self.offsets_topic = OffsetsTopic(
+            cluster,
+            self.configs.number("offsets.topic.num.partitions"),
+            self.configs.number("offsets.topic.replication.factor")
+            if self.configs.is_set("offsets.topic.replication.factor")
+            else None,
+        )
         self._expiry: asyncio.Task[None] | None = None
         self.producer_ids = ProducerIds()
         # Each broker's transaction coordinator serves the __transaction_state partitions
@@ -102,10 +145,27 @@ class KafkaFrontDoor:
         #: every config of the cluster: the brokers', AlterConfigs', the topics'
         self.cluster_configs = ClusterConfigs(cluster, self.configs)
         self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs), self.cluster_configs)
+        self.credentials = Credentials(users or {})
+        self.sasl = SaslListener(
+            self.credentials,
+            self.configs.number("connections.max.reauth.ms"),
+            self.configs.number("connection.failed.authentication.delay.ms"),
+        )
+        self.acls = Acls()
+        self.authorizer = (
+            Authorizer(
+                self.acls,
+                parse_super_users(self.configs.text("super.users")),
+                bool(self.configs.value("allow.everyone.if.no.acl.found")),
+            )
+            if self.configs.text("authorizer.class.name")
+            else None
+        )
         self._shared: list[ApiTable] = [
             self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
-            OffsetHandlers(self.offsets, self.coordinator, cluster).apis(),
+            OffsetHandlers(self.offsets, self.coordinator, cluster, self.consumer_groups).apis(),
+            ConsumerGroupHandlers(self.consumer_groups, cluster).apis(),
             CoordinatorHandlers(self._coordinator_for, self.transactions, self.addresses).apis(),
             ElectionHandlers(cluster).apis(),
             DescribeClusterHandlers(cluster, self.addresses).apis(),
@@ -115,8 +175,11 @@ class KafkaFrontDoor:
             ReassignmentHandlers(cluster).apis(),
             DescribeQuorumHandlers(cluster, self.addresses).apis(),
             ClientQuotaHandlers().apis(),
+            SaslHandlers(self.credentials).apis(),
+            AclHandlers(self.acls, self.authorizer is not None).apis(),
         ]
         self._servers: dict[int, KafkaProtocolServer] = {}
+        self._sasl_servers: dict[int, KafkaProtocolServer] = {}
         #: per-request fault rules, for every listener (none by default)
         self.faults = Faults(self._faults_active, cluster.topic_name)
 
@@ -147,18 +210,49 @@ class KafkaFrontDoor:
             await asyncio.sleep(interval_s)
             self.expire_offsets()
 
-    async def start_listener(self, broker_id: int, port: int | None = None) -> None:
+    async def start_listener(
+        self, broker_id: int, port: int | None = None, sasl_port: int | None = None
+    ) -> None:
         """Listen for broker ``broker_id`` again (after :meth:`stop_listener`), on
-        ``port`` (default: the port it had, so clients find it where Metadata said)."""
-        if broker_id in self._servers:
+        ``port`` (default: the port it had, so clients find it where Metadata said), and
+        with SASL listeners on ``sasl_port`` (default: the one it had, else
+        ``sasl_port + broker_id`` of the front door's, else a free one)."""
+        if self.listening(broker_id):
             raise RuntimeError(f"broker {broker_id} is listening already")
-        if port is None:
-            port = self.addresses[broker_id][1]
-        server = KafkaProtocolServer(self.stats, self.limits, broker_id)
+        if self.base_port is not None:
+            if port is None:
+                port = self.addresses[broker_id][1]
+            server = self._server(broker_id, self.addresses, None)
+            bound = await server.start(self.host, port)
+            self.addresses[broker_id] = (self.host, bound)
+            self._servers[broker_id] = server
+        if self.sasl_port is not None:
+            if sasl_port is None:
+                known = self.sasl_addresses.get(broker_id)
+                first = self.sasl_port
+                sasl_port = known[1] if known else first + broker_id if first else 0
+            server = self._server(broker_id, self.sasl_addresses, self.sasl)
+            try:
+                bound = await server.start(self.host, sasl_port)
+            except BaseException:
+                await self.stop_listener(broker_id)
+                raise
+            self.sasl_addresses[broker_id] = (self.host, bound)
+            self._sasl_servers[broker_id] = server
+
+    def _server(
+        self,
+        broker_id: int,
+        addresses: dict[int, tuple[str, int]],
+        sasl: SaslListener | None,
+    ) -> KafkaProtocolServer:
+        """Broker ``broker_id``'s listener, not started: advertising ``addresses``, and
+        authenticating its clients with ``sasl``."""
+        server = KafkaProtocolServer(self.stats, self.limits, broker_id, sasl=sasl)
         partitions = PartitionHandlers(
             self.cluster,
             broker_id,
-            self.addresses,
+            addresses,
             self.stats,
             self._topics.auto_create,
             lambda topic: self.cluster_configs.max_message_bytes(topic, broker_id),
@@ -170,9 +264,7 @@ class KafkaFrontDoor:
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)
-        groups = GroupHandlers(
-            self.coordinator, self.offsets, broker_id, lambda key: self._coordinator_for(key)[0]
-        )
+        groups = GroupHandlers(self.coordinator, self.offsets, broker_id, self.offsets_topic)
         configs = ConfigHandlers(self.cluster_configs, broker_id, self.addresses)
         transactions = TransactionHandlers(
             self.transactions,
@@ -194,39 +286,77 @@ class KafkaFrontDoor:
             *self._shared,
         ]:
             server.register_all(apis)
+        if addresses is not self.addresses:
+            # the SASL listeners beside plaintext ones name their own addresses
+            server.register_all(
+                CoordinatorHandlers(
+                    self._sasl_coordinator_for, self.transactions, self.sasl_addresses
+                ).apis()
+            )
+            server.register_all(DescribeClusterHandlers(self.cluster, addresses).apis())
         server.interceptor = self.faults if self.faults.active else None
-        bound = await server.start(self.host, port)
-        self.addresses[broker_id] = (self.host, bound)
-        self._servers[broker_id] = server
+        if self.authorizer is not None:
+            server.guard = self._authorized
+        return server
+
+    def _authorized(
+        self, principal: str, host: str, request: Any, run: Callable[[Any], Any]
+    ) -> Any:
+        """A request run with what ``principal`` may not do refused."""
+        assert self.authorizer is not None
+        cluster = self.cluster
+        caller = Caller(
+            principal,
+            host,
+            self.authorizer,
+            cluster.topic_name,
+            lambda name: name in cluster.topics,
+            self._topics.defaults.auto_create,
+        )
+        return authorized(caller, request, run)
 
     async def stop_listener(self, broker_id: int) -> None:
-        """Close broker ``broker_id``'s listener and every connection to it: a client's
+        """Close broker ``broker_id``'s listeners and every connection to them: a client's
         next connect is refused at once, as from a crashed broker. Metadata still names
         it (with its port), as Kafka's does until the broker's session expires."""
-        server = self._servers.pop(broker_id, None)
-        if server is not None:
-            await server.close()
+        for servers in (self._servers, self._sasl_servers):
+            server = servers.pop(broker_id, None)
+            if server is not None:
+                await server.close()
 
     def advertised(self) -> dict[ApiKey, tuple[int, int]]:
         """The APIs and versions every listener answers (what ApiVersions says)."""
-        server = next(iter(self._servers.values()), None)
+        server = next(iter([*self._servers.values(), *self._sasl_servers.values()]), None)
         return {} if server is None else server.supported()
 
     def listening(self, broker_id: int) -> bool:
-        return broker_id in self._servers
+        return broker_id in self._servers or broker_id in self._sasl_servers
 
     def _faults_active(self, active: bool) -> None:
-        for server in list(self._servers.values()):  # maybe called from another thread
+        # maybe called from another thread
+        for server in [*self._servers.values(), *self._sasl_servers.values()]:
             server.interceptor = self.faults if active else None
 
-    def _coordinator_for(self, key: str) -> tuple[int, str, int]:
-        """A group's coordinator: a live broker picked by a hash of the group id, as Kafka
-        picks the partition of __consumer_offsets whose leader coordinates it. Any broker
+    async def _coordinator_for(self, key: str) -> tuple[int, str, int] | None:
+        """A group's coordinator, as Kafka's: the leader of the group's partition of
+        __consumer_offsets (created now if need be); None while there is none. Any broker
         answers group requests (one coordinator holds every group), but the answer must
         not depend on the broker asked, or a client that asks several keeps moving."""
-        live = [b for b in sorted(self.addresses) if self.cluster.is_alive(b)]
-        broker = live[zlib.crc32(key.encode()) % len(live)] if live else min(self.addresses)
-        host, port = self.addresses[broker]
+        return await self._coordinator_at(self.addresses, key)
+
+    async def _sasl_coordinator_for(self, key: str) -> tuple[int, str, int] | None:
+        """The same coordinator, at its SASL listener."""
+        return await self._coordinator_at(self.sasl_addresses, key)
+
+    async def _coordinator_at(
+        self, addresses: dict[int, tuple[str, int]], key: str
+    ) -> tuple[int, str, int] | None:
+        if await self.offsets_topic.ensure() is not ErrorCode.NONE:
+            return None
+        broker = self.offsets_topic.coordinator(key)
+        if broker is None or broker not in addresses:
+            return None
+        host, port = addresses[broker]
         return broker, host, port
 
     async def close(self) -> None:
@@ -236,12 +366,20 @@ class KafkaFrontDoor:
                 await self._expiry
             self._expiry = None
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
+        self.consumer_groups.close()
         await self.transactions.close()
-        for server in self._servers.values():
+        for server in [*self._servers.values(), *self._sasl_servers.values()]:
             await server.close()
         self._servers.clear()
+        self._sasl_servers.clear()
 
     @property
     def bootstrap(self) -> str:
-        """``host:port,...`` for a client's bootstrap.servers."""
+        """``host:port,...`` for a client's bootstrap.servers (the plaintext listeners',
+        or the SASL ones' when there are none)."""
         return ",".join(f"{host}:{port}" for host, port in self.addresses.values())
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """``host:port,...`` of the SASL_PLAINTEXT listeners ("" without them)."""
+        return ",".join(f"{host}:{port}" for host, port in self.sasl_addresses.values())

@@ -9,6 +9,7 @@ from typing import final
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from purgatory.kafka.sasl import MECHANISMS
 from purgatory.kafka.server import ProtocolStats
 
 
@@ -17,7 +18,8 @@ class ProtocolCollector(Collector):
     """``purgatory_kafka_requests_total{api,version}``,
     ``purgatory_kafka_client_connections_total{software,version}``,
     ``purgatory_kafka_bad_input_total{kind}``,
-    ``purgatory_kafka_connections`` and ``purgatory_kafka_connections_closed_total{reason}``."""
+    ``purgatory_kafka_connections``, ``purgatory_kafka_connections_closed_total{reason}``
+    and ``purgatory_kafka_authentication_failures_total{mechanism}``."""
 
     def __init__(self, stats: ProtocolStats) -> None:
         self._stats = stats
@@ -53,10 +55,19 @@ class ProtocolCollector(Collector):
             "Kafka connections the server closed: over the limit, or idle",
             labels=["reason"],
         )
-        for reason in ("limit", "idle_timeout"):  # every reason from the first scrape
+        # every reason from the first scrape
+        for reason in ("limit", "idle_timeout", "session_expired"):
             closed.add_metric([reason], self._stats.closed[reason])
+        failures = CounterMetricFamily(
+            "purgatory_kafka_authentication_failures",
+            "SASL authentications refused (wrong password, unknown user), by mechanism",
+            labels=["mechanism"],
+        )
+        for mechanism in MECHANISMS:  # every mechanism from the first scrape
+            failures.add_metric([mechanism], self._stats.authentication_failures[mechanism])
         yield requests
         yield clients
         yield bad
         yield connections
         yield closed
+        yield failures

@@ -14,6 +14,11 @@ Broker configs go by Kafka's names, as your test Kafka's server.properties sets 
 
     @pytest.mark.kafka_cluster(configs={"group.min.session.timeout.ms": 1000})
 
+SASL_PLAINTEXT listeners beside the plaintext ones, for users who log in (PLAIN,
+SCRAM-SHA-256, SCRAM-SHA-512), at ``kafka_cluster.sasl_bootstrap_servers``::
+
+    @pytest.mark.kafka_cluster(users={"alice": "alice-secret"}, sasl_port=0)
+
 The cluster runs on its own loop thread, so the fixture serves synchronous tests
 (kafka-python, confluent-kafka) and asyncio tests (aiokafka) alike.
 """
@@ -36,8 +41,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{NAME}(brokers=3, topics=None, min_insync_replicas=1, cluster_options=None, "
-        "configs=None): the embedded Kafka cluster of the kafka_cluster fixture "
-        "(EmbeddedKafka's arguments; configs: broker configs by Kafka's names)",
+        "configs=None, users=None, sasl_port=None): the embedded Kafka cluster of the "
+        "kafka_cluster fixture (EmbeddedKafka's arguments; configs: broker configs by "
+        "Kafka's names; users: name -> password for the SASL listeners on sasl_port)",
     )
 
 

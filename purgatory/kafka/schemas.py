@@ -231,7 +231,8 @@ _SAME: Final[dict[str, tuple[str, ...]]] = {
     "partition_index": ("partition", "index", "partition_id"),
     "partition_id": ("partition_index", "partition"),
     "index": ("partition_index", "partition"),
-    "name": ("topic", "topic_name"),
+    "name": ("topic", "topic_name", "user"),
+    "user": ("name",),  # the SCRAM credential APIs' results name their users so
     "topic": ("name", "topic_name"),
     "topic_name": ("name", "topic"),
 }
@@ -280,6 +281,21 @@ def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
                     for item in getattr(outer, inner.name) or ()
                 ]
                 break
+    # entries that are nothing but an outcome (CreateAcls' results, DeleteAcls' filter
+    # results: no key to copy) answer the request's one array of entries one to one, in
+    # order, as Kafka's getErrorResponse; entries with data of their own (DescribeLogDirs'
+    # results) are left out, as Kafka leaves them
+    unmatched = [
+        f
+        for f in pending
+        if f.name not in values and not _key_names(f.item) and _only_outcome(f.item)
+    ]
+    left = [a for a in arrays if a.name not in used and a.item is not None]
+    if len(unmatched) == 1 and len(left) == 1:
+        (field,), (array,) = unmatched, left
+        assert field.item is not None
+        count = len(getattr(source, array.name) or ())
+        values[field.name] = [_mirror(field.item, None, error) for _ in range(count)]
     for field in fields:
         if field.kafka_type == "error_code":
             values[field.name] = error
@@ -301,6 +317,14 @@ def _has_error(cls: type) -> bool:
     """Whether entries of ``cls`` carry an error code, themselves or in nested entries."""
     return any(
         f.kafka_type == "error_code" or (f.item is not None and _has_error(f.item))
+        for f in shape_of(cls).every
+    )
+
+
+def _only_outcome(cls: type | None) -> bool:
+    """Whether entries of ``cls`` hold nothing but an error, its message and arrays."""
+    return cls is not None and all(
+        f.kind is Kind.ARRAY or f.kafka_type == "error_code" or f.name == "error_message"
         for f in shape_of(cls).every
     )
 

@@ -26,11 +26,21 @@ from typing import Any, Final, NamedTuple, Protocol, cast, final
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
+from purgatory.kafka.sasl import (
+    ANONYMOUS,
+    MECHANISMS,
+    AuthenticationFailed,
+    SaslListener,
+    SaslSession,
+    State,
+)
 from purgatory.kafka.schemas import (
     build,
     encode_response,
+    error_response,
     peek,
     read_request,
+    respond,
     response_type,
     versions,
 )
@@ -44,6 +54,12 @@ log = logging.getLogger(__name__)
 #: a purgatory).
 Response = Any
 Handler = Callable[[RequestHeader, Any], Response | Awaitable[Response]]
+
+#: Stands between a listener and its handlers when an authorizer is configured: given the
+#: principal (``User:NAME``; ``User:ANONYMOUS`` unauthenticated), the client's host, the
+#: request and how to run it, answers it with what the principal may not do refused
+#: (:func:`purgatory.kafka.authorization.authorized`).
+Guard = Callable[[str, str, Any, Callable[[Any], Any]], Any]
 
 
 class CloseConnection(Exception):
@@ -64,6 +80,14 @@ class Interceptor(Protocol):
     def intercept(
         self, broker: int, header: RequestHeader, body: Any, handler: Handler
     ) -> Response | Awaitable[Response]: ...
+
+
+@final
+class RawToken(NamedTuple):
+    """A SASL token the server sends as a frame of its own, without a response header:
+    the answer to a raw token after a v0 SaslHandshake."""
+
+    token: bytes
 
 
 class Api(NamedTuple):
@@ -102,6 +126,7 @@ class ProtocolStats:
         "_clock",
         "_logged_at",
         "_unlogged",
+        "authentication_failures",
         "bad_input",
         "clients",
         "closed",
@@ -120,8 +145,11 @@ class ProtocolStats:
         self.clients: Counter[tuple[str, str]] = Counter()
         #: connections open now, on every listener
         self.connections = 0
-        #: connections the server closed, by reason (``limit``, ``idle_timeout``)
+        #: connections the server closed, by reason (``limit``, ``idle_timeout``,
+        #: ``session_expired``)
         self.closed: Counter[str] = Counter()
+        #: failed SASL authentications, by mechanism
+        self.authentication_failures: Counter[str] = Counter()
         self.log_interval_s = log_interval_s
         self._clock = clock
         self._logged_at: dict[str, float] = {}
@@ -134,6 +162,15 @@ class ProtocolStats:
     def bad(self, kind: str, detail: str, *, bug: bool = False) -> None:
         self.bad_input[kind] += 1
         self._log(kind, detail, "purgatory_kafka_bad_input_total", bug)
+
+    def authentication_failed(self, mechanism: str, message: str) -> None:
+        """A SASL authentication was refused (the client's fault, not bad input)."""
+        self.authentication_failures[mechanism] += 1
+        self._log(
+            f"authentication failed ({mechanism})",
+            message,
+            "purgatory_kafka_authentication_failures_total",
+        )
 
     def close(self, reason: str, detail: str) -> None:
         """The server closed a connection for ``reason``."""
@@ -172,6 +209,12 @@ class _Peer:
     def __init__(self, address: object) -> None:
         self.address = address
         self.software: tuple[str, str] | None = None
+
+    @property
+    def host(self) -> str:
+        """The client's IP address, as ACLs name hosts."""
+        address = self.address
+        return str(address[0]) if isinstance(address, tuple) and address else ""
 
     def announce(self, server: KafkaProtocolServer, name: str, version: str) -> None:
         if self.software == (name, version):
@@ -227,18 +270,24 @@ class ListenerLimits:
 class KafkaProtocolServer:
     """Serves a table of API handlers on one listening socket, within ``limits``, as
     broker ``broker_id``. While :attr:`interceptor` is set, every request but ApiVersions
-    goes through it (fault injection); None, the default, costs one attribute test."""
+    goes through it (fault injection); None, the default, costs one attribute test. With
+    ``sasl`` it is a SASL_PLAINTEXT listener: a connection is served once it has
+    authenticated (:mod:`purgatory.kafka.sasl`)."""
 
     def __init__(
         self,
         stats: ProtocolStats | None = None,
         limits: ListenerLimits | None = None,
         broker_id: int = 0,
+        *,
+        sasl: SaslListener | None = None,
     ) -> None:
         self.stats = stats or ProtocolStats()
         self.limits = ListenerLimits() if limits is None else limits
         self.broker_id = broker_id
+        self.sasl = sasl
         self.interceptor: Interceptor | None = None
+        self.guard: Guard | None = None
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
         self._server: asyncio.Server | None = None
         #: every connection with a transport and no connection_lost yet, served or not
@@ -315,14 +364,24 @@ class KafkaProtocolServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         responses = _Responses()
         responder = asyncio.create_task(self._respond(responses, writer))
+        session = None if self.sasl is None else SaslSession(self.sasl)
         try:
             peer = _Peer(writer.get_extra_info("peername"))
-            while (frame := await self._read_frame(reader, responses)) is not None:
-                item = self._dispatch(frame, peer)
+            while (frame := await self._read_frame(reader, responses, session)) is not None:
+                if session is None or (session.authenticated and not _sasl_api(frame)):
+                    item = self._dispatch(frame, peer, session)
+                else:
+                    item = self._authenticate(frame, peer, session)
                 if item is None:
                     break
                 responses.owed += 1
                 await responses.queue.put(item)
+                if session is not None and session.state is State.FAILED:
+                    # answered (the failure's error), then closed, as Kafka does: after
+                    # connection.failed.authentication.delay.ms, so that a client guessing
+                    # passwords cannot try them as fast as it can connect
+                    await asyncio.sleep(session.listener.failed_close_delay_ms / 1000)
+                    break
                 # Kafka handles a connection's requests one at a time: the next is not
                 # taken up until this one is answered (its channel is muted meanwhile), so
                 # a ListOffsets sent right after a parked DeleteRecords sees the records
@@ -340,9 +399,11 @@ class KafkaProtocolServer:
         self,
         reader: asyncio.StreamReader,
         responses: _Responses,
+        session: SaslSession | None = None,
     ) -> bytes | None:
-        """The next request frame; None when the connection is to close (closed by the
-        client, garbage, or idle for ``idle_timeout_s`` with no response owed)."""
+        """The next request frame (or raw SASL token); None when the connection is to
+        close (closed by the client, garbage, idle for ``idle_timeout_s`` with no response
+        owed, or its SASL session over)."""
         idle = self.limits.idle_timeout_s
         try:
             while True:
@@ -358,7 +419,13 @@ class KafkaProtocolServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             return None
         size = int.from_bytes(prefix, "big", signed=True)
-        if size < 8 or size > MAX_FRAME_BYTES:
+        if session is not None and session.authenticated and session.expired():
+            # Kafka closes a connection whose session ran out at its next request
+            self.stats.close("session_expired", "connections.max.reauth.ms passed")
+            return None
+        # a raw SASL token (after a v0 handshake) has no request header: any size
+        least = 0 if session is not None and session.raw_tokens else 8
+        if size < least or size > MAX_FRAME_BYTES:
             # Too small to hold a request header, or beyond what we accept: garbage.
             self.stats.bad("frame size", f"{size} bytes")
             return None
@@ -369,9 +436,12 @@ class KafkaProtocolServer:
             self.stats.bad("truncated frame", f"closed or stalled before {size} bytes")
             return None
 
-    def _dispatch(self, frame: bytes, peer: _Peer) -> tuple[int, asyncio.Future[Response]] | None:
+    def _dispatch(
+        self, frame: bytes, peer: _Peer, session: SaslSession | None = None
+    ) -> tuple[int, asyncio.Future[Response]] | None:
         """Start handling one request (its future resolves to the response); None when
-        the request cannot be answered and the connection must close."""
+        the request cannot be answered and the connection must close. ``session``: the
+        SASL login it comes on (None: a plaintext listener, ``User:ANONYMOUS``)."""
         loop = asyncio.get_running_loop()
         try:
             front = peek(frame)
@@ -401,11 +471,19 @@ class KafkaProtocolServer:
             return None
         self.stats.requests[name, version] += 1
         interceptor = self.interceptor
-        try:
+
+        def run(request: Any) -> Response | Awaitable[Response]:
             if interceptor is None:
-                result = handler(header, body)
+                return handler(header, request)
+            return interceptor.intercept(self.broker_id, header, request, handler)
+
+        guard = self.guard
+        try:
+            if guard is None:
+                result = run(body)
             else:
-                result = interceptor.intercept(self.broker_id, header, body, handler)
+                principal = ANONYMOUS if session is None else session.principal
+                result = guard(principal, peer.host, body, run)
         except CloseConnection:
             return None
         except DecodeError as exc:
@@ -417,6 +495,83 @@ class KafkaProtocolServer:
         if inspect.isawaitable(result):
             return header.correlation_id, asyncio.ensure_future(result)
         done.set_result(result)
+        return header.correlation_id, done
+
+    def _authenticate(
+        self, frame: bytes, peer: _Peer, session: SaslSession
+    ) -> tuple[int, asyncio.Future[Response]] | None:
+        """A frame on a SASL connection not yet authenticated (or re-authenticating, or
+        an authenticated one's SaslHandshake or SaslAuthenticate), answered as Kafka's
+        SaslServerAuthenticator answers it; None closes the connection unanswered."""
+        done: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        if session.state is State.AUTHENTICATE and session.raw_tokens:
+            try:
+                answer, _ = session.authenticate(frame)
+            except AuthenticationFailed as exc:
+                # no header to answer in: the connection closes
+                self.stats.authentication_failed(str(session.mechanism), exc.message)
+                return None
+            done.set_result(RawToken(answer))
+            return 0, done
+        try:
+            front = peek(frame)
+        except DecodeError as exc:
+            self.stats.bad("malformed header", str(exc))
+            return None
+        key, version = front.api_key, front.api_version
+        if session.authenticated:
+            if key != ApiKey.SASL_HANDSHAKE or not session.may_reauthenticate():
+                # Kafka answers these as any request: ILLEGAL_SASL_STATE (KIP-368 aside)
+                return self._dispatch(frame, peer, session)
+        expected = (
+            (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
+            if session.state is State.HANDSHAKE
+            else (ApiKey.SASL_AUTHENTICATE,)
+        )
+        if key == ApiKey.API_VERSIONS and key in expected:
+            done.set_result(self._api_versions(frame, version, peer))
+            return front.correlation_id, done
+        entry = self._handlers.get(key)
+        if entry is None or not entry[0] <= version <= entry[1]:
+            session.fail()
+            self.stats.bad("illegal sasl state", f"api key {key} v{version} before authentication")
+            return None
+        name = ApiKey(key).name
+        try:
+            header, body = read_request(frame, ApiKey(key), version)
+        except DecodeError as exc:
+            self.stats.bad("malformed request", f"{name} v{version}: {exc}")
+            return None
+        self.stats.requests[name, version] += 1
+        if key not in expected:
+            handshaking = session.state is State.HANDSHAKE
+            session.fail()
+            self.stats.bad("illegal sasl state", f"{name} during SASL authentication")
+            if handshaking:
+                return None  # Kafka closes before it reads the request
+            done.set_result(error_response(body, ErrorCode.ILLEGAL_SASL_STATE))
+            return header.correlation_id, done
+        if key == ApiKey.SASL_HANDSHAKE:
+            enabled = session.handshake(body.mechanism, version)
+            error = ErrorCode.NONE if enabled else ErrorCode.UNSUPPORTED_SASL_MECHANISM
+            if not enabled:
+                self.stats.bad("unsupported sasl mechanism", repr(body.mechanism))
+            done.set_result(respond(body, error_code=error, mechanisms=MECHANISMS))
+            return header.correlation_id, done
+        try:
+            answer, lifetime = session.authenticate(body.auth_bytes)
+        except AuthenticationFailed as exc:
+            self.stats.authentication_failed(str(session.mechanism), exc.message)
+            response = respond(
+                body,
+                error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                error_message=exc.message,
+            )
+        else:
+            response = respond(
+                body, error_code=ErrorCode.NONE, auth_bytes=answer, session_lifetime=lifetime
+            )
+        done.set_result(response)
         return header.correlation_id, done
 
     def _api_versions(self, frame: bytes, version: int, peer: _Peer) -> Response:
@@ -454,7 +609,10 @@ class KafkaProtocolServer:
             correlation_id, future = item
             try:
                 response = await future
-                if response is not None:
+                if isinstance(response, RawToken):
+                    writer.write(len(response.token).to_bytes(4, "big") + response.token)
+                    await writer.drain()
+                elif response is not None:
                     writer.write(encode_response(correlation_id, response))
                     await writer.drain()
                 responses.owed -= 1
@@ -486,6 +644,15 @@ class KafkaProtocolServer:
             with contextlib.suppress(Exception):
                 await item[1]
             responses.owed -= 1
+
+
+def _sasl_api(frame: bytes) -> bool:
+    """Whether an authenticated connection's frame is a SaslHandshake or SaslAuthenticate
+    (a re-authentication starts with one)."""
+    return len(frame) >= 2 and int.from_bytes(frame[:2], "big") in (
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+    )
 
 
 def _stop_accepting(server: asyncio.Server) -> None:

@@ -30,7 +30,9 @@ from purgatory.kafka.broker_configs import (
     broker_configs,
     parse_assignment,
 )
+from purgatory.kafka.sasl import MECHANISMS, parse_user
 from purgatory.kafka.server import ListenerLimits
+from purgatory.loopback import is_loopback
 from purgatory.service.config import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_PENDING,
@@ -184,7 +186,30 @@ def _add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="also speak the Kafka protocol: broker i listens on HOST:KAFKA_PORT+i "
-        "(0 picks free ports; default: off)",
+        "(0 picks free ports; default: off). Plaintext, no authentication: only on a "
+        "loopback HOST unless --kafka-allow-anonymous",
+    )
+    parser.add_argument(
+        "--kafka-sasl-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="SASL_PLAINTEXT Kafka listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512): broker "
+        "i on HOST:P+i, beside or instead of --kafka-port (0 picks free ports; default: off)",
+    )
+    parser.add_argument(
+        "--kafka-user",
+        action="append",
+        default=[],
+        metavar="NAME:PASSWORD",
+        help="a user who may log in on the SASL listeners with every mechanism "
+        "(repeatable); more SCRAM users by AlterUserScramCredentials",
+    )
+    parser.add_argument(
+        "--kafka-allow-anonymous",
+        action="store_true",
+        help="allow the plaintext Kafka listeners (--kafka-port), which authenticate "
+        "nobody, on a HOST that is not loopback",
     )
     parser.add_argument(
         "--kafka-max-connections",
@@ -303,6 +328,8 @@ class ServeSettings:
     storage: StorageLimits | None = None
     replica_rtt_ms: float | None = None
     kafka_port: int | None = None
+    kafka_sasl_port: int | None = None
+    kafka_users: tuple[tuple[str, str], ...] = ()
     kafka_limits: ListenerLimits | None = None
     kafka_auto_create_topics: bool = False
     kafka_configs: BrokerConfigs = field(default_factory=BrokerConfigs)
@@ -341,6 +368,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         allowed_hosts=args.allowed_host,
     )
     _check_cluster_flags(args)
+    users = _kafka_users(args)
     kafka_configs = _kafka_configs(args, storage)
     _check_ready_file(args.ready_file)
     trace = None if args.trace is None else TraceWriter(args.trace)  # last: nothing to undo
@@ -356,6 +384,8 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         storage=storage,
         replica_rtt_ms=args.replica_rtt_ms,
         kafka_port=args.kafka_port,
+        kafka_sasl_port=args.kafka_sasl_port,
+        kafka_users=users,
         kafka_limits=kafka_limits,
         kafka_auto_create_topics=args.kafka_auto_create_topics,
         kafka_configs=kafka_configs,
@@ -401,6 +431,19 @@ def _kafka_configs(args: argparse.Namespace, storage: StorageLimits) -> BrokerCo
     return configs
 
 
+def _kafka_users(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """The ``--kafka-user`` users, checked: each once, and only with SASL listeners."""
+    users: dict[str, str] = {}
+    for text in args.kafka_user:
+        name, password = parse_user(text)
+        if name in users:
+            raise ValueError(f"--kafka-user {name} given twice")
+        users[name] = password
+    if users and args.kafka_sasl_port is None:
+        raise ValueError("--kafka-user needs --kafka-sasl-port: users log in on SASL listeners")
+    return tuple(users.items())
+
+
 def _effective_configs(settings: ServeSettings) -> tuple[BrokerConfigs, StorageLimits]:
     """The broker configs, with ``--kafka-auto-create-topics`` as
     ``auto.create.topics.enable``, and the storage limits with the retention they set."""
@@ -431,12 +474,26 @@ def _check_cluster_flags(args: argparse.Namespace) -> None:
     rtt = args.replica_rtt_ms
     if rtt is not None and not (math.isfinite(rtt) and rtt >= 0):
         raise ValueError(f"--replica-rtt-ms must be a finite number >= 0, got {rtt}")
-    if args.kafka_port is not None and not (
-        args.kafka_port == 0 or 1 <= args.kafka_port <= 65536 - args.brokers
+    for flag, port in (
+        ("--kafka-port", args.kafka_port),
+        ("--kafka-sasl-port", args.kafka_sasl_port),
     ):
+        if port is not None and not (port == 0 or 1 <= port <= 65536 - args.brokers):
+            raise ValueError(
+                f"{flag} must leave room for {args.brokers} ports below 65536, got {port}"
+            )
+    plain, sasl = args.kafka_port, args.kafka_sasl_port
+    if plain and sasl and abs(plain - sasl) < args.brokers:
         raise ValueError(
-            f"--kafka-port must leave room for {args.brokers} ports below 65536, "
-            f"got {args.kafka_port}"
+            f"--kafka-port {plain} and --kafka-sasl-port {sasl} overlap: "
+            f"each takes {args.brokers} consecutive ports"
+        )
+    if plain is not None and not args.kafka_allow_anonymous and not is_loopback(args.host):
+        raise ValueError(
+            f"--kafka-port on --host {args.host}: a plaintext Kafka listener authenticates "
+            "nobody, and anyone who reaches it may produce, consume and delete topics; "
+            "serve Kafka on a loopback host, or on SASL listeners (--kafka-sasl-port with "
+            "--kafka-user), or accept that with --kafka-allow-anonymous"
         )
 
 
@@ -455,7 +512,7 @@ def run(args: argparse.Namespace) -> int:
         max_pending,
         max_pending - write_reserve(max_pending),
         ""
-        if settings.kafka_port is None
+        if settings.kafka_port is None and settings.kafka_sasl_port is None
         else f", {kafka_limits.max_connections} Kafka connections",
     )
     try:
@@ -489,9 +546,15 @@ async def serve(settings: ServeSettings) -> int:
     for name, partitions, replication_factor in settings.topics:
         await cluster.create_topic(name, partitions, replication_factor)
     kafka = None
-    if settings.kafka_port is not None:
+    if settings.kafka_port is not None or settings.kafka_sasl_port is not None:
         kafka = KafkaFrontDoor(
-            cluster, settings.host, settings.kafka_port, settings.kafka_limits, configs=configs
+            cluster,
+            settings.host,
+            settings.kafka_port,
+            settings.kafka_limits,
+            configs=configs,
+            users=dict(settings.kafka_users),
+            sasl_port=settings.kafka_sasl_port,
         )
     app = _observed_app(cluster, settings.config, settings.access, kafka, settings.trace)
     runner = ServiceRunner(
@@ -568,10 +631,17 @@ async def _serve_until_signalled(
                 await _start_on_consecutive_ports(kafka)
             else:
                 await kafka.start()
-            print(f"kafka bootstrap.servers={kafka.bootstrap}", flush=True)
+            if settings.kafka_port is not None:
+                print(f"kafka bootstrap.servers={kafka.bootstrap}", flush=True)
+            if settings.kafka_sasl_port is not None:
+                print(f"kafka sasl bootstrap.servers={kafka.sasl_bootstrap}", flush=True)
         if ready is not None:
-            brokers = None if kafka is None else dict(kafka.addresses)
-            write_ready_file(ready, ready_document(http, brokers))
+            brokers = sasl = None
+            if kafka is not None and settings.kafka_port is not None:
+                brokers = dict(kafka.addresses)
+            if kafka is not None and settings.kafka_sasl_port is not None:
+                sasl = dict(kafka.sasl_addresses)
+            write_ready_file(ready, ready_document(http, brokers, sasl))
         await stop.wait()
         print("shutting down", flush=True)
     finally:
@@ -616,11 +686,13 @@ def _url(host: str, port: int) -> str:
 
 
 def ready_document(
-    http: list[tuple[str, int]], kafka: dict[int, tuple[str, int]] | None
+    http: list[tuple[str, int]],
+    kafka: dict[int, tuple[str, int]] | None,
+    kafka_sasl: dict[int, tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
     """What the ready file says: the HTTP listeners (``http``: (host, port) as bound) and,
-    with Kafka, each broker's listener (``kafka``: broker id -> (host, port)); the format is
-    in docs/serve.md."""
+    with Kafka, each broker's plaintext listener (``kafka``: broker id -> (host, port))
+    and SASL_PLAINTEXT listener (``kafka_sasl``); the format is in docs/serve.md."""
     document: dict[str, Any] = {
         "version": READY_FILE_VERSION,
         "pid": os.getpid(),
@@ -631,15 +703,26 @@ def ready_document(
         "kafka": None,
     }
     if kafka is not None:
-        brokers = [
-            {"id": broker, "host": host, "port": port}
-            for broker, (host, port) in sorted(kafka.items())
-        ]
-        document["kafka"] = {
-            "bootstrap_servers": ",".join(f"{b['host']}:{b['port']}" for b in brokers),
-            "brokers": brokers,
+        document["kafka"] = _listeners(kafka)
+    document["kafka_sasl"] = None
+    if kafka_sasl is not None:
+        document["kafka_sasl"] = {
+            **_listeners(kafka_sasl),
+            "security_protocol": "SASL_PLAINTEXT",
+            "mechanisms": list(MECHANISMS),
         }
     return document
+
+
+def _listeners(addresses: dict[int, tuple[str, int]]) -> dict[str, Any]:
+    brokers = [
+        {"id": broker, "host": host, "port": port}
+        for broker, (host, port) in sorted(addresses.items())
+    ]
+    return {
+        "bootstrap_servers": ",".join(f"{b['host']}:{b['port']}" for b in brokers),
+        "brokers": brokers,
+    }
 
 
 def write_ready_file(path: str, document: dict[str, Any]) -> None:

@@ -216,13 +216,16 @@ class Cluster:
         assignment: Sequence[Sequence[int]] | None = None,
         retention_bytes: int | None = None,
         retention_ms: int | None = None,
+        internal: bool = False,
     ) -> None:
         """Create a topic. Replicas are assigned round-robin unless ``assignment`` lists
         each partition's brokers (the first one is the preferred leader).
         ``retention_bytes`` (per partition) and ``retention_ms`` override the cluster's
-        ``log_retention_*`` (-1: keep everything). Raises :class:`SimulationError` (its
-        ``code`` says why) for a duplicate or invalid name, impossible sizes or a bad
-        assignment, and TypeError/ValueError for a bad retention."""
+        ``log_retention_*`` (-1: keep everything). ``internal`` marks a topic the cluster
+        runs for itself, as Kafka's ``__consumer_offsets`` (:meth:`is_internal`; Metadata
+        says so). Raises :class:`SimulationError` (its ``code`` says why) for a duplicate
+        or invalid name, impossible sizes or a bad assignment, and TypeError/ValueError for
+        a bad retention."""
         if self._closed:
             raise RuntimeError("cluster is closed")
         defaults = self.log_defaults
@@ -230,7 +233,11 @@ class Cluster:
             defaults.retention_bytes if retention_bytes is None else retention_bytes,
             defaults.retention_ms if retention_ms is None else retention_ms,
         )
-        self.controller.create_topic(name, partitions, replication_factor, assignment, config)
+        if not isinstance(internal, bool):
+            raise TypeError(f"internal must be a bool, got {internal!r}")
+        self.controller.create_topic(
+            name, partitions, replication_factor, assignment, config, internal=internal
+        )
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic and its records; requests parked on its partitions answer
@@ -360,6 +367,11 @@ class Cluster:
     def topic_id(self, name: str) -> uuid.UUID | None:
         """A topic's id (new at each creation); None if there is no such topic."""
         return self._metadata.topic_ids.get(name)
+
+    def is_internal(self, name: str) -> bool:
+        """Whether topic ``name`` is one the cluster runs for itself (created with
+        ``internal=True``); False for any other, or no such topic."""
+        return name in self._metadata.internal_topics
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with id ``topic_id``; None if there is none."""

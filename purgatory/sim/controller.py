@@ -92,11 +92,14 @@ class Controller:
         replication_factor: int,
         assignment: Sequence[Sequence[int]] | None,
         config: LogConfig | None = None,
+        *,
+        internal: bool = False,
     ) -> list[Partition]:
         """Add a topic with retention ``config`` (default none); replicas round-robin unless
         ``assignment`` lists each partition's brokers (the first one is the preferred
-        leader). Raises :class:`SimulationError` for a duplicate name, impossible sizes or
-        a bad assignment."""
+        leader); ``internal``: one the cluster runs for itself. Raises
+        :class:`SimulationError` for a duplicate name, impossible sizes or a bad
+        assignment."""
         metadata = self.metadata
         check_topic_name(name)
         if name in metadata.topics:
@@ -114,7 +117,7 @@ class Controller:
             Partition(name, i, r, now, metadata.hw_listeners, config, self.log_space)
             for i, r in enumerate(replicas)
         ]
-        metadata.add_topic(name, parts)
+        metadata.add_topic(name, parts, internal=internal)
         for p in parts:  # a dead broker cannot lead a new partition
             if p.leader is not None and not metadata.alive[p.leader]:
                 self._elect(p, exclude=p.leader)

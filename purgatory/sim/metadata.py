@@ -36,6 +36,9 @@ class MetadataCache:
         #: new for every creation, so a topic deleted and created again is another topic
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
+        #: topics the cluster runs for itself (Kafka's __consumer_offsets): Metadata
+        #: marks them internal
+        self.internal_topics: set[str] = set()
         self._ids = random.Random(seed)  # seeded: a simulation stays the same for a seed
         self.alive = dict.fromkeys(brokers, True)
         #: told about every change of a leader's high watermark (the invariant checker)
@@ -56,13 +59,16 @@ class MetadataCache:
             return None
         return parts[partition]
 
-    def add_topic(self, name: str, partitions: list[Partition]) -> None:
+    def add_topic(self, name: str, partitions: list[Partition], *, internal: bool = False) -> None:
         topic_id = uuid.UUID(int=self._ids.getrandbits(128), version=4)
         self.topics[name] = partitions
+        if internal:
+            self.internal_topics.add(name)
         self.topic_ids[name] = topic_id
         self.topic_names[topic_id] = name
 
     def remove_topic(self, name: str) -> list[Partition] | None:
+        self.internal_topics.discard(name)
         topic_id = self.topic_ids.pop(name, None)
         if topic_id is not None:
             del self.topic_names[topic_id]

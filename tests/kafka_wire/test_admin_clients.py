@@ -25,6 +25,7 @@ from kio_wire import read_response, round_trip
 from purgatory.kafka.broker_configs import KEPT_ONLY, TOPIC_CONFIGS, BrokerConfigs
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
+from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
@@ -44,6 +45,15 @@ def _ask(handler: Any, request: Any, response_class: Any) -> Any:
     request.with_header(correlation_id=1, client_id="c")
     frame = bytes(request.encode(header=True))
     answer = handler(*read_request(frame, ApiKey(request.API_KEY), version))
+    return response_class[version].decode(encode_response(1, answer), header=True, framed=True)
+
+
+async def _ask_later(handler: Any, request: Any, response_class: Any) -> Any:
+    """:func:`_ask` for a handler that answers later (an awaitable)."""
+    version = request.API_VERSION
+    request.with_header(correlation_id=1, client_id="c")
+    frame = bytes(request.encode(header=True))
+    answer = await handler(*read_request(frame, ApiKey(request.API_KEY), version))
     return response_class[version].decode(encode_response(1, answer), header=True, framed=True)
 
 
@@ -211,9 +221,11 @@ async def test_groups_are_described_and_listed_as_kafka_does_for_every_version()
     coordinator = GroupCoordinator()
     offsets = OffsetStore()
     offsets.commit("assigner", "t", 0, Committed(5, -1, None))  # committed, never joined
-    try:
-        on_0 = GroupHandlers(coordinator, offsets, 0, lambda group: 0)
-        on_1 = GroupHandlers(coordinator, offsets, 1, lambda group: 0)
+    async with Cluster(brokers=2, seed=1) as cluster:
+        # one partition of __consumer_offsets, led by broker 0: it coordinates every group
+        groups_topic = OffsetsTopic(cluster, 1, 1)
+        on_0 = GroupHandlers(coordinator, offsets, 0, groups_topic)
+        on_1 = GroupHandlers(coordinator, offsets, 1, groups_topic)
         for version in range(5):
             request = DescribeGroupsRequest[version](
                 groups=["assigner", "nope"], include_authorized_operations=False
@@ -225,12 +237,14 @@ async def test_groups_are_described_and_listed_as_kafka_does_for_every_version()
             ]
         for version in range(3):
             request = ListGroupsRequest[version]()
-            mine = _ask(on_0.list_groups, request, ListGroupsResponse)
-            other = _ask(on_1.list_groups, request, ListGroupsResponse)
+            mine = await _ask_later(on_0.list_groups, request, ListGroupsResponse)
+            other = await _ask_later(on_1.list_groups, request, ListGroupsResponse)
             assert [(g.group_id, g.protocol_type) for g in mine.groups] == [("assigner", "")]
             assert (mine.error_code, other.groups) == (0, [])  # only its coordinator lists it
-    finally:
-        await coordinator.close()
+        # a group lives in __consumer_offsets: listing one made it exist, internal
+        assert cluster.is_internal("__consumer_offsets")
+        assert cluster.partition("__consumer_offsets", 0).leader == 0
+    await coordinator.close()
 
 
 CONFIGS = versions(ApiKey.DESCRIBE_CONFIGS)

@@ -20,7 +20,8 @@ from confluent_kafka import TopicPartition as CkPartition
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KpPartition
 
-from purgatory.kafka.coordinator.transactions import TRANSACTION_STATE_TOPIC, partition_for
+from purgatory.kafka.coordinator.offsets_topic import partition_for
+from purgatory.kafka.coordinator.transactions import TRANSACTION_STATE_TOPIC
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 
 COMMITTED = [b"c0", b"c1", b"c2", b"c3", b"last"]

@@ -62,7 +62,7 @@ async def sync(
 async def test_one_member_joins_leads_and_syncs_its_own_assignment(coordinator) -> None:
     first = await joined(coordinator)
     assert (first.generation, first.protocol, first.leader) == (1, "range", first.member_id)
-    assert first.members == ((first.member_id, b"r"),)  # the leader sees every subscription
+    assert first.members == ((first.member_id, None, b"r"),)  # the leader sees every subscription
     assert coordinator.groups["g"].state is GroupState.COMPLETING_REBALANCE
     assert await sync(coordinator, first, {first.member_id: b"all"}) == (ErrorCode.NONE, b"all")
     assert coordinator.groups["g"].state is GroupState.STABLE

@@ -188,6 +188,7 @@ _VALUES: dict[ApiKey, dict[str, Any]] = {
     },
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: {"topics": [_TOPIC]},
     ApiKey.DESCRIBE_PRODUCERS: {"topics": [_TOPIC]},
+    ApiKey.OFFSET_DELETE: {"group_id": "g", "topics": [_TOPIC]},
     ApiKey.ADD_PARTITIONS_TO_TXN: {  # partitions by index alone
         "v3_and_below_transactional_id": "x",
         "v3_and_below_topics": [{"name": "t", "partitions": [0, 1]}],

@@ -14,8 +14,13 @@ unless set, 3000 in Kafka) the first rebalance of an empty group is an InitialDe
 instead: it waits that long for more members, and again (within the longest rebalance
 timeout) while more keep joining, before the first generation is handed out.
 
-Static membership (``group.instance.id``) is not kept: such a member is treated as a
-dynamic one.
+Static membership (KIP-345): a member that joins with a ``group.instance.id`` holds it
+until it leaves by that instance id or its session ends. Such a member that comes back
+with no member id (a restarted consumer) takes over its instance's place under a new
+member id, with its assignment, and a Stable group does not rebalance for it (unless the
+protocol the group would choose changes); the old member id is fenced from then on
+(FENCED_INSTANCE_ID). A rebalance does not drop a static member that did not rejoin in
+time: only its session does.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import Mapping
-from typing import ClassVar, TypeVar, final
+from typing import TYPE_CHECKING, ClassVar, TypeVar, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.coordinator.groups import (
+    CONSUMER_PROTOCOL_TYPE,
     MAX_SESSION_TIMEOUT_MS,
     MIN_SESSION_TIMEOUT_MS,
     Group,
@@ -38,6 +44,9 @@ from purgatory.kafka.coordinator.groups import (
 )
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
 
 T = TypeVar("T")
 
@@ -133,6 +142,8 @@ class GroupCoordinator:
             "Heartbeat", labels=labels
         )
         self._ids = itertools.count(1)
+        #: the KIP-848 groups (their names are group names too), when served
+        self.consumer_groups: ConsumerGroupCoordinator | None = None
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
@@ -160,29 +171,45 @@ class GroupCoordinator:
         protocols: list[tuple[str, bytes]],
         *,
         require_known_id: bool = False,
+        instance_id: str | None = None,
+        skip_assignment: bool = False,
     ) -> JoinResult | asyncio.Future[JoinResult]:
         """JoinGroup: answered now, or parked until the rebalance completes.
 
-        With ``require_known_id`` (JoinGroup v4+, KIP-394), a new member is first answered
-        MEMBER_ID_REQUIRED with its id and joins with that id: a first JoinGroup that the
-        client gives up on (it moved to another coordinator, say) leaves no member behind
-        for the next rebalance to wait on, only a pending id that expires with its session.
+        With ``require_known_id`` (JoinGroup v4+, KIP-394), a new dynamic member is first
+        answered MEMBER_ID_REQUIRED with its id and joins with that id: a first JoinGroup
+        that the client gives up on (it moved to another coordinator, say) leaves no member
+        behind for the next rebalance to wait on, only a pending id that expires with its
+        session. A static member (``instance_id``) joins at once. ``skip_assignment``
+        (JoinGroup v9+): a static leader that rejoins a Stable group may be told to skip
+        the assignment (KIP-814).
         """
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         group = self.groups.get(group_id)
-        if member_id and (
-            group is None or (member_id not in group.members and member_id not in group.pending)
-        ):
+        if member_id and group is None:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         if group is None:
             group = Group(group_id)  # kept once the join is accepted, not before
+        if member_id and member_id not in group.pending:
+            error = group.member_error(member_id, instance_id)
+            if error is not ErrorCode.NONE:
+                return JoinResult(error, member_id)
         if not group.supports(protocol_type, protocols, member_id):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         self.groups[group_id] = group
-        if not member_id and require_known_id:
+        if not member_id and instance_id is not None and instance_id in group.static_members:
+            return self._rejoin_static(
+                group,
+                instance_id,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocols,
+                skip_assignment=skip_assignment,
+            )
+        if not member_id and require_known_id and instance_id is None:
             member = Member(f"{client_id or 'member'}-{uuid.uuid4()}", client_id)
             member.session_timeout_ms = session_timeout_ms
             group.pending[member.member_id] = member
@@ -191,7 +218,12 @@ class GroupCoordinator:
         known = group.members.get(member_id)
         if known is None:
             pending = group.pending.pop(member_id, None)
-            member = pending or Member(f"{client_id or 'member'}-{uuid.uuid4()}", client_id)
+            # Kafka names a static member after its instance id, a dynamic one its client id
+            member = pending or Member(
+                f"{instance_id or client_id or 'member'}-{uuid.uuid4()}", client_id, instance_id
+            )
+            if instance_id is not None:
+                group.static_members[instance_id] = member.member_id
             group.members[member.member_id] = member
             group.protocol_type = protocol_type
             if not group.leader:
@@ -219,6 +251,66 @@ class GroupCoordinator:
             self._prepare_rebalance(group)
         return future
 
+    def _rejoin_static(
+        self,
+        group: Group,
+        instance_id: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocols: list[tuple[str, bytes]],
+        *,
+        skip_assignment: bool,
+    ) -> JoinResult | asyncio.Future[JoinResult]:
+        """A known static member came back without its member id (its consumer
+        restarted): as Kafka's updateStaticMemberThenRebalanceOrCompleteJoin, it takes over
+        the instance under a new member id with the old member's assignment; a JoinGroup
+        or SyncGroup the old id has parked is answered FENCED_INSTANCE_ID. A Stable group
+        whose chosen protocol stays answers at once with the current generation, and
+        rebalances only if the protocol would change; one completing a rebalance starts
+        another (the leader may have assigned to the old id)."""
+        old = group.members.pop(group.static_members[instance_id])
+        current_leader = group.leader
+        member = Member(f"{instance_id}-{uuid.uuid4()}", old.client_id, instance_id)
+        member.assignment = old.assignment
+        member.protocols = list(protocols)
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        group.members[member.member_id] = member
+        group.static_members[instance_id] = member.member_id
+        if group.leader == old.member_id:
+            group.leader = member.member_id
+        _answer(old.join, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old.member_id))
+        _answer(old.sync, (ErrorCode.FENCED_INSTANCE_ID, b""))
+        old.join = old.sync = None
+        old.leaving = True  # its session ends here, without effect
+        self.heartbeats.check_and_complete_nowait((group.name, old.member_id))
+        self._beat(group, member)
+        if group.state is GroupState.STABLE and group.select_protocol() == group.protocol:
+            if skip_assignment:
+                # KIP-814: the leader learns the members and keeps the current assignment.
+                leader = member.member_id == group.leader
+                return JoinResult(
+                    ErrorCode.NONE,
+                    member.member_id,
+                    group.generation,
+                    group.protocol,
+                    group.leader,
+                    group.subscriptions() if leader else (),
+                    skip_assignment=leader,
+                )
+            # Before v9 the leader named is the old id: a static leader that restarted
+            # takes itself for a follower and syncs, so no assignment is recomputed.
+            return JoinResult(
+                ErrorCode.NONE, member.member_id, group.generation, group.protocol, current_leader
+            )
+        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        member.join = future
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self.rebalances.check_and_complete_nowait(group.name)
+        else:
+            self._prepare_rebalance(group)
+        return future
+
     def sync(
         self,
         group_id: str,
@@ -228,13 +320,17 @@ class GroupCoordinator:
         *,
         protocol_type: str | None = None,
         protocol: str | None = None,
+        instance_id: str | None = None,
     ) -> SyncResult | asyncio.Future[SyncResult]:
         """SyncGroup: the leader's assignments go out to every member once it sends them.
         A ``protocol_type`` or ``protocol`` given (SyncGroup v5+) must be the group's."""
         group = self.groups.get(group_id)
-        member = None if group is None else group.members.get(member_id)
-        if group is None or member is None:
+        if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, b""
+        error = group.member_error(member_id, instance_id)
+        if error is not ErrorCode.NONE:
+            return error, b""
+        member = group.members[member_id]
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION, b""
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -257,11 +353,16 @@ class GroupCoordinator:
                 m.sync = None
         return future
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+    def heartbeat(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None = None
+    ) -> ErrorCode:
         group = self.groups.get(group_id)
-        member = None if group is None else group.members.get(member_id)
-        if group is None or member is None:
+        if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        error = group.member_error(member_id, instance_id)
+        if error is not ErrorCode.NONE:
+            return error
+        member = group.members[member_id]
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
         self._beat(group, member)
@@ -269,24 +370,48 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS  # the member learns it must rejoin
         return ErrorCode.NONE
 
-    def leave(self, group_id: str, member_ids: list[str]) -> list[ErrorCode]:
-        """LeaveGroup: each member's error; those that left trigger a rebalance."""
+    def leave(
+        self,
+        group_id: str,
+        member_ids: list[str],
+        instance_ids: list[str | None] | None = None,
+    ) -> list[ErrorCode]:
+        """LeaveGroup: each member's error; those that left trigger a rebalance. A member
+        may be named by its member id, by its instance id (a static member, with member id
+        "": how an operator removes one) or both (then they must match: an old member id
+        of the instance is FENCED_INSTANCE_ID). An id still pending (MEMBER_ID_REQUIRED)
+        is simply forgotten."""
         group = self.groups.get(group_id)
+        if instance_ids is None:
+            instance_ids = [None] * len(member_ids)
         errors = []
-        for member_id in member_ids:
-            member = None if group is None else group.members.get(member_id)
-            if group is None or member is None:
+        for member_id, instance_id in zip(member_ids, instance_ids, strict=True):
+            if group is None:
                 errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
-            self._remove(group, member)
-            errors.append(ErrorCode.NONE)
+            if not member_id and instance_id is not None:
+                member_id = group.static_members.get(instance_id, "")
+                error = ErrorCode.NONE if member_id else ErrorCode.UNKNOWN_MEMBER_ID
+            elif member_id in group.pending:
+                group.pending.pop(member_id).leaving = True
+                self.heartbeats.check_and_complete_nowait((group.name, member_id))
+                errors.append(ErrorCode.NONE)
+                continue
+            else:
+                error = group.member_error(member_id, instance_id)
+            if error is ErrorCode.NONE:
+                self._remove(group, group.members[member_id])
+            errors.append(error)
         if group is not None and ErrorCode.NONE in errors:
             self._members_changed(group)
         return errors
 
-    def commit_error(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+    def commit_error(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None = None
+    ) -> ErrorCode:
         """Whether OffsetCommit may write for this group (Kafka's checks, in its order).
-        A consumer without membership (``assign()``) commits with generation -1."""
+        A consumer without membership (``assign()``) commits with generation -1; a static
+        member's old member id is FENCED_INSTANCE_ID."""
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.EMPTY:
             if generation < 0:
@@ -294,12 +419,12 @@ class GroupCoordinator:
             return ErrorCode.ILLEGAL_GENERATION if group is None else ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is GroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = group.member_error(member_id, instance_id)
+        if error is not ErrorCode.NONE:
+            return error
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
-        self._beat(group, member)
+        self._beat(group, group.members[member_id])
         return ErrorCode.NONE
 
     def delete(self, group_id: str, offsets: OffsetStore) -> ErrorCode:
@@ -308,6 +433,15 @@ class GroupCoordinator:
         has members, or is rebalancing) NON_EMPTY_GROUP; otherwise the group and its
         committed offsets go (ids handed out with MEMBER_ID_REQUIRED but never used go
         with it), NONE."""
+        consumer = (
+            None if self.consumer_groups is None else self.consumer_groups.groups.get(group_id)
+        )
+        if consumer is not None and self.consumer_groups is not None:  # a KIP-848 group
+            if consumer.members:
+                return ErrorCode.NON_EMPTY_GROUP
+            del self.consumer_groups.groups[group_id]
+            offsets.delete_group(group_id)
+            return ErrorCode.NONE
         group = self.groups.get(group_id)
         if group is None:
             return (
@@ -319,6 +453,38 @@ class GroupCoordinator:
         del self.groups[group_id]
         offsets.delete_group(group_id)
         return ErrorCode.NONE
+
+    def delete_offsets(
+        self, group_id: str, partitions: dict[str, list[int]], offsets: OffsetStore
+    ) -> ErrorCode | dict[str, ErrorCode]:
+        """OffsetDelete, as Kafka's coordinator decides it: a group nobody knows is
+        GROUP_ID_NOT_FOUND, a live group of another protocol type than ``consumer``
+        NON_EMPTY_GROUP (both for the whole request); otherwise, per topic, one the live
+        group subscribes to is GROUP_SUBSCRIBED_TO_TOPIC and kept, the others' committed
+        offsets go (NONE, whether or not there were any)."""
+        group = self.groups.get(group_id)
+        consumer = (
+            None if self.consumer_groups is None else self.consumer_groups.groups.get(group_id)
+        )
+        if group is None and consumer is None and group_id not in offsets.groups():
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        subscribed: frozenset[str] | None = frozenset()
+        if consumer is not None and self.consumer_groups is not None:
+            # a KIP-848 group: its members' subscriptions now, whatever its state
+            subscribed = self.consumer_groups.subscribed_topics(consumer)
+        elif group is not None and group.state is not GroupState.EMPTY:
+            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return ErrorCode.NON_EMPTY_GROUP
+            subscribed = group.subscribed  # as of the generation's start, as in Kafka
+        answers = {}
+        for topic, indexes in partitions.items():
+            if subscribed is None or topic in subscribed:
+                answers[topic] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            for index in indexes:
+                offsets.delete(group_id, topic, index)
+            answers[topic] = ErrorCode.NONE
+        return answers
 
     # -- rebalancing -----------------------------------------------------------------------
 
@@ -352,21 +518,32 @@ class GroupCoordinator:
         self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
-        """The rebalance is over: members that did not rejoin are out, the rest get the
-        new generation."""
+        """The rebalance is over: dynamic members that did not rejoin are out (static
+        ones stay until their session ends, as in Kafka), the rest get the new
+        generation. If members remain but none rejoined, wait another rebalance timeout."""
         for member in [m for m in group.members.values() if m.join is None]:
-            self._remove(group, member)
+            if member.instance_id is None:
+                self._remove(group, member)
+        joined = [m for m in group.members.values() if m.join is not None]
+        if group.members and not joined:
+            timeout_ms = max(m.rebalance_timeout_ms for m in group.members.values())
+            self.rebalances.try_complete_else_watch_nowait(
+                DelayedJoin(self, group, timeout_ms), [group.name]
+            )
+            return
         group.generation += 1
         if not group.members:
             group.state = GroupState.EMPTY
             group.empty_since_ms = self.rebalances.timer.now_ms()
             group.protocol = group.leader = ""
+            group.subscribed = frozenset()
             return
         group.protocol = group.select_protocol()
-        if group.leader not in group.members:
-            group.leader = next(iter(group.members))
+        group.subscribed = group.subscribed_topics()
+        if group.leader not in group.members or group.members[group.leader].join is None:
+            group.leader = joined[0].member_id  # a leader that did not rejoin leads no more
         group.state = GroupState.COMPLETING_REBALANCE
-        for member in group.members.values():
+        for member in joined:
             _answer(member.join, group.join_result(member))
             member.join = None
             self._beat(group, member)
@@ -383,6 +560,8 @@ class GroupCoordinator:
         _answer(member.join, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
         _answer(member.sync, (ErrorCode.UNKNOWN_MEMBER_ID, b""))
         del group.members[member.member_id]
+        if member.instance_id is not None:
+            group.static_members.pop(member.instance_id, None)
 
     # -- sessions --------------------------------------------------------------------------
 

@@ -14,6 +14,9 @@ from typing import Final, final
 from purgatory import DelayedOperation
 from purgatory.sim.errors import ErrorCode
 
+#: the protocol type of Kafka consumers' groups (ConsumerProtocol.PROTOCOL_TYPE)
+CONSUMER_PROTOCOL_TYPE: Final = "consumer"
+
 # Kafka's group.min.session.timeout.ms and group.max.session.timeout.ms defaults.
 MIN_SESSION_TIMEOUT_MS: Final = 6_000
 MAX_SESSION_TIMEOUT_MS: Final = 1_800_000
@@ -28,14 +31,17 @@ class GroupState(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class JoinResult:
-    """A JoinGroup answer; ``members`` (member id, metadata) goes to the leader only."""
+    """A JoinGroup answer; ``members`` (member id, group instance id, metadata) goes to
+    the leader only. ``skip_assignment`` (JoinGroup v9+, KIP-814) tells a static leader
+    that rejoined a Stable group to keep the current assignment instead of computing one."""
 
     error: ErrorCode
     member_id: str = ""
     generation: int = -1
     protocol: str = ""
     leader: str = ""
-    members: tuple[tuple[str, bytes], ...] = ()
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
+    skip_assignment: bool = False
 
 
 SyncResult = tuple[ErrorCode, bytes]
@@ -46,6 +52,7 @@ SyncResult = tuple[ErrorCode, bytes]
 class Member:
     member_id: str
     client_id: str = ""  # as its JoinGroup's header gave it (DescribeGroups shows it)
+    instance_id: str | None = None  # its group.instance.id: a static member (KIP-345)
     session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS
     rebalance_timeout_ms: int = MIN_SESSION_TIMEOUT_MS
     protocols: list[tuple[str, bytes]] = field(default_factory=list)
@@ -76,9 +83,27 @@ class Group:
     # when its last rebalance left it Empty (the coordinator's clock): its committed
     # offsets expire offsets.retention.minutes after that
     empty_since_ms: float | None = None
+    # The static members: group instance id -> the member id it holds now.
+    static_members: dict[str, str] = field(default_factory=dict)
+    # The topics the members of the current generation subscribe to (a "consumer"
+    # group), as Kafka computes them when a generation starts; None: not known (no
+    # generation yet, another protocol type, or metadata that does not parse).
+    subscribed: frozenset[str] | None = None
 
     def all_joined(self) -> bool:
         return all(m.join is not None for m in self.members.values())
+
+    def member_error(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's validateMember: an instance id given must be held by ``member_id``
+        (FENCED_INSTANCE_ID if another member id holds it now, UNKNOWN_MEMBER_ID if
+        nobody does), and the member must be in the group."""
+        if instance_id is not None:
+            holder = self.static_members.get(instance_id)
+            if holder is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if holder != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]], member: str) -> bool:
         """Whether ``member`` (new, or rejoining) may join with these protocols: the
@@ -107,10 +132,48 @@ class Group:
         )
         return votes.most_common(1)[0][0]
 
+    def subscribed_topics(self) -> frozenset[str] | None:
+        """Kafka's computeSubscribedTopics: for a ``consumer`` group, the topics of every
+        member's subscription (the consumer protocol's version-0 prefix, which every
+        version starts with); None for another protocol type or metadata that does not
+        parse."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            parsed = _subscription_topics(member.metadata(self.protocol))
+            if parsed is None:
+                return None
+            topics.update(parsed)
+        return frozenset(topics)
+
+    def subscriptions(self) -> tuple[tuple[str, str | None, bytes], ...]:
+        """What the leader is told: every member's id, instance id and metadata."""
+        return tuple(
+            (m.member_id, m.instance_id, m.metadata(self.protocol)) for m in self.members.values()
+        )
+
     def join_result(self, member: Member) -> JoinResult:
-        members: tuple[tuple[str, bytes], ...] = ()
-        if member.member_id == self.leader:
-            members = tuple((m.member_id, m.metadata(self.protocol)) for m in self.members.values())
+        members = self.subscriptions() if member.member_id == self.leader else ()
         return JoinResult(
             ErrorCode.NONE, member.member_id, self.generation, self.protocol, self.leader, members
         )
+
+
+def _subscription_topics(metadata: bytes) -> list[str] | None:
+    """The topics of a consumer protocol subscription: an int16 version, then an int32
+    count of int16-length strings (every version starts so); None if it does not parse."""
+    try:
+        count = int.from_bytes(metadata[2:6], "big", signed=True)
+        if len(metadata) < 6 or count < 0:
+            return None
+        topics, at = [], 6
+        for _ in range(count):
+            size = int.from_bytes(metadata[at : at + 2], "big", signed=True)
+            if size < 0 or at + 2 + size > len(metadata):
+                return None
+            topics.append(metadata[at + 2 : at + 2 + size].decode())
+            at += 2 + size
+        return topics
+    except UnicodeDecodeError:
+        return None

@@ -111,6 +111,11 @@ class OffsetStore:
                 out.setdefault(topic, []).append(partition)
         return out
 
+    def delete(self, group: str, topic: str, partition: int) -> bool:
+        """Forget what ``group`` committed for one partition (OffsetDelete); whether it
+        had committed anything."""
+        return self.committed.pop((group, topic, partition), None) is not None
+
     def delete_group(self, group: str) -> int:
         """Forget everything ``group`` committed (DeleteGroups); returns how many
         partitions' offsets went."""

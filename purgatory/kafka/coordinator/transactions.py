@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Final, final
 
 from purgatory import Clock, DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.coordinator.offsets_topic import partition_for
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.sim import Cluster, ProduceRequest, TxnMarker
 from purgatory.sim.errors import ErrorCode, SimulationError
@@ -67,22 +68,6 @@ class TxnState(enum.Enum):
 
 _PREPARED: Final = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 _COMPLETE: Final = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: over UTF-16 code units, in 32-bit two's complement."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(transactional_id: str, partitions: int) -> int:
-    """Kafka's ``Utils.abs(transactionalId.hashCode) % partitions`` (``Utils.abs`` maps
-    Integer.MIN_VALUE to 0)."""
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 @dataclass(slots=True)
@@ -727,6 +712,7 @@ class TransactionCoordinators:
                 rf,
                 retention_bytes=-1,
                 retention_ms=-1,
+                internal=True,
             )
         except SimulationError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:

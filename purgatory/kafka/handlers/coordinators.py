@@ -1,16 +1,17 @@
 """FindCoordinator: which broker coordinates a group (key type 0) or a transactional id
 (key type 1). Every broker answers for every key, and each key has one coordinator
-whichever broker is asked.
+whichever broker is asked, named at the asking listener's addresses (plaintext or SASL).
 
-A group's coordinator is a live broker picked by a hash of the group id (one group
-coordinator serves every broker). A transactional id's is the leader of its partition of
-``__transaction_state``, as in Kafka; the topic is created on the first such request,
-and while the partition has no leader the answer is COORDINATOR_NOT_AVAILABLE.
+A group's coordinator is the leader of its partition of ``__consumer_offsets``, a
+transactional id's the leader of its partition of ``__transaction_state``, as in Kafka;
+each topic is created by the first FindCoordinator for its key type, and while the
+partition has no live leader (or the topic cannot be created) the answer is
+COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, final
 
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
@@ -19,8 +20,9 @@ from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim.errors import ErrorCode
 
-#: ``locate(key)``: the (broker id, host, port) of the broker that coordinates group ``key``
-Locate = Callable[[str], tuple[int, str, int]]
+#: ``locate(key)``: the (broker id, host, port) of the broker that coordinates group
+#: ``key``, None while no broker can (COORDINATOR_NOT_AVAILABLE)
+Locate = Callable[[str], Awaitable[tuple[int, str, int] | None]]
 
 #: FindCoordinator's key types (Kafka's CoordinatorType)
 GROUP: Final = 0
@@ -31,7 +33,7 @@ TRANSACTION: Final = 1
 class CoordinatorHandlers:
     """FindCoordinator 0-6 (v4+ asks for several keys at once): groups answered by
     ``locate``, transactional ids by ``transactions`` (broker addresses from
-    ``addresses``)."""
+    ``addresses``, the listener's own)."""
 
     def __init__(
         self,
@@ -55,17 +57,18 @@ class CoordinatorHandlers:
         if key_type == TRANSACTION:
             await self.transactions.ensure_topic()
         if header.api_version >= 4:
-            found = [self._found(key_type, key) for key in request.coordinator_keys]
+            found = [await self._found(key_type, key) for key in request.coordinator_keys]
             return respond(request, coordinators=found)
-        return respond(request, **self._found(key_type, request.key))
+        return respond(request, **await self._found(key_type, request.key))
 
-    def _found(self, key_type: int, key: str) -> dict[str, Any]:
+    async def _found(self, key_type: int, key: str) -> dict[str, Any]:
         if key_type == GROUP:
-            node_id, host, port = self.locate(key)
+            located = await self.locate(key)
+            if located is None:  # as Kafka answers it: no node
+                return _answer(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            node_id, host, port = located
             return _answer(key, ErrorCode.NONE, node_id, host, port)
-        if key_type != TRANSACTION:
-            return _answer(key, ErrorCode.INVALID_REQUEST)
-        if not key:
+        if key_type != TRANSACTION or not key:
             return _answer(key, ErrorCode.INVALID_REQUEST)
         error, broker = self.transactions.coordinator_of(key)
         if error is not ErrorCode.NONE or broker not in self.addresses:

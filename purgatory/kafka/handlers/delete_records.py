@@ -5,8 +5,9 @@ live replica's log start has passed the offset.
 Sent to each partition's leader, as Kafka's admin clients do; another broker answers
 NOT_LEADER_OR_FOLLOWER. Offset -1 means the high watermark; another negative offset or
 one above the high watermark is OFFSET_OUT_OF_RANGE; one at or below the log start
-deletes nothing and is answered at once, as by Kafka. A negative timeout is malformed:
-the connection closes.
+deletes nothing and is answered at once, as by Kafka. An internal topic
+(``__consumer_offsets``) is INVALID_TOPIC_EXCEPTION, as Kafka refuses to delete its
+records. A negative timeout is malformed: the connection closes.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class DeleteRecordsHandlers:
     async def _delete(
         self, topic: str, index: int, offset: int, timeout_ms: int
     ) -> DeleteRecordsResult:
+        if self.cluster.is_internal(topic):  # Kafka checks this first, on any broker
+            return DeleteRecordsResult(ErrorCode.INVALID_TOPIC_EXCEPTION)
         p = self.cluster.describe_partition(topic, index)
         if p is None:
             return DeleteRecordsResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -14,12 +14,13 @@ a ``classic`` one) and a filter of types, both filters case-insensitive.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final, final
 
+from purgatory.kafka.coordinator.consumer_groups import ConsumerGroup
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import Group, GroupState
 from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -27,28 +28,30 @@ from purgatory.sim.errors import ErrorCode
 
 #: a group the coordinator does not know (DescribeGroups before v6 answers it NONE)
 DEAD: Final = "Dead"
-#: the type of every group here (Kafka's classic group protocol: JoinGroup/SyncGroup)
+#: the type of a group of Kafka's classic group protocol (JoinGroup/SyncGroup)
 CLASSIC: Final = "classic"
+#: the type (and protocol type) of a KIP-848 group (ConsumerGroupHeartbeat)
+CONSUMER: Final = "consumer"
 #: "not computed" in DescribeGroups v3+, as Kafka answers when not asked for them
 _NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 
 
 @final
 class GroupHandlers:
-    """DescribeGroups and ListGroups as broker ``broker_id`` answers them; ``coordinator_of``
-    gives the id of the broker that coordinates a group."""
+    """DescribeGroups and ListGroups as broker ``broker_id`` answers them; ListGroups lists
+    the groups it coordinates (it leads their partition of ``offsets_topic``)."""
 
     def __init__(
         self,
         coordinator: GroupCoordinator,
         offsets: OffsetStore,
         broker_id: int,
-        coordinator_of: Callable[[str], int],
+        offsets_topic: OffsetsTopic,
     ) -> None:
         self.coordinator = coordinator
         self.offsets = offsets
         self.broker_id = broker_id
-        self.coordinator_of = coordinator_of
+        self.offsets_topic = offsets_topic
 
     def apis(self) -> ApiTable:
         return {
@@ -57,11 +60,17 @@ class GroupHandlers:
         }
 
     def _known(self) -> dict[str, Group | None]:
-        """Every group by name: the coordinator's, then those that only committed."""
+        """Every classic group by name: the coordinator's, then those that only committed
+        (a KIP-848 group's committed offsets are its own)."""
         known: dict[str, Group | None] = dict(self.coordinator.groups)
         for group in self.offsets.groups():
-            known.setdefault(group, None)
+            if group not in self._consumer_groups():
+                known.setdefault(group, None)
         return known
+
+    def _consumer_groups(self) -> dict[str, ConsumerGroup]:
+        consumer = self.coordinator.consumer_groups
+        return {} if consumer is None else consumer.groups
 
     def describe_groups(self, header: RequestHeader, request: Any) -> Any:
         known = self._known()
@@ -83,13 +92,16 @@ class GroupHandlers:
             group["authorized_operations"] = _NO_AUTHORIZED_OPERATIONS
         return respond(request, groups=described)
 
-    def list_groups(self, header: RequestHeader, request: Any) -> Any:
+    async def list_groups(self, header: RequestHeader, request: Any) -> Any:
         version = header.api_version
         states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
         types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
+        known = self._known()
+        if known or self._consumer_groups():  # a group lives in __consumer_offsets
+            await self.offsets_topic.ensure()
         listed = []
-        for name, group in self._known().items():
-            if self.coordinator_of(name) != self.broker_id:
+        for name, group in known.items():
+            if self.offsets_topic.coordinator(name) != self.broker_id:
                 continue
             state = GroupState.EMPTY if group is None else group.state
             if (states and state.value.lower() not in states) or (types and CLASSIC not in types):
@@ -100,6 +112,20 @@ class GroupHandlers:
                     "protocol_type": "" if group is None else group.protocol_type,
                     "group_state": state.value,
                     "group_type": CLASSIC,
+                }
+            )
+        for name, consumer in self._consumer_groups().items():  # KIP-848's, type "consumer"
+            if self.offsets_topic.coordinator(name) != self.broker_id:
+                continue
+            state_name = consumer.state()
+            if (states and state_name.lower() not in states) or (types and CONSUMER not in types):
+                continue
+            listed.append(
+                {
+                    "group_id": name,
+                    "protocol_type": CONSUMER,
+                    "group_state": state_name,
+                    "group_type": CONSUMER,
                 }
             )
         return respond(request, error_code=ErrorCode.NONE, groups=listed)
@@ -118,7 +144,7 @@ def _describe(group: Group | None) -> dict[str, Any]:
         "members": [
             {
                 "member_id": member.member_id,
-                "group_instance_id": None,  # static membership is not kept
+                "group_instance_id": member.instance_id,
                 "client_id": member.client_id,
                 "client_host": "",  # not kept
                 "member_metadata": member.metadata(group.protocol) if stable else b"",

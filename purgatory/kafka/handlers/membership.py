@@ -4,17 +4,19 @@ version Kafka 4.x has, the flexible ones included), answered by the
 
 As Kafka's broker answers them:
 
-* JoinGroup v4+ answers a member's first join (no member id) MEMBER_ID_REQUIRED with its
-  id (KIP-394); v7+ names the protocol type as well as the protocol chosen (null on an
-  error); v8's ``reason`` is taken and not kept; v9's ``skip_assignment`` is always false
-  (only a static leader may skip the assignment, KIP-814).
+* JoinGroup v4+ answers a dynamic member's first join (no member id) MEMBER_ID_REQUIRED
+  with its id (KIP-394); v7+ names the protocol type as well as the protocol chosen (null
+  on an error); v8's ``reason`` is taken and not kept; v9's ``skip_assignment`` is true
+  only for a static leader that rejoined a Stable group (KIP-814).
 * SyncGroup v5+ checks the protocol type and name the member gives (INCONSISTENT_GROUP_PROTOCOL
   if they are not the group's) and answers them.
-* LeaveGroup v3+ lets several members leave at once, each with its own answer; a group the
-  coordinator does not know is answered UNKNOWN_MEMBER_ID at the top, as Kafka does.
+* LeaveGroup v3+ lets several members leave at once, each with its own answer, named by
+  member id or (static members) by group instance id; a group the coordinator does not
+  know is answered UNKNOWN_MEMBER_ID at the top, as Kafka does.
 
-Static membership (``group_instance_id``) is not kept: the field is accepted and a member
-with one is treated as a dynamic member.
+Static membership (KIP-345): the ``group_instance_id`` of JoinGroup v5+, SyncGroup v3+,
+Heartbeat v3+ and LeaveGroup v3+ is checked against the member id that holds it now
+(FENCED_INSTANCE_ID for an older one), and the leader sees each member's instance id.
 
 JoinGroup and SyncGroup may park until the rebalance gets that far; the connection server
 keeps the answers of a connection in request order meanwhile.
@@ -66,6 +68,8 @@ class MembershipHandlers:
             request.protocol_type,
             [(protocol.name, protocol.metadata) for protocol in request.protocols],
             require_known_id=header.api_version >= 4,
+            instance_id=request.group_instance_id if header.api_version >= 5 else None,
+            skip_assignment=header.api_version >= 9,
         )
         if isinstance(answer, JoinResult):
             return self._joined(request, answer)
@@ -82,11 +86,11 @@ class MembershipHandlers:
             protocol_type=group.protocol_type if ok and group is not None else None,
             protocol_name=result.protocol if ok else None,
             leader=result.leader,
-            skip_assignment=False,
+            skip_assignment=result.skip_assignment,
             member_id=result.member_id,
             members=[
-                {"member_id": member_id, "group_instance_id": None, "metadata": metadata}
-                for member_id, metadata in result.members
+                {"member_id": member_id, "group_instance_id": instance_id, "metadata": metadata}
+                for member_id, instance_id, metadata in result.members
             ],
         )
 
@@ -100,6 +104,7 @@ class MembershipHandlers:
             assignments,
             protocol_type=request.protocol_type if v5 else None,
             protocol=request.protocol_name if v5 else None,
+            instance_id=request.group_instance_id if header.api_version >= 3 else None,
         )
         # What a successful answer names (v5+): the generation's, known by now if the
         # member may sync at all; a later rebalance answers this one with an error.
@@ -111,7 +116,10 @@ class MembershipHandlers:
 
     def heartbeat(self, header: RequestHeader, request: Any) -> Any:
         error = self.coordinator.heartbeat(
-            request.group_id, request.generation_id, request.member_id
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id if header.api_version >= 3 else None,
         )
         return respond(request, error_code=error)
 
@@ -121,7 +129,11 @@ class MembershipHandlers:
             return respond(request, error_code=error)
         if request.group_id not in self.coordinator.groups:
             return respond(request, error_code=ErrorCode.UNKNOWN_MEMBER_ID)
-        errors = self.coordinator.leave(request.group_id, [m.member_id for m in request.members])
+        errors = self.coordinator.leave(
+            request.group_id,
+            [m.member_id for m in request.members],
+            [m.group_instance_id for m in request.members],
+        )
         return respond(
             request,
             error_code=ErrorCode.NONE,

@@ -1,6 +1,8 @@
-"""OffsetCommit and OffsetFetch: what a consumer with a ``group.id`` commits and reads back,
-kept in the :class:`~purgatory.kafka.coordinator.offsets.OffsetStore`. A member of a group
-commits for its current generation, as the group coordinator checks.
+"""OffsetCommit, OffsetFetch and OffsetDelete: what a consumer with a ``group.id`` commits,
+reads back and an admin deletes, kept in the
+:class:`~purgatory.kafka.coordinator.offsets.OffsetStore`. A member of a group commits for
+its current generation, as the group coordinator checks; the offsets of a topic the live
+group consumes cannot be deleted (GROUP_SUBSCRIBED_TO_TOPIC).
 
 Every version Kafka 4.x has, the flexible ones included: OffsetCommit 2-10 and OffsetFetch
 1-10 (OffsetFetch v8+ asks for several groups at once). Version 10 of both names topics by
@@ -18,6 +20,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol, final
 
+from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.protocol import ApiKey, RequestHeader
@@ -30,29 +33,38 @@ _TOPIC_IDS = 10
 
 
 class TopicIds(Protocol):
-    """Topic ids and names both ways (a :class:`~purgatory.sim.Cluster` is one)."""
+    """Topic ids and names both ways, and which partitions exist (a
+    :class:`~purgatory.sim.Cluster` is one)."""
 
     def topic_id(self, name: str) -> uuid.UUID | None: ...
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
 
+    def partition(self, topic: str, partition: int) -> object | None: ...
+
 
 @final
 class OffsetHandlers:
-    """OffsetCommit 2-10 and OffsetFetch 1-10 over one store and one group coordinator;
-    ``topics`` names the topics v10 asks for by id."""
+    """OffsetCommit 2-10, OffsetFetch 1-10 and OffsetDelete 0 over one store and one group
+    coordinator; ``topics`` names the topics v10 asks for by id."""
 
     def __init__(
-        self, offsets: OffsetStore, coordinator: GroupCoordinator, topics: TopicIds
+        self,
+        offsets: OffsetStore,
+        coordinator: GroupCoordinator,
+        topics: TopicIds,
+        consumer_groups: ConsumerGroupCoordinator | None = None,
     ) -> None:
         self.offsets = offsets
         self.coordinator = coordinator
         self.topics = topics
+        self.consumer_groups = consumer_groups
 
     def apis(self) -> ApiTable:
         return {
             ApiKey.OFFSET_COMMIT: Api(*versions(ApiKey.OFFSET_COMMIT), self.offset_commit),
             ApiKey.OFFSET_FETCH: Api(*versions(ApiKey.OFFSET_FETCH), self.offset_fetch),
+            ApiKey.OFFSET_DELETE: Api(*versions(ApiKey.OFFSET_DELETE), self.offset_delete),
         }
 
     def _name(self, topic_id: uuid.UUID | None) -> str | None:
@@ -62,7 +74,8 @@ class OffsetHandlers:
         version = header.api_version
         group = request.group_id
         generation = request.generation_id_or_member_epoch
-        error = self._commit_error(version, group, generation, request.member_id)
+        instance_id = request.group_instance_id if version >= 7 else None
+        error = self._commit_error(version, group, generation, request.member_id, instance_id)
         answered = []
         for topic in request.topics:
             name = self._name(topic.topic_id) if version >= _TOPIC_IDS else topic.name
@@ -88,9 +101,16 @@ class OffsetHandlers:
             )
         return respond(request, topics=answered)
 
-    def _commit_error(self, version: int, group: str, generation: int, member_id: str) -> ErrorCode:
-        """A member of a group commits for its generation; assign() consumers with -1."""
-        error = self.coordinator.commit_error(group, generation, member_id)
+    def _commit_error(
+        self, version: int, group: str, generation: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode:
+        """A member of a group commits for its generation (its member epoch in a KIP-848
+        group); assign() consumers with -1."""
+        if self.consumer_groups is not None:
+            epoch_error = self.consumer_groups.commit_error(group, member_id, generation)
+            if epoch_error is not None:
+                return epoch_error
+        error = self.coordinator.commit_error(group, generation, member_id, instance_id)
         nobody_knows = group not in self.coordinator.groups and group not in self.offsets.groups()
         if error is ErrorCode.ILLEGAL_GENERATION and nobody_knows and version >= 9:
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -169,3 +189,37 @@ class OffsetHandlers:
                 }
             )
         return {"name": name or "", "topic_id": topic_id, "partitions": partitions}
+
+    def offset_delete(self, header: RequestHeader, request: Any) -> Any:
+        """OffsetDelete, as Kafka's broker answers it: an empty group id INVALID_GROUP_ID;
+        a partition no topic has UNKNOWN_TOPIC_OR_PARTITION; the coordinator decides the
+        rest (:meth:`GroupCoordinator.delete_offsets`), and an error of its for the whole
+        request is answered alone."""
+        if not request.group_id:
+            return respond(request, error_code=ErrorCode.INVALID_GROUP_ID, topics=[])
+        answers: dict[str, list[dict[str, Any]]] = {}
+        known: dict[str, list[int]] = {}
+        for topic in request.topics:
+            for p in topic.partitions:
+                index = p.partition_index
+                if self.topics.partition(topic.name, index) is None:
+                    answers.setdefault(topic.name, []).append(
+                        {
+                            "partition_index": index,
+                            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        }
+                    )
+                else:
+                    known.setdefault(topic.name, []).append(index)
+        decided = self.coordinator.delete_offsets(request.group_id, known, self.offsets)
+        if isinstance(decided, ErrorCode):
+            return respond(request, error_code=decided, topics=[])
+        for topic_name, indexes in known.items():
+            answers.setdefault(topic_name, []).extend(
+                {"partition_index": index, "error_code": decided[topic_name]} for index in indexes
+            )
+        return respond(
+            request,
+            error_code=ErrorCode.NONE,
+            topics=[{"name": name, "partitions": parts} for name, parts in answers.items()],
+        )

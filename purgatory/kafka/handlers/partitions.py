@@ -20,7 +20,6 @@ from typing import Any, Final, NamedTuple, final
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.compression import ZSTD, UnsupportedCompression
-from purgatory.kafka.coordinator.transactions import TRANSACTION_STATE_TOPIC
 from purgatory.kafka.handlers.leadership import leads
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import (
@@ -221,7 +220,7 @@ class PartitionHandlers:
                     "error_code": ErrorCode.NONE,
                     "name": topic.name,
                     "topic_id": self.cluster.topic_id(topic.name),
-                    "is_internal": topic.name == TRANSACTION_STATE_TOPIC,  # as Kafka marks it
+                    "is_internal": self.cluster.is_internal(topic.name),
                     "partitions": partitions,
                 }
             )

@@ -28,6 +28,7 @@ from purgatory.kafka.broker_configs import (
     check_topic_config,
     check_topic_configs,
 )
+from purgatory.kafka.coordinator.offsets_topic import default_replication_factor
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.log import LogConfig
@@ -80,6 +81,8 @@ class ClusterConfigs:
             "log.retention.bytes": cluster.log_defaults.retention_bytes,
             "min.insync.replicas": cluster.min_insync_replicas,
         }
+        if not static.is_set("offsets.topic.replication.factor"):  # sized to the cluster
+            own["offsets.topic.replication.factor"] = default_replication_factor(cluster)
         #: the static values (set, else the simulation's defaults or the cluster's own)
         self.static: dict[str, Value] = {}
         #: the names set statically or whose simulation default differs from Kafka's

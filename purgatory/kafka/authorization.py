@@ -1,0 +1,544 @@
+"""What each Kafka API asks the authorizer, in one table (:data:`RULES`), and how a
+request is answered when it is refused, as Kafka's ``KafkaApis`` does.
+
+Three kinds of rule:
+
+* :class:`Whole`: one check for the whole request (JoinGroup needs READ on its group);
+  refused, the request is answered with the error in every error field (the schema's
+  error answer, :func:`~purgatory.kafka.schemas.error_response`) and not run;
+* :class:`Each`: one check per entry of a request array (Produce needs WRITE on each
+  topic); the refused entries are taken out of the request, the rest runs, and the refused
+  ones are answered with the error beside the others' answers;
+* :class:`Hide`: entries of the response the principal may not see are left out
+  (Metadata for every topic lists only the topics it may DESCRIBE);
+* :class:`Fill`: what the principal may do, where the request asks for it
+  (``include_*_authorized_operations``: a bit per operation).
+
+Errors by resource: TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
+CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, final
+
+from purgatory.kafka.acls import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.schemas import error_response
+from purgatory.sim.errors import ErrorCode
+
+#: the error a refusal on each resource type is answered with
+ERRORS: Final[Mapping[ResourceType, ErrorCode]] = {
+    ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent a request, and what the checks may look up: the topic a topic id names,
+    whether a topic exists, whether Metadata creates unknown topics."""
+
+    principal: str
+    host: str
+    authorizer: Authorizer
+    topic_name: Callable[[uuid.UUID], str | None]
+    topic_exists: Callable[[str], bool]
+    auto_create: bool
+
+    def may(self, operation: Operation, resource: ResourceType, name: str) -> bool:
+        return self.authorizer.allowed(self.principal, self.host, operation, resource, name)
+
+    def may_cluster(self, operation: Operation) -> bool:
+        return self.may(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def check(self, operation: Operation, resource: ResourceType, name: str) -> ErrorCode | None:
+        """None if allowed, else the refusal's error."""
+        return None if self.may(operation, resource, name) else ERRORS[resource]
+
+    def topic(self, entry: Any, field: str = "name") -> str | None:
+        """The topic an entry names, by name or (newer versions) by id; None for an id no
+        topic has (the handler answers UNKNOWN_TOPIC_ID)."""
+        name = entry if isinstance(entry, str) else getattr(entry, field, None)
+        if name:
+            return str(name)
+        topic_id = getattr(entry, "topic_id", None)
+        return None if topic_id is None else self.topic_name(topic_id)
+
+
+#: a check: None (allowed) or the error of the refusal
+Check = Callable[[Caller, Any], ErrorCode | None]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Whole:
+    """One check of the whole request."""
+
+    check: Check
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Each:
+    """One check per entry of the request array ``array`` (absent at some versions: no
+    check). ``empty_is_all``: an empty array asks for every entry (Metadata v0), so when
+    every entry is refused the answer's own entries are dropped."""
+
+    array: str
+    check: Check
+    empty_is_all: Callable[[Any], bool] | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Hide:
+    """Response entries of ``array`` that ``keep`` refuses are left out, when ``when``
+    holds for the request."""
+
+    array: str
+    when: Callable[[Any], bool]
+    keep: Callable[[Caller, Any], bool]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Fill:
+    """What the principal may do, filled into the answer when the request asks
+    (``include_*_authorized_operations``): ``fill(caller, answer)``."""
+
+    when: Callable[[Any], bool]
+    fill: Callable[[Caller, Any], Any]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Within:
+    """:class:`Each` and :class:`Hide` one level down: in each entry of the request array
+    ``outer`` (named by its ``key``), one check per entry of its array ``inner``; an entry
+    whose ``inner`` is null asks for all, and the answer's entries ``keep`` refuses are
+    left out (OffsetFetch v8+: each group's topics)."""
+
+    outer: str
+    key: str
+    inner: str
+    check: Check
+    keep: Callable[[Caller, Any], bool]
+
+
+Rule = Whole | Each | Hide | Fill | Within
+
+#: the operations a bitfield of authorized operations reports, by resource type (Kafka's
+#: ``AclEntry.supportedOperations``)
+SUPPORTED: Final[Mapping[ResourceType, tuple[Operation, ...]]] = {
+    ResourceType.TOPIC: (
+        Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE,
+        Operation.DELETE, Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE,
+    ),
+}  # fmt: skip
+
+
+def authorized_operations(caller: Caller, resource: ResourceType, name: str) -> int:
+    """The bitfield (bit ``code`` per operation) of what ``caller`` may do to a resource."""
+    return sum(
+        1 << operation for operation in SUPPORTED[resource] if caller.may(operation, resource, name)
+    )
+
+
+def _asked(field: str) -> Callable[[Any], bool]:
+    return lambda request: bool(getattr(request, field, False))
+
+
+def _cluster_operations(caller: Caller, answer: Any) -> Any:
+    operations = authorized_operations(caller, ResourceType.CLUSTER, CLUSTER_NAME)
+    return dataclasses.replace(answer, cluster_authorized_operations=operations)
+
+
+def _topic_operations(caller: Caller, answer: Any) -> Any:
+    topics = tuple(
+        dataclasses.replace(
+            topic,
+            topic_authorized_operations=authorized_operations(
+                caller, ResourceType.TOPIC, caller.topic(topic) or ""
+            ),
+        )
+        if int(topic.error_code) == 0
+        else topic  # a refused or unknown topic: not asked
+        for topic in answer.topics
+    )
+    return dataclasses.replace(answer, topics=topics)
+
+
+def _group_operations(caller: Caller, answer: Any) -> Any:
+    groups = tuple(
+        dataclasses.replace(
+            group,
+            authorized_operations=authorized_operations(caller, ResourceType.GROUP, group.group_id),
+        )
+        if int(group.error_code) == 0
+        else group
+        for group in answer.groups
+    )
+    return dataclasses.replace(answer, groups=groups)
+
+
+def _topic(operation: Operation, field: str = "name") -> Check:
+    def check(caller: Caller, entry: Any) -> ErrorCode | None:
+        name = caller.topic(entry, field)
+        return None if name is None else caller.check(operation, ResourceType.TOPIC, name)
+
+    return check
+
+
+def _group(operation: Operation, field: str = "group_id") -> Check:
+    def check(caller: Caller, entry: Any) -> ErrorCode | None:
+        name = entry if isinstance(entry, str) else getattr(entry, field)
+        return caller.check(operation, ResourceType.GROUP, name)
+
+    return check
+
+
+def _cluster(operation: Operation) -> Check:
+    return lambda caller, _: caller.check(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def _create_topic(caller: Caller, entry: Any) -> ErrorCode | None:
+    """CreateTopics: CREATE on the cluster, or on the topic."""
+    if caller.may_cluster(Operation.CREATE):
+        return None
+    return caller.check(Operation.CREATE, ResourceType.TOPIC, entry.name)
+
+
+def _metadata_topic(caller: Caller, entry: Any) -> ErrorCode | None:
+    """DESCRIBE, and CREATE (on the cluster or the topic) for a topic Metadata would
+    create."""
+    name = caller.topic(entry)
+    if name is None:
+        return None
+    if not caller.may(Operation.DESCRIBE, ResourceType.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if caller.auto_create and not caller.topic_exists(name):
+        return _create_topic(caller, entry)
+    return None
+
+
+def _all_topics(request: Any) -> bool:
+    """A Metadata request for every topic (v0: an empty list; v1+: null)."""
+    topics = request.topics
+    return topics is None or (request.__version__ == 0 and not topics)
+
+
+def _describable(caller: Caller, entry: Any) -> bool:
+    name = caller.topic(entry)
+    return name is None or caller.may(Operation.DESCRIBE, ResourceType.TOPIC, name)
+
+
+def _transactional_id(operation: Operation) -> Check:
+    def check(caller: Caller, request: Any) -> ErrorCode | None:
+        name = getattr(request, "transactional_id", None)
+        if not name:
+            return None
+        return caller.check(operation, ResourceType.TRANSACTIONAL_ID, name)
+
+    return check
+
+
+def _init_producer_id(caller: Caller, request: Any) -> ErrorCode | None:
+    """A transactional id needs WRITE on it; an idempotent producer IDEMPOTENT_WRITE on the
+    cluster or WRITE on some topic (KIP-679)."""
+    if request.transactional_id:
+        return _transactional_id(Operation.WRITE)(caller, request)
+    if caller.may_cluster(Operation.IDEMPOTENT_WRITE) or caller.authorizer.allowed_any(
+        caller.principal, caller.host, Operation.WRITE, ResourceType.TOPIC
+    ):
+        return None
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def _coordinator_key(caller: Caller, key: Any, key_type: int) -> ErrorCode | None:
+    if key_type == 1:  # a transaction coordinator
+        return caller.check(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
+    return caller.check(Operation.DESCRIBE, ResourceType.GROUP, key)
+
+
+def _find_coordinator(caller: Caller, request: Any) -> ErrorCode | None:
+    if not hasattr(request, "key"):
+        return None  # v4+: the keys are checked one by one
+    return _coordinator_key(caller, request.key, getattr(request, "key_type", 0))
+
+
+def _txn_and_group(caller: Caller, request: Any) -> ErrorCode | None:
+    """AddOffsetsToTxn, TxnOffsetCommit: WRITE on the transactional id, then READ on the
+    group, as Kafka checks them."""
+    refused = _transactional_id(Operation.WRITE)(caller, request)
+    return refused if refused is not None else _group(Operation.READ)(caller, request)
+
+
+def _add_partitions_to_txn(caller: Caller, request: Any) -> ErrorCode | None:
+    """AddPartitionsToTxn: v4+ comes from brokers (KIP-890 verification) and needs
+    CLUSTER_ACTION; v0-3 WRITE on the transactional id, then WRITE on every topic. Kafka
+    fails the whole transaction when a topic is refused (the allowed partitions
+    OPERATION_NOT_ATTEMPTED); here every partition is answered TOPIC_AUTHORIZATION_FAILED."""
+    if not hasattr(request, "v3_and_below_topics"):
+        return caller.check(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    name = request.v3_and_below_transactional_id
+    refused = caller.check(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, name)
+    if refused is not None:
+        return refused
+    for topic in request.v3_and_below_topics:
+        refused = caller.check(Operation.WRITE, ResourceType.TOPIC, topic.name)
+        if refused is not None:
+            return refused
+    return None
+
+
+def _describable_txn(caller: Caller, entry: Any) -> bool:
+    return caller.may(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, entry.transactional_id)
+
+
+#: DescribeConfigs resource types (Kafka's ConfigResource.Type)
+_TOPIC_CONFIG: Final = 2
+
+
+def _describe_configs(caller: Caller, entry: Any) -> ErrorCode | None:
+    if entry.resource_type == _TOPIC_CONFIG:
+        return caller.check(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, entry.resource_name)
+    return caller.check(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+#: What each API asks, as Kafka's KafkaApis asks it. An API not here asks nothing
+#: (ApiVersions, the SASL exchange).
+RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
+    ApiKey.PRODUCE: (
+        Whole(_transactional_id(Operation.WRITE)),
+        Each("topic_data", _topic(Operation.WRITE)),
+    ),
+    ApiKey.FETCH: (Each("topics", _topic(Operation.READ, "topic")),),
+    ApiKey.LIST_OFFSETS: (Each("topics", _topic(Operation.DESCRIBE)),),
+    ApiKey.METADATA: (
+        Each("topics", _metadata_topic, lambda request: request.__version__ == 0),
+        Hide("topics", _all_topics, _describable),
+        Fill(_asked("include_topic_authorized_operations"), _topic_operations),
+        Fill(_asked("include_cluster_authorized_operations"), _cluster_operations),  # v8-10
+    ),
+    ApiKey.OFFSET_COMMIT: (
+        Whole(_group(Operation.READ)),
+        Each("topics", _topic(Operation.READ)),
+    ),
+    ApiKey.OFFSET_FETCH: (
+        Whole(lambda c, r: _group(Operation.DESCRIBE)(c, r) if hasattr(r, "group_id") else None),
+        Each("topics", _topic(Operation.DESCRIBE)),
+        Hide("topics", lambda r: getattr(r, "topics", ()) is None, _describable),
+        Each("groups", _group(Operation.DESCRIBE)),  # v8+
+        Within("groups", "group_id", "topics", _topic(Operation.DESCRIBE), _describable),
+    ),
+    # v4+ keys are checked one by one, each as its key_type says (see _rules)
+    ApiKey.FIND_COORDINATOR: (Whole(_find_coordinator),),
+    ApiKey.JOIN_GROUP: (Whole(_group(Operation.READ)),),
+    ApiKey.HEARTBEAT: (Whole(_group(Operation.READ)),),
+    ApiKey.LEAVE_GROUP: (Whole(_group(Operation.READ)),),
+    ApiKey.SYNC_GROUP: (Whole(_group(Operation.READ)),),
+    ApiKey.DESCRIBE_GROUPS: (
+        Each("groups", _group(Operation.DESCRIBE)),
+        Fill(_asked("include_authorized_operations"), _group_operations),
+    ),
+    ApiKey.LIST_GROUPS: (
+        Hide(
+            "groups",
+            lambda _: True,
+            lambda c, group: (
+                c.may_cluster(Operation.DESCRIBE)
+                or c.may(Operation.DESCRIBE, ResourceType.GROUP, group.group_id)
+            ),
+        ),
+    ),
+    ApiKey.CREATE_TOPICS: (Each("topics", _create_topic),),
+    ApiKey.DELETE_TOPICS: (
+        Each("topic_names", _topic(Operation.DELETE)),  # v0-5
+        Each("topics", _topic(Operation.DELETE)),  # v6+
+    ),
+    ApiKey.DELETE_RECORDS: (Each("topics", _topic(Operation.DELETE)),),
+    ApiKey.INIT_PRODUCER_ID: (Whole(_init_producer_id),),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (Each("topics", _topic(Operation.DESCRIBE, "topic")),),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (Whole(_add_partitions_to_txn),),
+    ApiKey.ADD_OFFSETS_TO_TXN: (Whole(_txn_and_group),),
+    ApiKey.END_TXN: (Whole(_transactional_id(Operation.WRITE)),),
+    ApiKey.TXN_OFFSET_COMMIT: (
+        Whole(_txn_and_group),
+        Each("topics", _topic(Operation.READ)),
+    ),
+    ApiKey.DESCRIBE_CONFIGS: (Each("resources", _describe_configs),),
+    ApiKey.CREATE_PARTITIONS: (Each("topics", _topic(Operation.ALTER)),),
+    ApiKey.DELETE_GROUPS: (Each("groups_names", _group(Operation.DELETE)),),
+    ApiKey.ELECT_LEADERS: (Whole(_cluster(Operation.ALTER)),),
+    ApiKey.DESCRIBE_CLUSTER: (
+        Whole(_cluster(Operation.DESCRIBE)),
+        Fill(_asked("include_cluster_authorized_operations"), _cluster_operations),
+    ),
+    ApiKey.DESCRIBE_ACLS: (Whole(_cluster(Operation.DESCRIBE)),),
+    ApiKey.CREATE_ACLS: (Whole(_cluster(Operation.ALTER)),),
+    ApiKey.DELETE_ACLS: (Whole(_cluster(Operation.ALTER)),),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (Whole(_cluster(Operation.DESCRIBE)),),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (Whole(_cluster(Operation.ALTER)),),
+    ApiKey.DESCRIBE_TRANSACTIONS: (
+        Each("transactional_ids", lambda c, name: _coordinator_key(c, name, 1)),
+    ),
+    # Kafka lists only the transactional ids the principal may DESCRIBE
+    ApiKey.LIST_TRANSACTIONS: (Hide("transaction_states", lambda _: True, _describable_txn),),
+}
+
+
+def _rules(key: int, request: Any) -> tuple[Rule, ...]:
+    rules = RULES.get(ApiKey(key), ())
+    if key == ApiKey.FIND_COORDINATOR and hasattr(request, "coordinator_keys"):
+        key_type = request.key_type
+        each = Each("coordinator_keys", lambda c, k: _coordinator_key(c, k, key_type))
+        return (*rules, each)
+    return rules
+
+
+Invoke = Callable[[Any], Any]
+
+
+def authorized(caller: Caller, request: Any, invoke: Invoke) -> Any:
+    """``invoke(request)`` with what ``caller`` may not do refused: the response (or an
+    awaitable of it, or None), as Kafka answers it."""
+    refused: list[Any] = []
+    hide: list[Hide] = []
+    fills: list[Fill] = []
+    dropped: list[str] = []  # arrays whose answer entries are not what was asked
+    # one level down: (rule, outer key, how the answer's inner entries change)
+    within: list[tuple[Within, Any, Callable[[tuple[Any, ...]], tuple[Any, ...]]]] = []
+    original = request
+    for rule in _rules(request.__api_key__, request):
+        if isinstance(rule, Whole):
+            error = rule.check(caller, request)
+            if error is not None:
+                return error_response(request, error)
+        elif isinstance(rule, Each):
+            entries = getattr(request, rule.array, None)
+            if not entries:
+                continue
+            allowed: list[tuple[Any, ErrorCode | None]] = []
+            denied: list[tuple[Any, ErrorCode | None]] = []
+            for entry in entries:
+                error = rule.check(caller, entry)
+                (allowed if error is None else denied).append((entry, error))
+            if denied:
+                request = dataclasses.replace(request, **{rule.array: tuple(e for e, _ in allowed)})
+                if not allowed and rule.empty_is_all is not None and rule.empty_is_all(request):
+                    dropped.append(rule.array)
+                for error in dict.fromkeys(error for _, error in denied):
+                    part = tuple(e for e, err in denied if err is error)
+                    refused.append(
+                        error_response(dataclasses.replace(original, **{rule.array: part}), error)
+                    )
+        elif isinstance(rule, Within):
+            request = _within(rule, caller, original, request, within)
+        elif isinstance(rule, Hide):
+            if rule.when(original):
+                hide.append(rule)
+        elif rule.when(original):
+            fills.append(rule)
+    response = invoke(request)
+    if not refused and not hide and not fills and not within:
+        return response
+
+    def finish(answer: Any) -> Any:
+        if answer is None:
+            return None
+        if dropped:
+            answer = dataclasses.replace(answer, **dict.fromkeys(dropped, ()))
+        for part in refused:
+            answer = _concatenated(answer, part)
+        for rule in hide:
+            kept = tuple(e for e in getattr(answer, rule.array) if rule.keep(caller, e))
+            answer = dataclasses.replace(answer, **{rule.array: kept})
+        for fill in fills:
+            answer = fill.fill(caller, answer)
+        for down, key, change in within:
+            outers = tuple(
+                dataclasses.replace(o, **{down.inner: change(getattr(o, down.inner))})
+                if getattr(o, down.key) == key
+                else o
+                for o in getattr(answer, down.outer)
+            )
+            answer = dataclasses.replace(answer, **{down.outer: outers})
+        return answer
+
+    if inspect.isawaitable(response):
+        return _later(response, finish)
+    return finish(response)
+
+
+def _within(
+    rule: Within,
+    caller: Caller,
+    original: Any,
+    request: Any,
+    changes: list[tuple[Within, Any, Callable[[tuple[Any, ...]], tuple[Any, ...]]]],
+) -> Any:
+    """``request`` with the refused inner entries taken out; how to change the answer is
+    added to ``changes``."""
+    outers = getattr(request, rule.outer, None)
+    if not outers:
+        return request
+    kept = []
+    for outer in outers:
+        key, entries = getattr(outer, rule.key), getattr(outer, rule.inner)
+        if entries is None:
+            changes.append((rule, key, _keeping(rule, caller)))
+            kept.append(outer)
+            continue
+        checked = [(entry, rule.check(caller, entry)) for entry in entries]
+        denied = [(entry, error) for entry, error in checked if error is not None]
+        if not denied:
+            kept.append(outer)
+            continue
+        allowed = tuple(entry for entry, error in checked if error is None)
+        kept.append(dataclasses.replace(outer, **{rule.inner: allowed}))
+        for error in dict.fromkeys(error for _, error in denied):
+            part = tuple(entry for entry, err in denied if err is error)
+            alone = dataclasses.replace(outer, **{rule.inner: part})
+            answered = error_response(
+                dataclasses.replace(original, **{rule.outer: (alone,)}), error
+            )
+            extra = tuple(getattr(getattr(answered, rule.outer)[0], rule.inner))
+            changes.append((rule, key, _appending(extra)))
+    return dataclasses.replace(request, **{rule.outer: tuple(kept)})
+
+
+def _appending(extra: tuple[Any, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    return lambda inner: tuple(inner) + extra
+
+
+def _keeping(rule: Within, caller: Caller) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    return lambda inner: tuple(entry for entry in inner if rule.keep(caller, entry))
+
+
+async def _later(response: Awaitable[Any], finish: Callable[[Any], Any]) -> Any:
+    return finish(await response)
+
+
+def _concatenated(answer: Any, refusal: Any) -> Any:
+    """``answer`` with the entries of the refusal's arrays after its own (its top-level
+    fields stay the answer's)."""
+    extra = {
+        field.name: getattr(answer, field.name) + value
+        for field in dataclasses.fields(answer)
+        if isinstance(value := getattr(refusal, field.name), tuple) and value
+    }
+    return dataclasses.replace(answer, **extra) if extra else answer

@@ -1,0 +1,433 @@
+"""Consumer groups of KIP-848 (``group.protocol=consumer``) as Kafka's group coordinator
+runs them, in memory: the members heartbeat (ConsumerGroupHeartbeat) and the coordinator
+assigns the partitions itself (server-side assignors ``uniform`` and ``range``).
+
+A group has an epoch, bumped by every change of membership or subscriptions; each bump
+computes a new target assignment (the assignment epoch). Each member then reconciles
+towards its target, as Kafka's CurrentAssignmentBuilder does: partitions it must give up
+are revoked first (it keeps its epoch until a heartbeat reports them gone), then it moves
+to the target's epoch with the partitions it gains, except those another member has not
+released yet (it gets them at a later heartbeat, once released). A member's session ends
+when it stops heartbeating for ``session_timeout_ms``; one that does not revoke within its
+rebalance timeout is fenced (removed), as in Kafka.
+
+A group name is one kind of group or the other: a heartbeat for a classic group with
+members is GROUP_ID_NOT_FOUND (Kafka's answer when it may not migrate the group), an empty
+classic group of that name becomes a consumer group. Static membership and client-side
+assignors of KIP-848 are not served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, final
+
+from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+
+#: Kafka's group.consumer.assignors: the first is the default
+ASSIGNORS: Final = ("uniform", "range")
+#: a member epoch: join (0), leave (-1), static leave (-2)
+JOIN: Final = 0
+LEAVE: Final = -1
+STATIC_LEAVE: Final = -2
+
+#: (topic id, partition)
+Partition = tuple[uuid.UUID, int]
+Assignment = dict[uuid.UUID, set[int]]
+
+
+@final
+@dataclass(eq=False, slots=True)
+class ConsumerMember:
+    member_id: str
+    client_id: str
+    rebalance_timeout_ms: int
+    epoch: int = 0
+    previous_epoch: int = -1
+    instance_id: str | None = None
+    rack_id: str | None = None
+    topics: tuple[str, ...] = ()
+    regex: str | None = None
+    assignor: str | None = None
+    assigned: Assignment = field(default_factory=dict)  # what it owns now, by our word
+    revoking: Assignment = field(default_factory=dict)  # what it must give up first
+    #: the assignment last sent, to send it again only when it changed
+    sent: Assignment | None = None
+    session: asyncio.TimerHandle | None = None
+    revocation: asyncio.TimerHandle | None = None
+
+    def state(self) -> str:
+        return "unrevoked" if self.revoking else "stable"
+
+
+@final
+@dataclass(eq=False, slots=True)
+class ConsumerGroup:
+    name: str
+    epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    assignor: str = ASSIGNORS[0]
+
+    def state(self) -> str:
+        """Kafka's ConsumerGroup states, as DescribeGroups and ListGroups name them."""
+        if not self.members:
+            return "Empty"
+        if self.assignment_epoch != self.epoch:
+            return "Assigning"
+        if any(m.epoch != self.assignment_epoch or m.revoking for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    member_id: str | None = None
+    epoch: int = -1
+    assignment: Assignment | None = None  # None: unchanged since the last answer
+    message: str | None = None
+
+
+def _copy(assignment: Assignment) -> Assignment:
+    return {topic: set(parts) for topic, parts in assignment.items() if parts}
+
+
+def _minus(a: Assignment, b: Assignment) -> Assignment:
+    return {t: ps - b.get(t, set()) for t, ps in a.items() if ps - b.get(t, set())}
+
+
+def _and(a: Assignment, b: Assignment) -> Assignment:
+    return {t: ps & b.get(t, set()) for t, ps in a.items() if ps & b.get(t, set())}
+
+
+def _union(a: Assignment, b: Assignment) -> Assignment:
+    out = _copy(a)
+    for t, ps in b.items():
+        out.setdefault(t, set()).update(ps)
+    return {t: ps for t, ps in out.items() if ps}
+
+
+@final
+class ConsumerGroupCoordinator:
+    """Every KIP-848 consumer group. ``topics`` gives the cluster's topics (name -> (id,
+    partition count)) at each assignment; ``heartbeat_interval_ms`` and
+    ``session_timeout_ms`` are Kafka's ``group.consumer.heartbeat.interval.ms`` and
+    ``group.consumer.session.timeout.ms``."""
+
+    def __init__(
+        self,
+        topics: Callable[[], Mapping[str, tuple[uuid.UUID, int]]],
+        *,
+        heartbeat_interval_ms: int = 5_000,
+        session_timeout_ms: int = 45_000,
+    ) -> None:
+        self.topics = topics
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.groups: dict[str, ConsumerGroup] = {}
+        #: the classic groups, which share the names (a name is one kind of group or the
+        #: other), when served
+        self.classic: GroupCoordinator | None = None
+
+    def close(self) -> None:
+        for group in self.groups.values():
+            for member in group.members.values():
+                _cancel(member)
+
+    # -- the heartbeat ----------------------------------------------------------------------
+
+    def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        client_id: str,
+        *,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        topics: Iterable[str] | None,
+        regex: str | None,
+        assignor: str | None,
+        owned: Assignment | None,
+    ) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat, answered at once (Kafka's checks, in its order)."""
+        if not group_id:
+            return HeartbeatResult(ErrorCode.INVALID_REQUEST, message="GroupId can't be empty.")
+        if instance_id is not None:
+            return HeartbeatResult(
+                ErrorCode.UNSUPPORTED_VERSION, message="Static membership is not served here."
+            )
+        if assignor is not None and assignor not in ASSIGNORS:
+            return HeartbeatResult(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                message=f"Assignor {assignor} is not supported. Supported: {list(ASSIGNORS)}.",
+            )
+        if regex is not None:
+            try:
+                re.compile(regex)
+            except re.error:
+                return HeartbeatResult(ErrorCode.INVALID_REGULAR_EXPRESSION)
+        if epoch == JOIN:
+            if topics is None and regex is None:
+                return HeartbeatResult(
+                    ErrorCode.INVALID_REQUEST,
+                    message="SubscribedTopicNames or SubscribedTopicRegex must be set in "
+                    "first request.",
+                )
+            if rebalance_timeout_ms < 0:
+                return HeartbeatResult(
+                    ErrorCode.INVALID_REQUEST,
+                    message="RebalanceTimeoutMs must be provided in first request.",
+                )
+        group = self.groups.get(group_id)
+        if epoch in (LEAVE, STATIC_LEAVE):
+            member = None if group is None else group.members.get(member_id)
+            if group is None or member is None:
+                return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            self._remove(group, member)
+            return HeartbeatResult(ErrorCode.NONE, member_id, epoch)
+        if group is None:
+            classic = None if self.classic is None else self.classic.groups.get(group_id)
+            if classic is not None and (classic.members or classic.pending):
+                # Kafka, with no migration between the protocols: the name is taken
+                return HeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    message=f"Group {group_id} is not a consumer group",
+                )
+            if epoch != JOIN:
+                return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            if classic is not None and self.classic is not None:
+                del self.classic.groups[group_id]  # an empty classic group becomes this one
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        member = group.members.get(member_id)
+        if member is None:
+            if epoch != JOIN:
+                return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            if not member_id:
+                member_id = str(uuid.uuid4())  # v0: the coordinator names it
+            member = ConsumerMember(member_id, client_id, rebalance_timeout_ms)
+            group.members[member_id] = member
+            group.epoch += 1
+        elif epoch != member.epoch and not (
+            epoch == member.previous_epoch
+            and owned is not None
+            and not _minus(owned, member.assigned)
+        ):
+            # an epoch ahead, or behind with partitions it should not have: fenced
+            return HeartbeatResult(ErrorCode.FENCED_MEMBER_EPOCH)
+        if epoch == JOIN and member.epoch != 0:
+            # a member that lost its state rejoins with its id: it owns nothing now
+            member.assigned, member.revoking, member.sent = {}, {}, None
+            member.epoch = 0
+        changed = False
+        if topics is not None and tuple(sorted(topics)) != member.topics:
+            member.topics, changed = tuple(sorted(topics)), True
+        if regex is not None and regex != (member.regex or ""):
+            member.regex, changed = regex or None, True
+        if assignor is not None and assignor != member.assignor:
+            member.assignor, changed = assignor, True
+        if rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if changed and epoch != JOIN:
+            group.epoch += 1
+        self._session(group, member)
+        if group.assignment_epoch != group.epoch:
+            self._assign(group)
+        self._reconcile(group, member, owned)
+        answer: Assignment | None = None
+        if member.sent is None or member.sent != member.assigned or owned is not None:
+            answer = member.sent = _copy(member.assigned)
+        return HeartbeatResult(ErrorCode.NONE, member.member_id, member.epoch, answer)
+
+    # -- assigning --------------------------------------------------------------------------
+
+    def subscribed_topics(self, group: ConsumerGroup) -> frozenset[str]:
+        """The topics the group's members subscribe to (by name, or by a regex now)."""
+        cluster = self.topics()
+        return frozenset(t for m in group.members.values() for t in self._subscribed(m, cluster))
+
+    def _subscribed(self, member: ConsumerMember, cluster: Mapping[str, object]) -> set[str]:
+        names = {t for t in member.topics if t in cluster}
+        if member.regex is not None:
+            pattern = re.compile(member.regex)
+            names |= {t for t in cluster if not t.startswith("__") and pattern.fullmatch(t)}
+        return names
+
+    def _assign(self, group: ConsumerGroup) -> None:
+        """A new target assignment for the group's epoch."""
+        cluster = self.topics()
+        chosen = {m.assignor for m in group.members.values() if m.assignor}
+        group.assignor = min(chosen) if len(chosen) == 1 else group.assignor
+        subscribed = {m.member_id: self._subscribed(m, cluster) for m in group.members.values()}
+        if group.assignor == "range":
+            target = _range(subscribed, cluster)
+        else:
+            target = _uniform(subscribed, cluster, group.target)
+        group.target = target
+        group.assignment_epoch = group.epoch
+
+    def _reconcile(
+        self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None
+    ) -> None:
+        """Kafka's CurrentAssignmentBuilder, for one member at one heartbeat."""
+        if member.revoking:
+            if owned is None or _and(owned, member.revoking):
+                return  # still owns some of what it must give up
+            member.revoking = {}
+            _cancel_revocation(member)
+        target = group.target.get(member.member_id, {})
+        if member.epoch == group.assignment_epoch and not _minus(target, member.assigned):
+            return
+        revoke = _minus(member.assigned, target)
+        if revoke:
+            member.assigned = _and(member.assigned, target)
+            member.revoking = revoke
+            loop = asyncio.get_running_loop()
+            _cancel_revocation(member)
+            member.revocation = loop.call_later(
+                member.rebalance_timeout_ms / 1000, self._revocation_expired, group, member
+            )
+            return
+        held = self._held_by_others(group, member)
+        gained = _minus(target, member.assigned)
+        member.assigned = _union(member.assigned, _minus(gained, held))
+        if member.epoch != group.assignment_epoch:
+            member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
+
+    @staticmethod
+    def _held_by_others(group: ConsumerGroup, member: ConsumerMember) -> Assignment:
+        held: Assignment = {}
+        for other in group.members.values():
+            if other is not member:
+                held = _union(held, _union(other.assigned, other.revoking))
+        return held
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def _session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if member.session is not None:
+            member.session.cancel()
+        member.session = asyncio.get_running_loop().call_later(
+            self.session_timeout_ms / 1000, self._expired, group, member
+        )
+
+    def _expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if group.members.get(member.member_id) is member:
+            self._remove(group, member)
+
+    def _revocation_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if group.members.get(member.member_id) is member and member.revoking:
+            self._remove(group, member)  # fenced: it kept partitions past its timeout
+
+    def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        _cancel(member)
+        del group.members[member.member_id]
+        group.target.pop(member.member_id, None)
+        group.epoch += 1
+        if group.members:
+            self._assign(group)
+        else:
+            group.target = {}
+            group.assignment_epoch = group.epoch
+
+    # -- what other requests ask ----------------------------------------------------------
+
+    def commit_error(self, group_id: str, member_id: str, epoch: int) -> ErrorCode | None:
+        """OffsetCommit for a consumer group (None: not one): Kafka's
+        ConsumerGroup.validateOffsetCommit. A commit without membership (epoch -1, no
+        member id) only to an empty group; a member commits with its current epoch
+        (STALE_MEMBER_EPOCH otherwise)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if epoch < 0 and not member_id:
+            return ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch != member.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+
+def _cancel_revocation(member: ConsumerMember) -> None:
+    if member.revocation is not None:
+        member.revocation.cancel()
+        member.revocation = None
+
+
+def _cancel(member: ConsumerMember) -> None:
+    _cancel_revocation(member)
+    if member.session is not None:
+        member.session.cancel()
+        member.session = None
+
+
+def _range(
+    subscribed: Mapping[str, set[str]], cluster: Mapping[str, tuple[uuid.UUID, int]]
+) -> dict[str, Assignment]:
+    """Kafka's range assignor: per topic, its subscribers (sorted) take contiguous runs."""
+    target: dict[str, Assignment] = {m: {} for m in subscribed}
+    for topic in sorted({t for ts in subscribed.values() for t in ts}):
+        topic_id, count = cluster[topic]
+        members = sorted(m for m, ts in subscribed.items() if topic in ts)
+        share, extra = divmod(count, len(members))
+        start = 0
+        for i, member in enumerate(members):
+            size = share + (1 if i < extra else 0)
+            if size:
+                target[member][topic_id] = set(range(start, start + size))
+            start += size
+    return target
+
+
+def _uniform(
+    subscribed: Mapping[str, set[str]],
+    cluster: Mapping[str, tuple[uuid.UUID, int]],
+    previous: Mapping[str, Assignment],
+) -> dict[str, Assignment]:
+    """Kafka's uniform assignor, in spirit: every partition to a member subscribed to its
+    topic, as evenly as they can share them, each member keeping what it had where that
+    stays even (sticky), the rest to whoever has fewest."""
+    target: dict[str, Assignment] = {m: {} for m in subscribed}
+    counts = dict.fromkeys(subscribed, 0)
+    every = [
+        (topic, cluster[topic][0], p)
+        for topic in sorted({t for ts in subscribed.values() for t in ts})
+        for p in range(cluster[topic][1])
+    ]
+    quota = -(-len(every) // max(len(subscribed), 1))  # at most this many each
+    owner = {
+        (topic_id, p): m for m, a in previous.items() for topic_id, ps in a.items() for p in ps
+    }
+    left = []
+    for topic, topic_id, p in every:
+        keeper = owner.get((topic_id, p))
+        if (
+            keeper is not None
+            and keeper in subscribed
+            and topic in subscribed[keeper]
+            and counts[keeper] < quota
+        ):
+            target[keeper].setdefault(topic_id, set()).add(p)
+            counts[keeper] += 1
+        else:
+            left.append((topic, topic_id, p))
+    for topic, topic_id, p in left:
+        candidates = [m for m in sorted(subscribed) if topic in subscribed[m]]
+        chosen = min(candidates, key=lambda m: (counts[m], m))
+        target[chosen].setdefault(topic_id, set()).add(p)
+        counts[chosen] += 1
+    return target

@@ -1,0 +1,151 @@
+"""ConsumerGroupHeartbeat 0-1 and ConsumerGroupDescribe 0-1: the consumer group protocol
+of KIP-848 (``group.protocol=consumer``), answered by the
+:class:`~purgatory.kafka.coordinator.consumer_groups.ConsumerGroupCoordinator`. Partitions
+are named by topic id, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Final, final
+
+from purgatory.kafka.coordinator.consumer_groups import Assignment, ConsumerGroupCoordinator
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import millis, respond, versions
+from purgatory.kafka.server import Api, ApiTable
+from purgatory.sim import Cluster
+from purgatory.sim.errors import ErrorCode
+
+#: "not computed": no authorizer runs here
+_NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
+#: ConsumerGroupDescribe v1's member_type of a member that heartbeats (not a classic one)
+_CONSUMER_MEMBER: Final = 1
+
+
+@final
+class ConsumerGroupHandlers:
+    """The two KIP-848 handlers over one coordinator; ``cluster`` names topics by id."""
+
+    def __init__(self, coordinator: ConsumerGroupCoordinator, cluster: Cluster) -> None:
+        self.coordinator = coordinator
+        self.cluster = cluster
+
+    def apis(self) -> ApiTable:
+        return {
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: Api(
+                *versions(ApiKey.CONSUMER_GROUP_HEARTBEAT), self.consumer_group_heartbeat
+            ),
+            ApiKey.CONSUMER_GROUP_DESCRIBE: Api(
+                *versions(ApiKey.CONSUMER_GROUP_DESCRIBE), self.consumer_group_describe
+            ),
+        }
+
+    def consumer_group_heartbeat(self, header: RequestHeader, request: Any) -> Any:
+        owned: Assignment | None = None
+        if request.topic_partitions is not None:
+            owned = {tp.topic_id: set(tp.partitions) for tp in request.topic_partitions}
+        result = self.coordinator.heartbeat(
+            request.group_id,
+            request.member_id,
+            request.member_epoch,
+            header.client_id or "",
+            instance_id=request.instance_id,
+            rack_id=request.rack_id,
+            rebalance_timeout_ms=millis(request.rebalance_timeout),
+            topics=request.subscribed_topic_names,
+            regex=getattr(request, "subscribed_topic_regex", None),
+            assignor=request.server_assignor,
+            owned=owned,
+        )
+        assignment = None
+        if result.assignment is not None:
+            assignment = {
+                "topic_partitions": [
+                    {"topic_id": topic_id, "partitions": sorted(parts)}
+                    for topic_id, parts in sorted(result.assignment.items())
+                ]
+            }
+        return respond(
+            request,
+            error_code=result.error,
+            error_message=result.message,
+            member_id=result.member_id,
+            member_epoch=result.epoch,
+            heartbeat_interval=self.coordinator.heartbeat_interval_ms,
+            assignment=assignment,
+        )
+
+    def _named(self, assignment: Assignment) -> dict[str, Any]:
+        return {
+            "topic_partitions": [
+                {
+                    "topic_id": topic_id,
+                    "topic_name": self.cluster.topic_name(topic_id) or "",
+                    "partitions": sorted(parts),
+                }
+                for topic_id, parts in sorted(assignment.items())
+            ]
+        }
+
+    def consumer_group_describe(self, header: RequestHeader, request: Any) -> Any:
+        described = []
+        for name in request.group_ids:
+            group = self.coordinator.groups.get(name)
+            if group is None:
+                described.append(
+                    {
+                        "group_id": name,
+                        "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                        "error_message": f"Group {name} not found.",
+                        "group_state": "Dead",
+                        "group_epoch": -1,
+                        "assignment_epoch": -1,
+                        "assignor_name": "",
+                        "members": [],
+                        "authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                    }
+                )
+                continue
+            described.append(
+                {
+                    "group_id": name,
+                    "error_code": ErrorCode.NONE,
+                    "group_state": group.state(),
+                    "group_epoch": group.epoch,
+                    "assignment_epoch": group.assignment_epoch,
+                    "assignor_name": group.assignor,
+                    "authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                    "members": [
+                        {
+                            "member_id": m.member_id,
+                            "instance_id": m.instance_id,
+                            "rack_id": m.rack_id,
+                            "member_epoch": m.epoch,
+                            "client_id": m.client_id,
+                            "client_host": "",
+                            "subscribed_topic_names": list(m.topics),
+                            "subscribed_topic_regex": m.regex,
+                            "assignment": self._named(m.assigned),
+                            "target_assignment": self._named(group.target.get(m.member_id, {})),
+                            "member_type": _CONSUMER_MEMBER,
+                        }
+                        for m in group.members.values()
+                    ],
+                }
+            )
+        return respond(request, groups=described)
+
+
+def _topic_ids(cluster: Cluster) -> dict[str, tuple[uuid.UUID, int]]:
+    """The cluster's topics the assignors may hand out: name -> (id, partition count)."""
+    out = {}
+    for name, parts in cluster.topics.items():
+        topic_id = cluster.topic_id(name)
+        if topic_id is not None and not cluster.is_internal(name):
+            out[name] = (topic_id, len(parts))
+    return out
+
+
+def topics_of(cluster: Cluster) -> Any:
+    """``topics`` for a :class:`ConsumerGroupCoordinator` over ``cluster``."""
+    return lambda: _topic_ids(cluster)
