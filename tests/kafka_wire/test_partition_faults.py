@@ -188,6 +188,7 @@ _VALUES: dict[ApiKey, dict[str, Any]] = {
     },
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: {"topics": [_TOPIC]},
     ApiKey.DESCRIBE_PRODUCERS: {"topics": [_TOPIC]},
+    ApiKey.OFFSET_DELETE: {"group_id": "g", "topics": [_TOPIC]},
 }
 
 
