@@ -44,7 +44,7 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, NamedTuple, final
+from typing import Any, Final, NamedTuple, Self, final
 
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import (
@@ -78,9 +78,43 @@ class Hit(NamedTuple):
     client_id: str | None
 
 
+@dataclass(eq=False, kw_only=True)
+class _Placed:
+    """What a per-request rule and a partition rule share: where they act (``broker``,
+    ``topic``, ``partition``: None, anywhere), how often, and the :class:`Faults` that
+    holds them."""
+
+    broker: int | None = None
+    topic: str | None = None
+    partition: int | None = None
+    #: hits left before the rule removes itself (None: until removed)
+    times: int | None = 1
+    #: requests this rule acted on so far (one hit per request)
+    hits: int = 0
+    #: its number, unique in its :class:`Faults` (what ``DELETE /v1/faults/{id}`` names)
+    id: int = 0
+    _faults: Faults | None = field(default=None, repr=False)
+
+    def remove(self) -> None:
+        """Stop acting (a no-op if the rule is already gone)."""
+        if self._faults is not None:
+            assert isinstance(self, Rule | PartitionRule)
+            self._faults.remove(self)
+
+    @property
+    def active(self) -> bool:
+        return self._faults is not None and self._faults.holds(self)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()
+
+
 @final
 @dataclass(eq=False)
-class Rule:
+class Rule(_Placed):
     """One fault rule (see the module docstring); :meth:`Faults.add` makes them."""
 
     api: ApiKey
@@ -91,26 +125,7 @@ class Rule:
     delay_ms: float = 0.0
     after: bool = False
     versions: tuple[int, int] | None = None
-    broker: int | None = None
-    topic: str | None = None
-    partition: int | None = None
     client_id: str | None = None
-    #: hits left before the rule removes itself (None: until removed)
-    times: int | None = 1
-    #: requests this rule acted on so far
-    hits: int = 0
-    #: its number, unique in its :class:`Faults` (what ``DELETE /v1/faults/{id}`` names)
-    id: int = 0
-    _faults: Faults | None = field(default=None, repr=False)
-
-    def remove(self) -> None:
-        """Stop acting (a no-op if the rule is already gone)."""
-        if self._faults is not None:
-            self._faults.remove(self)
-
-    @property
-    def active(self) -> bool:
-        return self._faults is not None and self in self._faults.rules
 
     def describe(self) -> str:
         does = [
@@ -139,16 +154,10 @@ class Rule:
             for topic, indexes in partitions
         )
 
-    def __enter__(self) -> Rule:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.remove()
-
 
 @final
 @dataclass(eq=False)
-class PartitionRule:
+class PartitionRule(_Placed):
     """One partition fault (see :meth:`Faults.add_partition_fault`): in requests of
     ``apis`` to ``broker`` (None: any), the partitions of ``topic`` numbered ``partition``
     (None: any) are answered ``error``; the rest of each request is served."""
@@ -157,25 +166,6 @@ class PartitionRule:
     error: int
     #: the APIs it acts on
     apis: frozenset[ApiKey]
-    broker: int | None = None
-    topic: str | None = None
-    partition: int | None = None
-    #: hits left before the rule removes itself (None: until removed)
-    times: int | None = 1
-    #: requests this rule acted on so far (one hit per request, whatever it failed in it)
-    hits: int = 0
-    #: its number, unique in its :class:`Faults`
-    id: int = 0
-    _faults: Faults | None = field(default=None, repr=False)
-
-    def remove(self) -> None:
-        """Stop acting (a no-op if the rule is already gone)."""
-        if self._faults is not None:
-            self._faults.remove(self)
-
-    @property
-    def active(self) -> bool:
-        return self._faults is not None and self in self._faults.partition_rules
 
     @property
     def error_name(self) -> str:
@@ -195,12 +185,6 @@ class PartitionRule:
             and (self.topic is None or topic == self.topic)
             and (self.partition is None or index == self.partition)
         )
-
-    def __enter__(self) -> PartitionRule:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.remove()
 
 
 @final
@@ -299,11 +283,11 @@ class Faults:
             float(delay_ms),
             after,
             versions,
-            broker,
-            topic,
-            partition,
             client_id,
-            times,
+            broker=broker,
+            topic=topic,
+            partition=partition,
+            times=times,
             _faults=self,
         )
         with self._lock:
@@ -362,7 +346,9 @@ class Faults:
         if topic is not None and (not isinstance(topic, str) or not topic):
             raise ValueError(f"topic must be a topic name or None, got {topic!r}")
         _check_times(times)
-        rule = PartitionRule(code, keys, broker, topic, partition, times, _faults=self)
+        rule = PartitionRule(
+            code, keys, broker=broker, topic=topic, partition=partition, times=times, _faults=self
+        )
         with self._lock:
             was_active = self.active
             rule.id = next(self._ids)
@@ -380,6 +366,10 @@ class Faults:
     def remove(self, rule: Rule | PartitionRule) -> None:
         with self._lock:
             self._drop(rule)
+
+    def holds(self, rule: object) -> bool:
+        """Whether ``rule`` is one of this set's rules, still acting."""
+        return rule in self._rules or rule in self._partition_rules
 
     def clear(self) -> None:
         """Remove every rule."""

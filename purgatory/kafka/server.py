@@ -436,6 +436,15 @@ class KafkaProtocolServer:
             self.stats.bad("truncated frame", f"closed or stalled before {size} bytes")
             return None
 
+    def _peek(self, frame: bytes) -> RequestHeader | None:
+        """The request header of ``frame`` (:func:`~purgatory.kafka.schemas.peek`); None,
+        counted as malformed, when there is none: the connection closes."""
+        try:
+            return peek(frame)
+        except DecodeError as exc:
+            self.stats.bad("malformed header", str(exc))
+            return None
+
     def _dispatch(
         self, frame: bytes, peer: _Peer, session: SaslSession | None = None
     ) -> tuple[int, asyncio.Future[Response]] | None:
@@ -443,10 +452,8 @@ class KafkaProtocolServer:
         the request cannot be answered and the connection must close. ``session``: the
         SASL login it comes on (None: a plaintext listener, ``User:ANONYMOUS``)."""
         loop = asyncio.get_running_loop()
-        try:
-            front = peek(frame)
-        except DecodeError as exc:
-            self.stats.bad("malformed header", str(exc))
+        front = self._peek(frame)
+        if front is None:
             return None
         key, version = front.api_key, front.api_version
         done: asyncio.Future[Response] = loop.create_future()
@@ -513,10 +520,8 @@ class KafkaProtocolServer:
                 return None
             done.set_result(RawToken(answer))
             return 0, done
-        try:
-            front = peek(frame)
-        except DecodeError as exc:
-            self.stats.bad("malformed header", str(exc))
+        front = self._peek(frame)
+        if front is None:
             return None
         key, version = front.api_key, front.api_version
         if session.authenticated:

@@ -242,14 +242,8 @@ class GroupCoordinator:
                 return group.join_result(member)
         # Answer an earlier JoinGroup of this member still parked: this one replaces it.
         _answer(member.join, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
-        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        member.join = future
         self._beat(group, member)
-        if group.state is GroupState.PREPARING_REBALANCE:
-            self.rebalances.check_and_complete_nowait(group.name)
-        else:
-            self._prepare_rebalance(group)
-        return future
+        return self._joining(group, member)
 
     def _rejoin_static(
         self,
@@ -303,6 +297,11 @@ class GroupCoordinator:
             return JoinResult(
                 ErrorCode.NONE, member.member_id, group.generation, group.protocol, current_leader
             )
+        return self._joining(group, member)
+
+    def _joining(self, group: Group, member: Member) -> asyncio.Future[JoinResult]:
+        """``member``'s JoinGroup, parked until the rebalance it starts (or is part of)
+        completes."""
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         member.join = future
         if group.state is GroupState.PREPARING_REBALANCE:
