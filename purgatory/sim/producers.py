@@ -80,12 +80,15 @@ class CompletedTxn(NamedTuple):
 
 
 class ActiveProducer(NamedTuple):
-    """One producer's state on a log: id, epoch, its last sequence and last batch."""
+    """One producer's state on a log: id, epoch, its last sequence and last batch (-1 and
+    None when a marker at a new epoch is all it has written since), and the epoch of the
+    coordinator that wrote its last marker (-1: none)."""
 
     producer_id: int
     epoch: int
     last_sequence: int
-    last_batch: ProducedBatch
+    last_batch: ProducedBatch | None
+    coordinator_epoch: int
 
 
 @final
@@ -204,9 +207,17 @@ class ProducerStates:
 
     def active(self) -> list[ActiveProducer]:
         """Each producer with state here, by id: its epoch, the sequence of its last
-        record and its last batch (Kafka's DescribeProducers reads these)."""
+        record and its last batch, its coordinator's epoch (Kafka's DescribeProducers
+        reads these). A transaction marker that moved a producer to a new epoch leaves it
+        no batch yet: sequence -1 (Kafka's NO_SEQUENCE)."""
         return [
-            ActiveProducer(pid, state.epoch, self._last(state.batches[-1]), state.batches[-1])
+            ActiveProducer(
+                pid,
+                state.epoch,
+                self._last(state.batches[-1]) if state.batches else -1,
+                state.batches[-1] if state.batches else None,
+                state.coordinator_epoch,
+            )
             for pid, state in sorted(self._producers.items())
         ]
 

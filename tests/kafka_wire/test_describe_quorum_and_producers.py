@@ -175,3 +175,50 @@ async def test_producers_over_a_socket_with_kio(door: KafkaFrontDoor) -> None:
     response = read_response(frame, ApiKey.DESCRIBE_PRODUCERS, P_HIGH)
     assert response.header_size + response.body_size == len(frame)
     assert response.body.topics[0].partitions[0].error_code == KioError.none
+
+
+def _transactional_producers(bootstrap: str, tp: TopicPartition) -> list[Any]:
+    """What DescribeProducers says of a transactional producer: in its transaction, after
+    its commit, and after another producer with its id aborted its next one (the epoch
+    bumped by the abort marker)."""
+    seen = []
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="dp-tx", linger_ms=0)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("t", b"a", partition=1).get(timeout=20)
+        producer.send("t", b"b", partition=1).get(timeout=20)
+        seen.append(_producers(bootstrap, [tp])[tp].active_producers)
+        producer.commit_transaction()
+        seen.append(_producers(bootstrap, [tp])[tp].active_producers)
+        producer.begin_transaction()
+        producer.send("t", b"c", partition=1).get(timeout=20)
+        # a new instance with the same id aborts the ongoing transaction at a new epoch
+        fencing = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="dp-tx")
+        fencing.init_transactions()
+        fencing.close()
+        seen.append(_producers(bootstrap, [tp])[tp].active_producers)
+    finally:
+        producer.close(timeout=1)
+    return seen
+
+
+@pytest.mark.asyncio
+async def test_a_transactional_producers_coordinator_epoch_and_transaction_start(
+    door: KafkaFrontDoor,
+) -> None:
+    tp = TopicPartition("t", 1)
+    ongoing, committed, fenced = await asyncio.to_thread(
+        _transactional_producers, door.bootstrap, tp
+    )
+    (active,) = ongoing
+    assert (active.last_sequence, active.coordinator_epoch) == (1, -1)
+    assert active.current_transaction_start_offset == 0  # its first batch
+    (active,) = committed
+    assert active.last_sequence == 1
+    assert active.coordinator_epoch >= 0  # the commit marker's
+    assert active.current_transaction_start_offset == -1
+    (active,) = fenced
+    assert active.producer_epoch > committed[0].producer_epoch  # the abort marker's epoch
+    assert (active.last_sequence, active.last_timestamp) == (-1, -1)
+    assert active.current_transaction_start_offset == -1

@@ -662,3 +662,65 @@ async def test_a_failed_login_closes_after_connection_failed_authentication_dela
             assert loop.time() - answered >= 0.3  # answered at once, closed after the delay
         finally:
             wire.close()
+
+
+@pytest.mark.asyncio
+async def test_find_coordinator_names_each_key_types_coordinator_at_the_listeners_addresses(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    """Groups (key type 0) through __consumer_offsets, transactional ids (key type 1)
+    through __transaction_state: the same broker from either listener, each at its own."""
+    door = kafka.front_door
+    found: dict[str, dict[tuple[int, str], tuple[int, str, int]]] = {}
+    for name, addresses in (("plaintext", door.addresses), ("sasl", door.sasl_addresses)):
+        wire = await Wire.to(addresses[0])
+        try:
+            if name == "sasl":
+                assert (await _login(wire, "PLAIN", "alice", USERS["alice"])).error_code == 0
+            answers = {}
+            for key_type, key in ((0, "g"), (1, "tx")):
+                answer = await wire.ask(
+                    ApiKey.FIND_COORDINATOR, 4, key_type=key_type, coordinator_keys=[key]
+                )
+                (coordinator,) = answer.coordinators
+                assert coordinator.error_code == KioError.none, (key_type, coordinator)
+                assert (coordinator.host, coordinator.port) == addresses[coordinator.node_id]
+                answers[key_type, key] = (coordinator.node_id, coordinator.host, coordinator.port)
+            found[name] = answers
+        finally:
+            wire.close()
+    assert {k: v[0] for k, v in found["plaintext"].items()} == {
+        k: v[0] for k, v in found["sasl"].items()
+    }
+    assert {"__consumer_offsets", "__transaction_state"} <= set(door.cluster.topics)
+
+
+def test_confluent_kafka_commits_a_transaction_over_sasl() -> None:
+    from confluent_kafka import Consumer, Producer
+
+    with EmbeddedKafka(brokers=2, topics={"t": 1}, users=USERS, sasl_port=0) as cluster:
+        config = _confluent(cluster.sasl_bootstrap_servers, "PLAIN", "alice", USERS["alice"])
+        producer = Producer({**config, "transactional.id": "sasl-tx"})
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        producer.produce("t", b"committed over sasl")
+        producer.commit_transaction(15)
+        consumer = Consumer(
+            {
+                **config,
+                "group.id": "g",
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
+        )
+        try:
+            consumer.subscribe(["t"])
+            message = None
+            for _ in range(30):
+                message = consumer.poll(1)
+                if message is not None and message.error() is None:
+                    break
+            assert message is not None
+            assert message.value() == b"committed over sasl"
+        finally:
+            consumer.close()

@@ -4,8 +4,10 @@ partition, from the producer state of the asking broker's replica log, as Kafka'
 
 Each producer with state in the log (:mod:`purgatory.sim.producers`: those whose batches
 it still holds): its id, epoch, the sequence of its last record, its last batch's max
-timestamp (-1 for a batch not produced over the Kafka wire), coordinator epoch -1 and
-current transaction start offset -1 (transactions are not served). Any replica answers
+timestamp (-1 for a batch not produced over the Kafka wire, or when a transaction marker
+at a new epoch is all it wrote since: sequence -1 then too), the epoch of the transaction
+coordinator that wrote its last marker (-1: none), and the offset of the first batch of
+its ongoing transaction on the partition (-1: none). Any replica answers
 from its own log, as in Kafka (admin clients ask the leader); a broker that hosts no
 replica of the partition answers NOT_LEADER_OR_FOLLOWER, an unknown partition or topic
 UNKNOWN_TOPIC_OR_PARTITION, an invalid topic name INVALID_TOPIC_EXCEPTION.
@@ -78,8 +80,8 @@ class DescribeProducersHandlers:
                     "producer_epoch": active.epoch,
                     "last_sequence": active.last_sequence,
                     "last_timestamp": -1 if wire is None else max_timestamp_of(wire),
-                    "coordinator_epoch": -1,
-                    "current_txn_start_offset": -1,
+                    "coordinator_epoch": active.coordinator_epoch,
+                    "current_txn_start_offset": log.txns.ongoing.get(active.producer_id, -1),
                 }
             )
         return {
