@@ -9,7 +9,6 @@ then of the transaction coordinator."""
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Callable
 from typing import Final
 
@@ -20,7 +19,7 @@ from confluent_kafka import TopicPartition as CkPartition
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KpPartition
 
-from purgatory.kafka.coordinator.offsets_topic import partition_for
+from purgatory.kafka.coordinator.offsets_topic import GROUP_METADATA_TOPIC, partition_for
 from purgatory.kafka.coordinator.transactions import TRANSACTION_STATE_TOPIC
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 
@@ -175,11 +174,13 @@ async def _abort_in_a_transaction(producer: AIOKafkaProducer) -> None:
         raise RuntimeError("the transaction aborts")
 
 
-def _group_of(broker: int, away_from: int | None = None) -> str:
-    """A group id whose coordinator (the front door's hash over three live brokers) is
-    ``broker``, or (``away_from`` given) any broker but those two."""
+def _group_of(kafka: EmbeddedKafka, broker: int, away_from: int | None = None) -> str:
+    """A group id whose coordinator (the leader of its partition of __consumer_offsets,
+    created here as the first FindCoordinator would) is ``broker``, or (``away_from``
+    given) any broker but those two."""
+    kafka._await(lambda k: k.front_door.offsets_topic.ensure())
     for group in (f"eos-{i}" for i in range(100)):
-        coordinator = zlib.crc32(group.encode()) % 3
+        coordinator = kafka.leader(GROUP_METADATA_TOPIC, partition_for(group, 50))
         if coordinator == broker if away_from is None else coordinator not in (broker, away_from):
             return group
     raise AssertionError("no such group id")
@@ -214,7 +215,7 @@ def _exactly_once(kafka: EmbeddedKafka, crash: Callable[[int], None], same_group
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": _group_of(coordinator, None if same_group else out_leader),
+            "group.id": _group_of(kafka, coordinator, None if same_group else out_leader),
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
