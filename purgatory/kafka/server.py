@@ -445,6 +445,17 @@ class KafkaProtocolServer:
             self.stats.bad("malformed header", str(exc))
             return None
 
+    def _read(self, frame: bytes, key: ApiKey, version: int) -> tuple[RequestHeader, Any] | None:
+        """The request in ``frame``, counted; None, counted as malformed, when it does not
+        decode: the connection closes."""
+        try:
+            read = read_request(frame, key, version)
+        except DecodeError as exc:
+            self.stats.bad("malformed request", f"{key.name} v{version}: {exc}")
+            return None
+        self.stats.requests[key.name, version] += 1
+        return read
+
     def _dispatch(
         self, frame: bytes, peer: _Peer, session: SaslSession | None = None
     ) -> tuple[int, asyncio.Future[Response]] | None:
@@ -471,12 +482,10 @@ class KafkaProtocolServer:
             # answer never sends a version outside it.
             self.stats.bad("unsupported version", f"{name} v{version}")
             return None
-        try:
-            header, body = read_request(frame, ApiKey(key), version)
-        except DecodeError as exc:
-            self.stats.bad("malformed request", f"{name} v{version}: {exc}")
+        read = self._read(frame, ApiKey(key), version)
+        if read is None:
             return None
-        self.stats.requests[name, version] += 1
+        header, body = read
         interceptor = self.interceptor
 
         def run(request: Any) -> Response | Awaitable[Response]:
@@ -542,12 +551,10 @@ class KafkaProtocolServer:
             self.stats.bad("illegal sasl state", f"api key {key} v{version} before authentication")
             return None
         name = ApiKey(key).name
-        try:
-            header, body = read_request(frame, ApiKey(key), version)
-        except DecodeError as exc:
-            self.stats.bad("malformed request", f"{name} v{version}: {exc}")
+        read = self._read(frame, ApiKey(key), version)
+        if read is None:
             return None
-        self.stats.requests[name, version] += 1
+        header, body = read
         if key not in expected:
             handshaking = session.state is State.HANDSHAKE
             session.fail()
