@@ -19,7 +19,7 @@ from typing import Final, NamedTuple, final
 from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.compression import deflate, inflate
 from purgatory.kafka.crc32c import crc32c
-from purgatory.sim.log import CONTROL, TRANSACTIONAL
+from purgatory.sim.log import CONTROL, TRANSACTIONAL, BatchAttributes
 
 # Attributes bit 4 (TRANSACTIONAL): the batch belongs to a transaction; bit 5 (CONTROL): a
 # control batch (a transaction marker), which only a broker writes. Defined by the log,
@@ -57,7 +57,7 @@ class TruncatedBatch(DecodeError):
 
 
 @final
-class WireBatch:
+class WireBatch(BatchAttributes):
     """One validated v2 batch as raw bytes, with the header fields read here decoded; the
     log that stores it writes its offset and epoch into it (an
     :class:`~purgatory.sim.log.EncodedBatch`)."""
@@ -96,14 +96,6 @@ class WireBatch:
     @property
     def compression(self) -> int:
         return self.attributes & COMPRESSION_MASK
-
-    @property
-    def transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL)
-
-    @property
-    def control(self) -> bool:
-        return bool(self.attributes & CONTROL)
 
     def assign(self, base_offset: int, leader_epoch: int) -> None:
         """Write the base offset and partition leader epoch the log gave this batch into

@@ -174,8 +174,25 @@ class LogSpace:
         return f"<LogSpace used={self.used} limit={self.limit}>"
 
 
+class BatchAttributes:
+    """What a batch's attributes say of it (Kafka's record batch v2 bits), for the stored
+    batches here and the wire batches of the Kafka front door."""
+
+    __slots__ = ()
+    attributes: int
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL)
+
+    @property
+    def control(self) -> bool:
+        """A control batch (a transaction marker): clients skip it."""
+        return bool(self.attributes & CONTROL)
+
+
 @final
-class RecordBatch:
+class RecordBatch(BatchAttributes):
     """Records appended together by one leader in one epoch: decoded records (the
     simulation's and the HTTP API's), or a Kafka client's batch as it came
     (:meth:`encoded`)."""
@@ -279,15 +296,6 @@ class RecordBatch:
             (producer[0], producer[1], -1),
             TRANSACTIONAL | CONTROL,
         )
-
-    @property
-    def transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL)
-
-    @property
-    def control(self) -> bool:
-        """A control batch (a transaction marker): clients skip it."""
-        return bool(self.attributes & CONTROL)
 
     @property
     def records(self) -> tuple[Record, ...]:

@@ -383,14 +383,10 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int
     ) -> tuple[_Loaded, TxnMetadata] | ErrorCode:
         """The checks every request of a producer passes, in Kafka's order."""
-        if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
-        loaded = self._owned(transactional_id)
-        if isinstance(loaded, ErrorCode):
-            return loaded
-        txn = loaded.txns.get(transactional_id)
-        if txn is None or txn.producer_epoch == NO_PRODUCER_EPOCH:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        found = self._known(transactional_id, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if isinstance(found, ErrorCode):
+            return found
+        loaded, txn = found
         if txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if txn.producer_epoch != producer_epoch:
@@ -612,6 +608,15 @@ class TransactionCoordinator:
     def describe(self, transactional_id: str) -> TxnMetadata | ErrorCode:
         """DescribeTransactions: the id's state, or NOT_COORDINATOR,
         TRANSACTIONAL_ID_NOT_FOUND, INVALID_REQUEST (an empty id)."""
+        found = self._known(transactional_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+        return found if isinstance(found, ErrorCode) else found[1]
+
+    def _known(
+        self, transactional_id: str, unknown: ErrorCode
+    ) -> tuple[_Loaded, TxnMetadata] | ErrorCode:
+        """The state of a transactional id this coordinator owns, or why not: an empty id
+        INVALID_REQUEST, another coordinator's NOT_COORDINATOR (or the load's error), an
+        id without a producer ``unknown``."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         loaded = self._owned(transactional_id)
@@ -619,8 +624,8 @@ class TransactionCoordinator:
             return loaded
         txn = loaded.txns.get(transactional_id)
         if txn is None or txn.producer_epoch == NO_PRODUCER_EPOCH:
-            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
-        return txn
+            return unknown
+        return loaded, txn
 
     def transactions(self) -> list[TxnMetadata]:
         """Every transactional id this broker coordinates (ListTransactions)."""
