@@ -89,12 +89,23 @@ ROUTES: Final = (
         "POST",
         "/v1/admin/faults",
         "inject_fault",
-        "Inject a fault: crash (fenced at once, or unfenced) or restart any broker, "
-        "slow/crash/restart a partition's follower, or fail its leader over",
+        "Inject a fault: slow/crash/restart a partition's follower, or fail its leader over",
         "fault",
         {
             200: ("fault injected", OBJECT),
             404: ("unknown topic, partition or broker", ErrorBody),
+            409: ("fault not applicable now", ErrorBody),
+        },
+    ),
+    Route(
+        "POST",
+        "/v1/admin/broker-faults",
+        "inject_broker_fault",
+        "Crash any broker (fenced at once, or unfenced) or restart it",
+        "broker_fault",
+        {
+            200: ("fault injected", OBJECT),
+            404: ("no such broker", ErrorBody),
             409: ("fault not applicable now", ErrorBody),
         },
     ),

@@ -169,6 +169,7 @@ def create_app(
         "fetch": fetch,
         "metadata": metadata,
         "inject_fault": inject_fault,
+        "inject_broker_fault": inject_broker_fault,
         "add_partition_fault": add_partition_fault,
         "list_partition_faults": list_partition_faults,
         "clear_partition_faults": clear_partition_faults,
@@ -240,10 +241,9 @@ _NOT_ROUTED: Final = {
 
 
 def _headers(request: web.Request) -> dict[str, str]:
-    # only the three the access rules read, lower-cased keys
-    return {
-        name: request.headers.get(name, "") for name in ("host", "authorization", "content-type")
-    }
+    # only those the access rules read, lower-cased keys
+    names = ("host", "authorization", "content-type", "content-length", "transfer-encoding")
+    return {name: request.headers.get(name, "") for name in names}
 
 
 async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
@@ -423,8 +423,16 @@ async def elect_leaders(request: web.Request) -> web.Response:
 
 
 async def inject_fault(request: web.Request) -> web.Response:
+    return await _inject(request, request.app[STATE].bodies.fault)
+
+
+async def inject_broker_fault(request: web.Request) -> web.Response:
+    return await _inject(request, request.app[STATE].bodies.broker_fault)
+
+
+async def _inject(request: web.Request, body_type: type[msgspec.Struct]) -> web.Response:
     state = request.app[STATE]
-    body = await _body(request, state.bodies.fault)
+    body: Any = await _body(request, body_type)
     async with state.parking(Parks.NEVER):
         try:
             outcome = await broker_api.apply_fault(
@@ -433,7 +441,12 @@ async def inject_fault(request: web.Request) -> web.Response:
         except BrokerError as exc:
             return _broker_error(exc)
     if state.on_fault is not None:
-        fields = {"fault": body.fault, "topic": body.topic, "partition": body.partition, **outcome}
+        fields = {
+            "fault": body.fault,
+            "topic": getattr(body, "topic", None),
+            "partition": getattr(body, "partition", None),
+            **outcome,
+        }
         state.on_fault(" ".join(f"{k}={v}" for k, v in fields.items() if v is not None))
     return json_response({"fault": body.fault, **outcome})
 

@@ -22,17 +22,9 @@ INT32_MAX: Final = 2**31 - 1
 INT64_MAX: Final = 2**63 - 1
 #: Kafka's legal topic names (the simulation's rule, anchored for JSON Schema).
 TOPIC_PATTERN: Final = f"^{TOPIC_NAME_PATTERN}$"
-Fault = Literal[
-    "slow_follower",
-    "crash_follower",
-    "restart_follower",
-    "failover",
-    "crash_broker",
-    "crash_broker_unfenced",
-    "restart_broker",
-]
-#: the faults that act on a broker named alone (no topic or partition needed)
-BROKER_FAULTS: Final = frozenset({"crash_broker", "crash_broker_unfenced", "restart_broker"})
+Fault = Literal["slow_follower", "crash_follower", "restart_follower", "failover"]
+#: what happens to a broker named alone (``/v1/admin/broker-faults``)
+BrokerFault = Literal["crash_broker", "crash_broker_unfenced", "restart_broker"]
 
 Topic = Annotated[
     str, Meta(min_length=1, max_length=249, pattern=TOPIC_PATTERN, description="topic name")
@@ -131,6 +123,7 @@ class RequestTypes:
     produce: type[Struct]
     fetch: type[Struct]
     fault: type[Struct]
+    broker_fault: type[Struct]
     elect_leaders: type[Struct]
     partition_fault: type[Struct]
 
@@ -142,6 +135,7 @@ class RequestTypes:
             produce=_produce_body(config),
             fetch=_fetch_body(config),
             fault=_fault_body(config),
+            broker_fault=_broker_fault_body(),
             elect_leaders=_elect_leaders_body(config),
             partition_fault=_partition_fault_body(brokers),
         )
@@ -222,37 +216,15 @@ def _fault_body(config: ServiceConfig) -> type[Struct]:
     return _struct(
         "FaultRequest",
         [
-            (
-                "fault",
-                Annotated[
-                    Fault,
-                    Meta(
-                        description="crash_broker: the broker dies and is fenced at once "
-                        "(it leaves every ISR); crash_broker_unfenced: it dies unheard of, "
-                        "fenced after broker.session.timeout.ms; restart_broker: back "
-                        "(its Kafka listener too); *_follower: the same for a partition's "
-                        "follower; slow_follower: added replication latency; failover: "
-                        "move a partition's leadership"
-                    ),
-                ],
-            ),
-            (
-                "topic",
-                Annotated[
-                    Topic | None,
-                    Meta(description="the partition's topic (all but the *_broker faults)"),
-                ],
-                None,
-            ),
-            ("partition", PartitionIndex | None, None),
+            ("fault", Fault),
+            ("topic", Topic),
+            ("partition", PartitionIndex),
             (
                 "broker",
                 Annotated[
                     Annotated[int, Meta(ge=0, le=INT32_MAX)] | None,
                     Meta(
-                        description="crash_broker, crash_broker_unfenced, restart_broker: "
-                        "the broker (required; any, leader or coordinator included); "
-                        "slow/crash/restart_follower: the broker (default: the "
+                        description="slow/crash/restart: the broker (default: the "
                         "partition's first follower); failover: the new leader "
                         "(default: next in ISR)"
                     ),
@@ -270,6 +242,38 @@ def _fault_body(config: ServiceConfig) -> type[Struct]:
                     ),
                 ],
                 100,
+            ),
+        ],
+    )
+
+
+def _broker_fault_body() -> type[Struct]:
+    return _struct(
+        "BrokerFaultRequest",
+        [
+            (
+                "fault",
+                Annotated[
+                    BrokerFault,
+                    Meta(
+                        description="crash_broker: the broker dies and is fenced at once "
+                        "(it leaves every ISR); crash_broker_unfenced: it dies unheard of, "
+                        "fenced after broker.session.timeout.ms; restart_broker: back "
+                        "(its Kafka listener too)"
+                    ),
+                ],
+            ),
+            (
+                "broker",
+                Annotated[
+                    int,
+                    Meta(
+                        ge=0,
+                        le=INT32_MAX,
+                        description="any broker: a leader, a group or transaction "
+                        "coordinator included",
+                    ),
+                ],
             ),
         ],
     )

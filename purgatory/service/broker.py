@@ -146,14 +146,14 @@ async def apply_fault(
     """Carry out a validated fault request on a simulated cluster; returns what was done.
 
     ``crash_broker`` / ``crash_broker_unfenced`` / ``restart_broker`` act on ``broker``,
-    any broker (a leader, a group or transaction coordinator); ``slow_follower`` /
-    ``crash_follower`` / ``restart_follower`` act on ``broker``, by default the first
+    any broker (a leader, a group or transaction coordinator: ``/v1/admin/broker-faults``);
+    ``slow_follower`` / ``crash_follower`` / ``restart_follower`` act on ``broker``, by
+    default the first
     follower of ``topic``/``partition``; ``failover`` moves the partition's leadership (to
     ``broker`` if given). A crash closes the broker's Kafka listener and its connections,
     if ``listeners`` are given, as :meth:`EmbeddedKafka.crash_broker` does; a restart
     opens it again on its port. Raises :class:`BrokerError`.
     """
-    from purgatory.service.bodies import BROKER_FAULTS
     from purgatory.sim.cluster import Cluster
     from purgatory.sim.faults import Latency
 
@@ -164,7 +164,7 @@ async def apply_fault(
     fault, topic, index = request["fault"], request.get("topic"), request.get("partition")
     target = request.get("broker")
     try:
-        if fault in BROKER_FAULTS:
+        if fault in ("crash_broker", "crash_broker_unfenced", "restart_broker"):
             if target is None:
                 raise BrokerError(400, ErrorCode.INVALID_REQUEST, f"{fault} needs a broker")
             _check_broker(broker, target)

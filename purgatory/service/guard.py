@@ -7,6 +7,8 @@
   ``public_metrics``) needs ``Authorization: Bearer <token>``; 401 otherwise.
 * **Content type** (CSRF): a state-changing request must say ``Content-Type:
   application/json``, which a cross-site form or ``no-cors`` fetch cannot send; 415 otherwise.
+  A ``DELETE`` without a body has no content to type: a browser sends a cross-site DELETE
+  only after a CORS preflight, which this server never approves.
 
 Each refusal is one JSON error and one line in the log, never a traceback.
 """
@@ -101,7 +103,7 @@ class AccessPolicy:
                     ServiceRefusal.UNAUTHORIZED,
                     "a valid bearer token is needed",
                 )
-        if routed and method in STATE_CHANGING:
+        if routed and method in STATE_CHANGING and (method != "DELETE" or _has_body(headers)):
             media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
             if media_type != "application/json":
                 return Refusal(
@@ -114,3 +116,8 @@ class AccessPolicy:
 
     def _open(self, path: str) -> bool:
         return path in OPEN_PATHS or (self.public_metrics and path == "/metrics")
+
+
+def _has_body(headers: dict[str, str]) -> bool:
+    length = headers.get("content-length", "").strip()
+    return bool(headers.get("transfer-encoding")) or length not in ("", "0")

@@ -179,6 +179,15 @@ def test_the_fault_routes_take_json_only(server: ServeProcess) -> None:
             assert refused.value.code == 415
 
 
+def test_a_delete_without_a_body_needs_no_content_type(server: ServeProcess) -> None:
+    # a browser sends a cross-site DELETE only after a CORS preflight, never approved here
+    _, rule = _call(server, "POST", "/v1/faults", {"error": 6, "topic": "t"})
+    request = urllib.request.Request(server.url + f"/v1/faults/{rule['id']}", method="DELETE")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 200
+    assert _call(server, "GET", "/v1/faults")[1] == {"faults": []}
+
+
 def _partition(server: ServeProcess, topic: str, index: int) -> dict[str, Any]:
     _, metadata = _call(server, "GET", "/v1/metadata")
     [found] = [t for t in metadata["topics"] if t["name"] == topic]
@@ -191,7 +200,7 @@ def test_any_broker_crashes_and_restarts_with_its_kafka_listener(server: ServePr
     address = server.addresses.brokers[leader]
     assert _accepts(address)
     status, answer = _call(
-        server, "POST", "/v1/admin/faults", {"fault": "crash_broker", "broker": leader}
+        server, "POST", "/v1/admin/broker-faults", {"fault": "crash_broker", "broker": leader}
     )
     assert (status, answer) == (200, {"fault": "crash_broker", "broker": leader})
     assert not _accepts(address)  # its listener closed, as EmbeddedKafka's crash does
@@ -201,7 +210,7 @@ def test_any_broker_crashes_and_restarts_with_its_kafka_listener(server: ServePr
     for index in (0, 1):
         assert leader not in _partition(server, "c", index)["isr"]
     status, answer = _call(
-        server, "POST", "/v1/admin/faults", {"fault": "restart_broker", "broker": leader}
+        server, "POST", "/v1/admin/broker-faults", {"fault": "restart_broker", "broker": leader}
     )
     assert (status, answer) == (200, {"fault": "restart_broker", "broker": leader})
     assert _accepts(address)  # back on its port
@@ -227,7 +236,10 @@ def test_an_unfenced_crash_keeps_leadership_until_the_session_times_out(
     ) as server:
         leader = _partition(server, "u", 0)["leader"]
         status, _ = _call(
-            server, "POST", "/v1/admin/faults", {"fault": "crash_broker_unfenced", "broker": leader}
+            server,
+            "POST",
+            "/v1/admin/broker-faults",
+            {"fault": "crash_broker_unfenced", "broker": leader},
         )
         assert status == 200
         assert not _accepts(server.addresses.brokers[leader])
@@ -240,17 +252,19 @@ def test_an_unfenced_crash_keeps_leadership_until_the_session_times_out(
 
 
 @pytest.mark.parametrize(
-    ("body", "status", "message"),
+    ("path", "body", "status", "message"),
     [
-        ({"fault": "crash_broker"}, 400, "crash_broker needs a broker"),
-        ({"fault": "restart_broker", "broker": 9}, 404, "no broker 9"),
-        ({"fault": "failover", "broker": 1}, 400, "failover needs a topic and a partition"),
+        ("broker-faults", {"fault": "crash_broker"}, 400, "missing required field `broker`"),
+        ("broker-faults", {"fault": "restart_broker", "broker": 9}, 404, "no broker 9"),
+        ("broker-faults", {"fault": "failover", "broker": 1}, 400, "$.fault"),
+        ("faults", {"fault": "failover", "broker": 1}, 400, "missing required field `topic`"),
+        ("faults", {"fault": "crash_broker", "broker": 1}, 400, "$.fault"),
     ],
 )
 def test_bad_crash_requests_are_refused(
-    server: ServeProcess, body: dict[str, Any], status: int, message: str
+    server: ServeProcess, path: str, body: dict[str, Any], status: int, message: str
 ) -> None:
-    got, answer = _call(server, "POST", "/v1/admin/faults", body)
+    got, answer = _call(server, "POST", f"/v1/admin/{path}", body)
     assert (got, message in answer["message"]) == (status, True), answer
 
 
