@@ -2,9 +2,9 @@
 confluent-kafka (librdkafka), aiokafka and kafka-python transactional producers commit
 and abort, a read_committed consumer sees exactly the committed records (a
 read_uncommitted one sees the aborted ones too), offsets sent to the transaction are
-committed with it; and a consume-transform-produce loop keeps every input record exactly
-once in its output across the crash of an output partition's leader mid-transaction and
-then of the transaction coordinator."""
+committed with it; and a consume-transform-produce loop with each of the three keeps
+every input record exactly once in its output across the crash of an output partition's
+leader mid-transaction and then of the transaction coordinator."""
 
 from __future__ import annotations
 
@@ -225,8 +225,6 @@ class _Crashes:
         self.coordinator, self.out_leader = coordinator, out_leader
         self.group = _group_of(kafka, coordinator, None if same_group else out_leader)
         self.crashed: list[int] = []
-        #: transactions that ran out of the loop's tries: aborted (and retried) by the loop
-        self.aborts = 0
 
     def opened(self, transactions: int) -> None:
         """The loop has ``transactions`` open (its records sent, offsets not yet)."""
@@ -301,7 +299,6 @@ def _exactly_once(kafka: EmbeddedKafka, crash: Callable[[int], None], same_group
                     raise
                 # the usual recovery: abort, and consume again from the committed offsets
                 producer.abort_transaction(30)
-                crashes.aborts += 1
                 for tp in consumer.committed(consumer.assignment(), 10):
                     consumer.seek(tp)
                 continue
@@ -376,7 +373,6 @@ def _exactly_once_kafka_python(kafka: EmbeddedKafka) -> _Crashes:
                 # fails abort_transaction too): abort, and consume again from the
                 # committed offsets
                 producer.abort_transaction()
-                crashes.aborts += 1
                 for tp in partitions:
                     consumer.seek(tp, consumer.committed(tp) or 0)
                 continue
@@ -449,7 +445,6 @@ async def _exactly_once_aiokafka(kafka: EmbeddedKafka) -> _Crashes:
                     offsets = {tp: await consumer.position(tp) for tp in partitions}
                     await producer.send_offsets_to_transaction(offsets, crashes.group)
             except AioKafkaError:
-                crashes.aborts += 1
                 for tp in partitions:  # consume the aborted input again
                     consumer.seek(tp, await consumer.committed(tp) or 0)
                 continue
