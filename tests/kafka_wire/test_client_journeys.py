@@ -12,10 +12,8 @@ through the faults, on one topic (one partition, replication factor 3,
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import pytest
@@ -34,9 +32,6 @@ JOURNEY_S = 20.0  # each took 2-4 s on a loaded 2-core machine
 REQUEST_TIMEOUT_MS = 1000
 #: small fetches, so the consumer reads in many of them, across the crash
 FETCH_BYTES = 2048
-#: the warning for a client socket whose connect was refused: bound to the wildcard
-#: address, no peer (``raddr`` would follow ``laddr``), as kafka-python leaves one
-REFUSED_CONNECT = r"unclosed <socket\.socket [^>]*laddr=\('0\.0\.0\.0', \d+\)>$"
 
 Read = list[tuple[int, bytes]]
 #: what DescribeGroups said: state, and each member's client id and assigned partitions
@@ -364,21 +359,6 @@ def _check(seen: Seen, kafka: EmbeddedKafka | AsyncEmbeddedKafka, took_s: float)
     assert kafka.records(TOPIC, 0)[0].offset == DELETE_TO
     assert seen["group"] == ("Stable", [(CONSUMER_ID, [(TOPIC, 0)])])
     assert took_s < JOURNEY_S
-
-
-@pytest.fixture
-def refused_sockets_collected() -> Iterator[None]:
-    """kafka-python 3.0 does not close the socket of a connect that was refused (the
-    crashed broker's); the socket lives on in the traceback of a logged error, until the
-    log capture lets go of the test's records, and warns when collected. Collected here,
-    not in whichever test the collector next runs, and only those pass: a socket whose
-    connect never completed, bound to the wildcard address with no peer (``laddr`` last
-    in its repr). The broker's side of a connection, with the listener's address and a
-    peer, is not filtered: the cluster closes every one."""
-    yield
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", REFUSED_CONNECT, ResourceWarning)
-        gc.collect()
 
 
 @pytest.mark.kafka_cluster(brokers=3, min_insync_replicas=2)
