@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 
@@ -23,6 +24,16 @@ REFUSED_CONNECT = r"unclosed <socket\.socket [^>]*laddr=\('0\.0\.0\.0', \d+\)>$"
 async def door() -> AsyncIterator[KafkaFrontDoor]:
     async with AsyncEmbeddedKafka(brokers=3, seed=1, topics={"t": (2, 3)}) as kafka:
         yield kafka.front_door
+
+
+@pytest_asyncio.fixture
+async def coordinator() -> AsyncIterator[GroupCoordinator]:
+    """A group coordinator of its own, closed after the test."""
+    groups = GroupCoordinator()
+    try:
+        yield groups
+    finally:
+        await groups.close()
 
 
 @pytest.fixture

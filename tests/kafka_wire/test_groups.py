@@ -24,15 +24,6 @@ REBALANCE_MS = 30_000
 RANGE = [("range", b"r"), ("roundrobin", b"rr")]
 
 
-@pytest_asyncio.fixture
-async def coordinator() -> AsyncIterator[GroupCoordinator]:
-    groups = GroupCoordinator()
-    try:
-        yield groups
-    finally:
-        await groups.close()
-
-
 def join(
     groups: GroupCoordinator,
     member_id: str = "",

@@ -26,15 +26,6 @@ REBALANCE_MS = 30_000
 RANGE = [("range", b"r")]
 
 
-@pytest_asyncio.fixture
-async def coordinator() -> AsyncIterator[GroupCoordinator]:
-    groups = GroupCoordinator()
-    try:
-        yield groups
-    finally:
-        await groups.close()
-
-
 def join(
     groups: GroupCoordinator,
     instance: str | None,
