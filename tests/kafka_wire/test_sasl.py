@@ -546,14 +546,7 @@ def test_confluent_kafka_produces_and_consumes_with_each_mechanism(mechanism: st
         assert producer.flush(10) == 0
         consumer = Consumer({**config, "group.id": "g", "auto.offset.reset": "earliest"})
         try:
-            consumer.subscribe(["t"])
-            message = None
-            for _ in range(30):
-                message = consumer.poll(1)
-                if message is not None and message.error() is None:
-                    break
-            assert message is not None
-            assert message.value() == b"from confluent"
+            assert _first_value(consumer, "t") == b"from confluent"
         finally:
             consumer.close()
 
@@ -714,13 +707,18 @@ def test_confluent_kafka_commits_a_transaction_over_sasl() -> None:
             }
         )
         try:
-            consumer.subscribe(["t"])
-            message = None
-            for _ in range(30):
-                message = consumer.poll(1)
-                if message is not None and message.error() is None:
-                    break
-            assert message is not None
-            assert message.value() == b"committed over sasl"
+            assert _first_value(consumer, "t") == b"committed over sasl"
         finally:
             consumer.close()
+
+
+def _first_value(consumer: Any, topic: str) -> bytes | None:
+    """The value of the first record a librdkafka ``consumer`` of ``topic`` reads within
+    30 polls of a second (None: none came)."""
+    consumer.subscribe([topic])
+    for _ in range(30):
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            value: bytes | None = message.value()
+            return value
+    return None
