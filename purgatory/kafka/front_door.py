@@ -129,7 +129,8 @@ class KafkaFrontDoor:
         self._expiry: asyncio.Task[None] | None = None
         self.producer_ids = ProducerIds()
         # Each broker's transaction coordinator serves the __transaction_state partitions
-        # it leads; their TxnTimeout purgatory is labelled as the group coordinator's.
+        # it leads; their TxnTimeout and TxnSettle purgatories are labelled as the group
+        # coordinator's.
         self.transactions = TransactionCoordinators(
             cluster,
             self.producer_ids,
@@ -186,7 +187,7 @@ class KafkaFrontDoor:
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
         """The group coordinator's (Rebalance, Heartbeat) and the transaction
-        coordinators' (TxnTimeout); the cluster has its own."""
+        coordinators' (TxnTimeout, TxnSettle); the cluster has its own."""
         return {**self.coordinator.purgatories, **self.transactions.purgatories}
 
     async def start(self) -> None:

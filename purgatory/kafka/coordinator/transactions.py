@@ -17,6 +17,14 @@ An Ongoing transaction waits in the "TxnTimeout" purgatory; past its
 ``transaction_timeout_ms`` the coordinator bumps the producer epoch (fencing the producer)
 and aborts it, as Kafka's coordinator does.
 
+One departure from Kafka, on purpose: a producer that starts its next transaction while
+the coordinator still writes the last one's markers (librdkafka does so as soon as
+EndTxn answers) is not answered CONCURRENT_TRANSACTIONS at once, to retry after its
+backoff (20 ms in librdkafka, 100 ms in the Java client): its AddPartitionsToTxn or
+AddOffsetsToTxn waits in the "TxnSettle" purgatory until the transaction completes, up to
+``SETTLE_WAIT_MS``, and goes on from there. The client sees the answer it would have seen
+after its retry, a backoff sooner.
+
 Transactions V1 throughout (the epoch is bumped by InitProducerId, not by each EndTxn):
 clients use V2 (KIP-890 part 2) only when the ``transaction.version`` feature says so, and
 these brokers do not.
@@ -52,6 +60,9 @@ NO_PRODUCER_EPOCH: Final = -1
 EXHAUSTED_EPOCH: Final = (1 << 15) - 2
 #: how long the coordinator waits before writing markers again to partitions that refused
 MARKER_RETRY_BACKOFF_S: Final = 0.05
+#: how long AddPartitionsToTxn and AddOffsetsToTxn wait for the previous transaction of
+#: their producer to complete before they are answered CONCURRENT_TRANSACTIONS
+SETTLE_WAIT_MS: Final = 1000
 
 
 class TxnState(enum.Enum):
@@ -267,6 +278,14 @@ class TransactionCoordinator:
         index = self._partition(txn.transactional_id)
         if self._leads(index) != loaded.epoch:
             return ErrorCode.NOT_COORDINATOR
+        try:
+            return await self._append(index, loaded, txn, new)
+        finally:  # whatever the outcome, the wait for it is over
+            self.shared.settling.check_and_complete_nowait(txn.transactional_id)
+
+    async def _append(
+        self, index: int, loaded: _Loaded, txn: TxnMetadata, new: TxnMetadata
+    ) -> ErrorCode:
         txn.pending = True
         try:
             request = ProduceRequest(
@@ -409,7 +428,14 @@ class TransactionCoordinator:
         loaded, txn = checked
         wanted, wanted_groups = set(partitions), set(groups)
         if txn.pending or txn.state in _PREPARED:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
+            if not await self._settled(transactional_id):
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+            checked = self._checked(transactional_id, producer_id, producer_epoch)
+            if isinstance(checked, ErrorCode):
+                return checked
+            loaded, txn = checked
+            if txn.pending or txn.state in _PREPARED:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
         if (
             txn.state is TxnState.ONGOING
             and wanted <= txn.partitions
@@ -426,6 +452,17 @@ class TransactionCoordinator:
             last_update_ms=now,
         )
         return await self._write(loaded, txn, new)
+
+    async def _settled(self, transactional_id: str) -> bool:
+        """Wait (in the TxnSettle purgatory, up to ``SETTLE_WAIT_MS``) until no change
+        of the transaction is being written and it is not prepared: its markers written
+        and its completion durable, or this broker no longer its coordinator."""
+
+        def settled() -> bool:
+            txn = self.owned_txn(transactional_id)
+            return txn is None or not (txn.pending or txn.state in _PREPARED)
+
+        return await self.shared.settling.wait_until(settled, [transactional_id], SETTLE_WAIT_MS)
 
     def verify(
         self,
@@ -696,6 +733,9 @@ class TransactionCoordinators:
         self.timeouts: DelayedOperationPurgatory[TxnTimeout] = DelayedOperationPurgatory(
             "TxnTimeout", labels=labels, clock=clock, reaper_enabled=reaper_enabled
         )
+        self.settling: DelayedOperationPurgatory[DelayedOperation] = DelayedOperationPurgatory(
+            "TxnSettle", labels=labels, clock=clock, reaper_enabled=reaper_enabled
+        )
         self.wall_ms: Callable[[], int] = wall_ms or (lambda: int(time.time() * 1000))
         self.coordinators = {b: TransactionCoordinator(b, self) for b in cluster.brokers}
         self._watching = False
@@ -816,10 +856,11 @@ class TransactionCoordinators:
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
-        return {"TxnTimeout": self.timeouts}  # type: ignore[dict-item]
+        return {"TxnTimeout": self.timeouts, "TxnSettle": self.settling}  # type: ignore[dict-item]
 
     async def close(self) -> None:
         self.closed = True
         for coordinator in self.coordinators.values():
             await coordinator.close()
         await self.timeouts.shutdown()
+        await self.settling.shutdown()

@@ -1,7 +1,11 @@
-"""A transaction past its ``transaction_timeout_ms`` is aborted by its coordinator, which
-bumps the producer epoch (fencing the producer), as Kafka's does. The wait is a TxnTimeout
-in the "TxnTimeout" purgatory, driven here by a manual clock (no reaper, no sleeps): the
-timer runs only when the test says so."""
+"""The transaction coordinator's two waits, driven here by a manual clock (no reaper, no
+sleeps): the timers run only when the test says so.
+
+A transaction past its ``transaction_timeout_ms`` is aborted by its coordinator, which
+bumps the producer epoch (fencing the producer), as Kafka's does: a TxnTimeout in the
+"TxnTimeout" purgatory. A producer's next transaction that starts while the last one's
+markers are still being written waits for them in the "TxnSettle" purgatory instead of
+being answered CONCURRENT_TRANSACTIONS, for up to ``SETTLE_WAIT_MS``."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from purgatory import ManualClock
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.transactions import (
+    SETTLE_WAIT_MS,
     TransactionCoordinator,
     TransactionCoordinators,
     TxnMetadata,
@@ -161,3 +166,60 @@ async def test_a_timeout_during_another_write_aborts_once_that_write_is_done(
     assert coordinators.timeouts.timer.run_due() == 1
     aborted = await _state(owner, TxnState.COMPLETE_ABORT)
     assert aborted.producer_epoch == epoch + 1
+
+
+async def _committing_with_a_leader_gone(
+    coordinators: TransactionCoordinators,
+) -> tuple[TransactionCoordinator, int, int, int]:
+    """A transaction of partition "lone"-0 committed (PrepareCommit durable) while that
+    partition's only replica, on another broker than the coordinator, is down: its commit
+    marker cannot be written. Returns the coordinator, the producer id and epoch, and the
+    broker that is down."""
+    cluster = coordinators.cluster
+    owner = _owner(coordinators)
+    down = next(b for b in cluster.brokers if b != owner.broker_id)
+    await cluster.create_topic("lone", 1, 1, assignment=[[down]])
+    _, pid, epoch = await owner.init_producer_id(TXN, 10_000, None)
+    assert await owner.add_partitions(TXN, pid, epoch, [("lone", 0)]) is ErrorCode.NONE
+    await cluster.crash_broker(down)
+    assert await owner.end_txn(TXN, pid, epoch, commit=True) is ErrorCode.NONE
+    return owner, pid, epoch, down
+
+
+@pytest.mark.asyncio
+async def test_the_next_transaction_waits_for_the_last_ones_markers(
+    txns: tuple[TransactionCoordinators, ManualClock],
+) -> None:
+    coordinators, _ = txns
+    owner, pid, epoch, down = await _committing_with_a_leader_gone(coordinators)
+    adding = asyncio.ensure_future(owner.add_partitions(TXN, pid, epoch, [("t", 1)]))
+    for _ in range(20):  # the coordinator keeps trying the marker meanwhile
+        await asyncio.sleep(0.005)
+    assert not adding.done()  # waiting, not answered CONCURRENT_TRANSACTIONS
+    assert coordinators.settling.num_delayed == 1
+    assert (await _state(owner, TxnState.PREPARE_COMMIT)).partitions == {("lone", 0)}
+    await coordinators.cluster.restart_broker(down)  # "lone" is back: the marker lands
+    assert await adding is ErrorCode.NONE
+    txn = await _state(owner, TxnState.ONGOING)
+    assert (txn.producer_epoch, txn.partitions) == (epoch, {("t", 1)})
+    assert coordinators.settling.num_delayed == 0
+    p = coordinators.cluster.partition("lone", 0)
+    assert p is not None
+    assert p.last_stable_offset() == p.hw > 0  # committed before the next one began
+
+
+@pytest.mark.asyncio
+async def test_a_wait_for_markers_that_do_not_come_ends_in_concurrent_transactions(
+    txns: tuple[TransactionCoordinators, ManualClock],
+) -> None:
+    coordinators, clock = txns
+    owner, pid, epoch, _ = await _committing_with_a_leader_gone(coordinators)
+    adding = asyncio.ensure_future(owner.add_partitions(TXN, pid, epoch, groups=["g"]))
+    await asyncio.sleep(0.01)
+    clock.advance(SETTLE_WAIT_MS - 1)
+    assert coordinators.settling.timer.run_due() == 0
+    assert not adding.done()
+    clock.advance(1)
+    assert coordinators.settling.timer.run_due() == 1
+    assert await adding is ErrorCode.CONCURRENT_TRANSACTIONS  # as Kafka answers: retry
+    assert (await _state(owner, TxnState.PREPARE_COMMIT)).groups == set()
