@@ -175,12 +175,14 @@ class Partition:
         if leader is None:
             return False
         new_hw = self.logs[leader].leo
+        old = self.hws[leader]
+        if new_hw <= old:  # already at the leader's LEO (an idle partition): nothing to do
+            return False
         for broker in self.isr:
             if broker != leader:
                 leo = self.followers[broker].leo
                 if leo < new_hw:
                     new_hw = leo
-        old = self.hws[leader]
         if new_hw <= old:
             return False
         self.hws[leader] = new_hw
