@@ -391,7 +391,8 @@ _CONFIGS: Final = (
         ConfigType.INT,
         604_800_000,
         604_800_000,
-        "reported only: transactional ids are kept while the cluster runs",
+        "an idle transactional id (no transaction open) this long after its last change "
+        "is removed: its next InitProducerId gets a new producer id",
         Rule(1),
     ),
     BrokerConfig(

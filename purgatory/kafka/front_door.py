@@ -129,8 +129,8 @@ class KafkaFrontDoor:
         self._expiry: asyncio.Task[None] | None = None
         self.producer_ids = ProducerIds()
         # Each broker's transaction coordinator serves the __transaction_state partitions
-        # it leads; their TxnTimeout and TxnSettle purgatories are labelled as the group
-        # coordinator's.
+        # it leads; their purgatories (TxnTimeout, TxnSettle, TxnIdExpiration) are
+        # labelled as the group coordinator's.
         self.transactions = TransactionCoordinators(
             cluster,
             self.producer_ids,
@@ -140,6 +140,7 @@ class KafkaFrontDoor:
                 self.configs.number("transaction.state.log.replication.factor"),
                 self.configs.number("transaction.max.timeout.ms"),
                 bool(self.configs.value("transaction.partition.verification.enable")),
+                self.configs.number("transactional.id.expiration.ms"),
             ),
             labels={"broker": "all"},
         )
@@ -187,7 +188,7 @@ class KafkaFrontDoor:
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
         """The group coordinator's (Rebalance, Heartbeat) and the transaction
-        coordinators' (TxnTimeout, TxnSettle); the cluster has its own."""
+        coordinators' (TxnTimeout, TxnSettle, TxnIdExpiration); the cluster has its own."""
         return {**self.coordinator.purgatories, **self.transactions.purgatories}
 
     async def start(self) -> None:

@@ -457,6 +457,33 @@ async def test_txn_timeout_purgatory_is_exposed(kafka: AsyncEmbeddedKafka) -> No
     assert TxnState.ONGOING.value == "Ongoing"
 
 
+@pytest.mark.asyncio
+async def test_a_configured_transactional_id_expiration_removes_an_idle_id() -> None:
+    async with AsyncEmbeddedKafka(
+        brokers=3,
+        seed=1,
+        configs={
+            "transaction.state.log.num.partitions": 5,
+            "transactional.id.expiration.ms": 200,
+        },
+    ) as kafka:
+        assert kafka.front_door.purgatories["TxnIdExpiration"].labels == {"broker": "all"}
+        broker = await coordinator(kafka)
+        pid = (await init(kafka, broker)).producer_id
+        # (Empty: DescribeTransactions says start time -1, as Kafka's, which kio cannot read)
+        coordinator_of = kafka.front_door.transactions[broker]
+        assert not isinstance(coordinator_of.describe(TXN), ErrorCode)
+        for _ in range(300):
+            if coordinator_of.describe(TXN) is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                break
+            await asyncio.sleep(0.01)
+        gone = await call(kafka, broker, ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=[TXN])
+        assert gone.transaction_states[0].error_code == KioError.transactional_id_not_found
+        again = await init(kafka, broker)
+        assert (again.error_code, again.producer_epoch) == (KioError.none, 0)
+        assert again.producer_id != pid
+
+
 async def _produce_batch(
     kafka: AsyncEmbeddedKafka, index: int, producer_id: int, epoch: int, sequence: int = 0
 ) -> KioError:

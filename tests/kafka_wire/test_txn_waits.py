@@ -5,7 +5,9 @@ A transaction past its ``transaction_timeout_ms`` is aborted by its coordinator,
 bumps the producer epoch (fencing the producer), as Kafka's does: a TxnTimeout in the
 "TxnTimeout" purgatory. A producer's next transaction that starts while the last one's
 markers are still being written waits for them in the "TxnSettle" purgatory instead of
-being answered CONCURRENT_TRANSACTIONS, for up to ``SETTLE_WAIT_MS``."""
+being answered CONCURRENT_TRANSACTIONS, for up to ``SETTLE_WAIT_MS``. An idle transactional
+id is removed ``transactional.id.expiration.ms`` after its last change, as Kafka removes
+it: a TxnIdExpiration in the "TxnIdExpiration" purgatory."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.transactions import (
     SETTLE_WAIT_MS,
+    TRANSACTION_STATE_TOPIC,
     TransactionCoordinator,
     TransactionCoordinators,
     TxnMetadata,
@@ -223,3 +226,71 @@ async def test_a_wait_for_markers_that_do_not_come_ends_in_concurrent_transactio
     assert coordinators.settling.timer.run_due() == 1
     assert await adding is ErrorCode.CONCURRENT_TRANSACTIONS  # as Kafka answers: retry
     assert (await _state(owner, TxnState.PREPARE_COMMIT)).groups == set()
+
+
+EXPIRATION_MS = 604_800_000  # Kafka's transactional.id.expiration.ms, 7 days
+
+
+async def _gone(owner: TransactionCoordinator) -> None:
+    for _ in range(500):
+        if owner.describe(TXN) is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"{TXN} never removed: {owner.describe(TXN)}")
+
+
+@pytest.mark.asyncio
+async def test_an_idle_transactional_id_expires_and_its_next_producer_starts_over(
+    txns: tuple[TransactionCoordinators, ManualClock],
+) -> None:
+    coordinators, clock = txns
+    expirations = coordinators.expirations
+    owner = _owner(coordinators)
+    _, pid, epoch = await owner.init_producer_id(TXN, 10_000, None)
+    assert await owner.add_partitions(TXN, pid, epoch, [("t", 0)]) is ErrorCode.NONE
+    clock.advance(5_000)
+    assert await owner.end_txn(TXN, pid, epoch, commit=True) is ErrorCode.NONE
+    await _state(owner, TxnState.COMPLETE_COMMIT)  # idle from here: its clock starts
+    clock.advance(EXPIRATION_MS - 1)
+    assert expirations.timer.run_due() == 0
+    assert not isinstance(owner.describe(TXN), ErrorCode)
+    clock.advance(1)
+    assert expirations.timer.run_due() == 1
+    await _gone(owner)
+    assert expirations.statistics().expired == 1
+    # removed in __transaction_state too: the next coordinator does not know it either
+    state = coordinators.cluster.partition(TRANSACTION_STATE_TOPIC, owner._partition(TXN))
+    assert state is not None
+    await coordinators.cluster.fail_over(TRANSACTION_STATE_TOPIC, state.index)
+    successor = _owner(coordinators)
+    assert successor is not owner
+    assert successor.describe(TXN) is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    assert await successor.add_partitions(TXN, pid, epoch, [("t", 0)]) is (
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    )
+    error, new_pid, new_epoch = await successor.init_producer_id(TXN, 10_000, None)
+    assert (error, new_epoch) == (ErrorCode.NONE, 0)
+    assert new_pid != pid
+
+
+@pytest.mark.asyncio
+async def test_a_transactional_id_in_use_does_not_expire(
+    txns: tuple[TransactionCoordinators, ManualClock],
+) -> None:
+    coordinators, clock = txns
+    expirations = coordinators.expirations
+    owner = _owner(coordinators)
+    _, pid, epoch = await owner.init_producer_id(TXN, 10_000, None)
+    clock.advance(EXPIRATION_MS - 1_000)
+    assert await owner.add_partitions(TXN, pid, epoch, [("t", 0)]) is ErrorCode.NONE
+    clock.advance(2_000)  # past the Empty state's expiration: but a transaction is open
+    assert expirations.timer.run_due() == 0
+    assert expirations.num_delayed == 0
+    assert await owner.end_txn(TXN, pid, epoch, commit=False) is ErrorCode.NONE
+    await _state(owner, TxnState.COMPLETE_ABORT)
+    clock.advance(EXPIRATION_MS - 1)
+    assert expirations.timer.run_due() == 0
+    assert (await _state(owner, TxnState.COMPLETE_ABORT)).producer_id == pid
+    clock.advance(1)
+    assert expirations.timer.run_due() == 1
+    await _gone(owner)

@@ -15,7 +15,10 @@ PrepareCommit/PrepareAbort (EndTxn, durable before EndTxn answers) -> markers wr
 every partition (and the group's pending offsets completed) -> CompleteCommit/CompleteAbort.
 An Ongoing transaction waits in the "TxnTimeout" purgatory; past its
 ``transaction_timeout_ms`` the coordinator bumps the producer epoch (fencing the producer)
-and aborts it, as Kafka's coordinator does.
+and aborts it, as Kafka's coordinator does. An idle transactional id (Empty or complete)
+waits in the "TxnIdExpiration" purgatory; ``transactional.id.expiration.ms`` after its last
+change the coordinator removes it (an empty value in ``__transaction_state``, this log's
+tombstone), as Kafka's removes expired ids.
 
 One departure from Kafka, on purpose: a producer that starts its next transaction while
 the coordinator still writes the last one's markers (librdkafka does so as soon as
@@ -145,6 +148,7 @@ class TxnSettings:
     replication_factor: int = 3  # transaction.state.log.replication.factor
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     verification: bool = True  # transaction.partition.verification.enable
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
 
 
 class TxnTimeout(DelayedOperation):
@@ -180,6 +184,34 @@ class TxnTimeout(DelayedOperation):
     def on_expiration(self) -> None:
         if self._current():
             self.coordinator.abort_timed_out(self.transactional_id)
+
+
+class TxnIdExpiration(DelayedOperation):
+    """An idle transactional id's expiration: done when the id changes again (a new
+    producer, a transaction), expired ``transactional.id.expiration.ms`` after its last
+    change: then the coordinator removes the id."""
+
+    __slots__ = ("coordinator", "op_id", "transactional_id", "txn")
+    kind: ClassVar[str] = "txn-id-expiration"
+
+    def __init__(
+        self, coordinator: TransactionCoordinator, txn: TxnMetadata, delay_ms: int
+    ) -> None:
+        super().__init__(max(delay_ms, 0))
+        self.coordinator = coordinator
+        self.transactional_id = txn.transactional_id
+        self.txn = txn  # each change replaces the metadata: this one, unchanged since
+        self.op_id = f"txn-id-expiration-{txn.transactional_id}-{txn.last_update_ms}"
+
+    def _current(self) -> bool:
+        return self.coordinator.owned_txn(self.transactional_id) is self.txn
+
+    def try_complete(self) -> bool:
+        return not self._current() and self.force_complete()
+
+    def on_expiration(self) -> None:
+        if self._current():
+            self.coordinator.expire(self.txn)
 
 
 @final
@@ -259,6 +291,9 @@ class TransactionCoordinator:
             if record.key is None:
                 continue
             transactional_id = record.key.decode()
+            if not record.value:  # removed: its id expired
+                txns.pop(transactional_id, None)
+                continue
             txns[transactional_id] = TxnMetadata.decode(transactional_id, record.value)
         loaded = _Loaded(epoch, txns)
         self._loaded[index] = loaded
@@ -267,14 +302,16 @@ class TransactionCoordinator:
                 self._spawn(self._send_markers(txn.transactional_id, epoch))
             elif txn.state is TxnState.ONGOING:
                 self._watch_timeout(txn)
+            else:
+                self._watch_expiration(txn)
         return loaded
 
     # -- writing the log -------------------------------------------------------------------
 
-    async def _write(self, loaded: _Loaded, txn: TxnMetadata, new: TxnMetadata) -> ErrorCode:
-        """Append ``new`` (the next state of ``txn``) to the log, acks=all; once durable,
-        and while this broker still coordinates at the same epoch, it replaces ``txn``.
-        Errors as Kafka's coordinator maps its log append's."""
+    async def _write(self, loaded: _Loaded, txn: TxnMetadata, new: TxnMetadata | None) -> ErrorCode:
+        """Append ``new`` (the next state of ``txn``; None: the id removed) to the log,
+        acks=all; once durable, and while this broker still coordinates at the same
+        epoch, it replaces ``txn``. Errors as Kafka's coordinator maps its log append's."""
         index = self._partition(txn.transactional_id)
         if self._leads(index) != loaded.epoch:
             return ErrorCode.NOT_COORDINATOR
@@ -284,14 +321,14 @@ class TransactionCoordinator:
             self.shared.settling.check_and_complete_nowait(txn.transactional_id)
 
     async def _append(
-        self, index: int, loaded: _Loaded, txn: TxnMetadata, new: TxnMetadata
+        self, index: int, loaded: _Loaded, txn: TxnMetadata, new: TxnMetadata | None
     ) -> ErrorCode:
         txn.pending = True
         try:
             request = ProduceRequest(
                 TRANSACTION_STATE_TOPIC,
                 index,
-                [(txn.transactional_id.encode(), new.encode())],
+                [(txn.transactional_id.encode(), b"" if new is None else new.encode())],
                 acks=-1,
             )
             result = await self.cluster.produce(request)
@@ -302,11 +339,47 @@ class TransactionCoordinator:
             return error
         if self._leads(index) != loaded.epoch or self._loaded.get(index) is not loaded:
             return ErrorCode.NOT_COORDINATOR
-        loaded.txns[txn.transactional_id] = new
+        if new is None:
+            del loaded.txns[txn.transactional_id]
+        else:
+            loaded.txns[txn.transactional_id] = new
         self.shared.timeouts.check_and_complete_nowait(txn.transactional_id)
-        if new.state is TxnState.ONGOING and txn.state is not TxnState.ONGOING:
-            self._watch_timeout(new)
+        self.shared.expirations.check_and_complete_nowait(txn.transactional_id)
+        if new is None:
+            pass
+        elif new.state is TxnState.ONGOING:
+            if txn.state is not TxnState.ONGOING:
+                self._watch_timeout(new)
+        elif new.state in _COMPLETE:
+            self._watch_expiration(new)
         return ErrorCode.NONE
+
+    def _watch_expiration(self, txn: TxnMetadata, delay_ms: int | None = None) -> None:
+        """Expire the idle ``txn`` ``transactional.id.expiration.ms`` after its last
+        change (or after ``delay_ms``)."""
+        if delay_ms is None:
+            idle = max(self.shared.wall_ms() - txn.last_update_ms, 0)
+            delay_ms = self.shared.settings.id_expiration_ms - idle
+        op = TxnIdExpiration(self, txn, delay_ms)
+        self.shared.expirations.try_complete_else_watch_nowait(op, [txn.transactional_id])
+
+    def expire(self, txn: TxnMetadata) -> None:
+        """``txn`` expired: remove its id (Kafka's removeExpiredTransactionalIds), unless
+        it changed meanwhile or a change of it is being written."""
+        loaded = self._owned(txn.transactional_id)
+        if isinstance(loaded, ErrorCode) or loaded.txns.get(txn.transactional_id) is not txn:
+            return
+        if txn.pending:  # the write under way will watch it again
+            return
+        logger.info("transactional id %r expired: removing it", txn.transactional_id)
+        self._spawn(self._remove(loaded, txn))
+
+    async def _remove(self, loaded: _Loaded, txn: TxnMetadata) -> None:
+        error = await self._write(loaded, txn, None)
+        if error is not ErrorCode.NONE:
+            logger.warning("removing expired %r failed: %s", txn.transactional_id, error)
+            if error is not ErrorCode.NOT_COORDINATOR:  # the next coordinator's, else
+                self._watch_expiration(txn, int(MARKER_RETRY_BACKOFF_S * 1000))
 
     def _watch_timeout(self, txn: TxnMetadata) -> None:
         elapsed = max(self.shared.wall_ms() - txn.start_ms, 0)
@@ -730,11 +803,14 @@ class TransactionCoordinators:
         self.producer_ids = producer_ids
         self.offsets = offsets
         self.settings = TxnSettings() if settings is None else settings
-        self.timeouts: DelayedOperationPurgatory[TxnTimeout] = DelayedOperationPurgatory(
+        self.timeouts: DelayedOperationPurgatory[DelayedOperation] = DelayedOperationPurgatory(
             "TxnTimeout", labels=labels, clock=clock, reaper_enabled=reaper_enabled
         )
         self.settling: DelayedOperationPurgatory[DelayedOperation] = DelayedOperationPurgatory(
             "TxnSettle", labels=labels, clock=clock, reaper_enabled=reaper_enabled
+        )
+        self.expirations: DelayedOperationPurgatory[DelayedOperation] = DelayedOperationPurgatory(
+            "TxnIdExpiration", labels=labels, clock=clock, reaper_enabled=reaper_enabled
         )
         self.wall_ms: Callable[[], int] = wall_ms or (lambda: int(time.time() * 1000))
         self.coordinators = {b: TransactionCoordinator(b, self) for b in cluster.brokers}
@@ -856,7 +932,11 @@ class TransactionCoordinators:
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
-        return {"TxnTimeout": self.timeouts, "TxnSettle": self.settling}  # type: ignore[dict-item]
+        return {
+            "TxnTimeout": self.timeouts,
+            "TxnSettle": self.settling,
+            "TxnIdExpiration": self.expirations,
+        }
 
     async def close(self) -> None:
         self.closed = True
@@ -864,3 +944,4 @@ class TransactionCoordinators:
             await coordinator.close()
         await self.timeouts.shutdown()
         await self.settling.shutdown()
+        await self.expirations.shutdown()
