@@ -234,20 +234,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--malformed", type=int, default=0, help="malformed lines to add")
     parser.add_argument("--parts", type=int, default=1, help="files to split the trace into")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes")
-    parser.add_argument("--gzip", action="store_true", help="gzip the parts (with --parts)")
-    parser.add_argument("--rate", type=float, default=20_000.0, help="arrivals per second")
+    parser.add_argument(
+        "--gzip", dest="gzip_parts", action="store_true", help="gzip the parts (with --parts)"
+    )
+    parser.add_argument(
+        "--rate",
+        dest="rate_per_s",
+        metavar="RATE",
+        type=float,
+        default=20_000.0,
+        help="arrivals per second",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
-    stats = generate(
-        args.out,
-        args.events,
-        seed=args.seed,
-        malformed=args.malformed,
-        parts=args.parts,
-        jobs=args.jobs,
-        gzip_parts=args.gzip,
-        rate_per_s=args.rate,
-    )
+    stats = generate(**vars(args))  # each flag's dest is an argument of generate()
     elapsed = time.monotonic() - started
     print(
         f"wrote {stats.events} events and {stats.malformed} malformed lines to {args.out}"

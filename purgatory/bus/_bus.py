@@ -30,9 +30,9 @@ import time
 import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Final, Self, TypedDict
+from typing import Any, Final, TypedDict
 
+from purgatory._lifecycle import StartClose
 from purgatory._purgatory import DelayedOperationPurgatory
 from purgatory.bus._envelope import check_keys, decode, encode
 
@@ -97,7 +97,7 @@ def _positive(name: str, value: float) -> float:
     return float(value)
 
 
-class Bus(abc.ABC):
+class Bus(StartClose):
     """Carries triggers between processes; see the module docstring for the guarantees.
 
     Use it as an async context manager (or ``await start()`` / ``await close()``).
@@ -304,18 +304,6 @@ class Bus(abc.ABC):
         if self._drainer is not None:
             await asyncio.shield(self._drainer)
         await self._disconnect()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # -- receiving (called by the backends) -----------------------------------------------
 

@@ -19,11 +19,10 @@ subscription on any of them (the base class then reconnects and re-checks):
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Sequence
 from typing import Any, Unpack
 
-from purgatory.bus._bus import Bus, BusError, BusOptions
+from purgatory.bus._bus import Bus, BusError, BusOptions, _positive
 from purgatory.errors import ErrorCode
 
 try:
@@ -86,17 +85,7 @@ class KafkaBus(Bus):
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"topic must be a non-empty str, got {topic!r}")
         self.topic = topic
-        if (
-            isinstance(watchdog_interval_s, bool)
-            or not isinstance(watchdog_interval_s, int | float)
-            or not math.isfinite(watchdog_interval_s)
-            or watchdog_interval_s <= 0
-        ):
-            raise ValueError(
-                f"watchdog_interval_s must be a finite number of seconds > 0, "
-                f"got {watchdog_interval_s!r}"
-            )
-        self.watchdog_interval_s = float(watchdog_interval_s)
+        self.watchdog_interval_s = _positive("watchdog_interval_s", watchdog_interval_s)
         self._consumer: _Consumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._watched: dict[int, AIOKafkaConnection] = {}

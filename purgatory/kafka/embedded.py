@@ -30,6 +30,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final, Self, TypeVar, final
 
+from purgatory._lifecycle import StartClose
 from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
@@ -47,7 +48,7 @@ TopicSpec = int | tuple[int, int]
 
 
 @final
-class AsyncEmbeddedKafka:
+class AsyncEmbeddedKafka(StartClose):
     """``brokers`` simulated brokers serving the Kafka protocol on free ports of ``host``,
     on the running event loop; an async context manager.
 
@@ -116,13 +117,6 @@ class AsyncEmbeddedKafka:
         """Close every listener and connection, then the cluster. Idempotent."""
         await self.front_door.close()
         await self.cluster.close()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     # -- where clients connect ---------------------------------------------------------------
 

@@ -49,6 +49,9 @@ _POST_ANSWERS: Final[Answers] = {
     503: ("too many parked requests, or shutting down", ErrorBody),
 }
 
+#: what each partition-fault route answers while Kafka is not served
+_NO_KAFKA: Final[Answers] = {409: ("no Kafka listeners (serve without --kafka-port)", ErrorBody)}
+
 ROUTES: Final = (
     Route(
         "POST",
@@ -119,7 +122,7 @@ ROUTES: Final = (
         "partition_fault",
         {
             201: ("the rule, in force", PartitionFaultOut),
-            409: ("no Kafka listeners (serve without --kafka-port)", ErrorBody),
+            **_NO_KAFKA,
         },
     ),
     Route(
@@ -130,7 +133,7 @@ ROUTES: Final = (
         None,
         {
             200: ("the rules", PartitionFaultsOut),
-            409: ("no Kafka listeners (serve without --kafka-port)", ErrorBody),
+            **_NO_KAFKA,
         },
     ),
     Route(
@@ -141,7 +144,7 @@ ROUTES: Final = (
         None,
         {
             200: ("the rules removed", PartitionFaultsOut),
-            409: ("no Kafka listeners (serve without --kafka-port)", ErrorBody),
+            **_NO_KAFKA,
         },
     ),
     Route(
@@ -153,7 +156,7 @@ ROUTES: Final = (
         {
             200: ("the rule removed", PartitionFaultOut),
             404: ("no rule in force with that id", ErrorBody),
-            409: ("no Kafka listeners (serve without --kafka-port)", ErrorBody),
+            **_NO_KAFKA,
         },
     ),
     Route(

@@ -107,12 +107,27 @@ class ElectLeadersResponse(Struct, frozen=True):
     partitions: list[PartitionElectionOut]
 
 
+def _or_null(kind: Any, description: str) -> Any:
+    """``kind`` or null, described."""
+    return Annotated[kind | None, Meta(description=description)]
+
+
 def _retention(what: str) -> Any:
     """A topic's optional retention setting (Kafka's ``retention.*``)."""
-    return Annotated[
-        Annotated[int, Meta(ge=-1, le=INT64_MAX)] | None,
-        Meta(description=f"{what}, at least; -1: no limit; null: the server's default"),
-    ]
+    return _or_null(
+        Annotated[int, Meta(ge=-1, le=INT64_MAX)],
+        f"{what}, at least; -1: no limit; null: the server's default",
+    )
+
+
+def _ms(
+    name: str, config: ServiceConfig, default: int, description: str | None = None
+) -> tuple[str, Any, int]:
+    """A field of milliseconds, from 0 to the ``max_timeout_ms`` ceiling, which also caps
+    its default."""
+    ceiling = config.max_timeout_ms
+    kind = Annotated[int, Meta(ge=0, le=ceiling, description=description)]
+    return (name, kind, min(default, ceiling))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +174,6 @@ def _create_topic_body(config: ServiceConfig, brokers: int) -> type[Struct]:
 
 
 def _produce_body(config: ServiceConfig) -> type[Struct]:
-    ceiling = config.max_timeout_ms
     return _struct(
         "ProduceBody",
         [
@@ -177,24 +191,14 @@ def _produce_body(config: ServiceConfig) -> type[Struct]:
                 ],
                 -1,
             ),
-            (
-                "timeout_ms",
-                Annotated[
-                    int,
-                    Meta(
-                        ge=0,
-                        le=ceiling,
-                        description="how long an acks=-1 produce may wait for replication",
-                    ),
-                ],
-                min(30_000, ceiling),
+            _ms(
+                "timeout_ms", config, 30_000, "how long an acks=-1 produce may wait for replication"
             ),
         ],
     )
 
 
 def _fetch_body(config: ServiceConfig) -> type[Struct]:
-    ceiling = config.max_timeout_ms
     return _struct(
         "FetchBody",
         [
@@ -207,7 +211,7 @@ def _fetch_body(config: ServiceConfig) -> type[Struct]:
                 Annotated[int, Meta(ge=1, le=config.max_fetch_bytes)],
                 min(1 << 20, config.max_fetch_bytes),
             ),
-            ("max_wait_ms", Annotated[int, Meta(ge=0, le=ceiling)], min(500, ceiling)),
+            _ms("max_wait_ms", config, 500),
         ],
     )
 
@@ -221,28 +225,14 @@ def _fault_body(config: ServiceConfig) -> type[Struct]:
             ("partition", PartitionIndex),
             (
                 "broker",
-                Annotated[
-                    Annotated[int, Meta(ge=0, le=INT32_MAX)] | None,
-                    Meta(
-                        description="slow/crash/restart: the broker (default: the "
-                        "partition's first follower); failover: the new leader "
-                        "(default: next in ISR)"
-                    ),
-                ],
+                _or_null(
+                    Annotated[int, Meta(ge=0, le=INT32_MAX)],
+                    "slow/crash/restart: the broker (default: the partition's first "
+                    "follower); failover: the new leader (default: next in ISR)",
+                ),
                 None,
             ),
-            (
-                "latency_ms",
-                Annotated[
-                    int,
-                    Meta(
-                        ge=0,
-                        le=config.max_timeout_ms,
-                        description="slow_follower: added latency",
-                    ),
-                ],
-                100,
-            ),
+            _ms("latency_ms", config, 100, "slow_follower: added latency"),
         ],
     )
 
@@ -292,38 +282,29 @@ def _partition_fault_body(brokers: int) -> type[Struct]:
             ),
             (
                 "api_keys",
-                Annotated[
-                    Annotated[list[str | int], Meta(min_length=1, max_length=100)] | None,
-                    Meta(
-                        description="Kafka APIs by name (Produce) or key (0); null: every "
-                        "API whose answer has an error code per partition"
-                    ),
-                ],
+                _or_null(
+                    Annotated[list[str | int], Meta(min_length=1, max_length=100)],
+                    "Kafka APIs by name (Produce) or key (0); null: every API whose answer "
+                    "has an error code per partition",
+                ),
                 None,
             ),
             (
                 "broker",
-                Annotated[
-                    Annotated[int, Meta(ge=0, le=max(0, brokers - 1))] | None,
-                    Meta(description="only requests to this broker (null: any)"),
-                ],
+                _or_null(
+                    Annotated[int, Meta(ge=0, le=max(0, brokers - 1))],
+                    "only requests to this broker (null: any)",
+                ),
                 None,
             ),
-            ("topic", Annotated[Topic | None, Meta(description="null: any topic")], None),
-            (
-                "partition",
-                Annotated[PartitionIndex | None, Meta(description="null: any partition")],
-                None,
-            ),
+            ("topic", _or_null(Topic, "null: any topic"), None),
+            ("partition", _or_null(PartitionIndex, "null: any partition"), None),
             (
                 "count",
-                Annotated[
-                    Annotated[int, Meta(ge=1, le=INT32_MAX)] | None,
-                    Meta(
-                        description="requests it fails partitions of before it removes "
-                        "itself; null: until removed"
-                    ),
-                ],
+                _or_null(
+                    Annotated[int, Meta(ge=1, le=INT32_MAX)],
+                    "requests it fails partitions of before it removes itself; null: until removed",
+                ),
                 1,
             ),
         ],
@@ -331,7 +312,6 @@ def _partition_fault_body(brokers: int) -> type[Struct]:
 
 
 def _elect_leaders_body(config: ServiceConfig) -> type[Struct]:
-    ceiling = config.max_timeout_ms
     return _struct(
         "ElectLeadersBody",
         [
@@ -354,6 +334,6 @@ def _elect_leaders_body(config: ServiceConfig) -> type[Struct]:
                 ],
                 "preferred",
             ),
-            ("timeout_ms", Annotated[int, Meta(ge=0, le=ceiling)], min(30_000, ceiling)),
+            _ms("timeout_ms", config, 30_000),
         ],
     )

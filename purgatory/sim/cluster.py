@@ -28,9 +28,10 @@ import asyncio
 import random
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Self, TypeVar, final
+from typing import Any, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory
+from purgatory._lifecycle import StartClose
 from purgatory.sim import messages
 from purgatory.sim.controller import Controller
 from purgatory.sim.errors import ErrorCode, SimulationError
@@ -91,7 +92,7 @@ class Broker:
 
 
 @final
-class Cluster:
+class Cluster(StartClose):
     """Brokers, topics and replicated partitions, in process, on the running event loop."""
 
     def __init__(
@@ -193,13 +194,6 @@ class Cluster:
             rm.stop_fetchers()
         for rm in self._replica_managers.values():
             await rm.shutdown()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     @property
     def closed(self) -> bool:

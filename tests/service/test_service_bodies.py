@@ -36,6 +36,18 @@ def test_fetch_defaults_and_limits() -> None:
         _decode(late, BODIES.fetch)
 
 
+def test_millisecond_defaults_stay_under_the_ceiling() -> None:
+    """Every wait or latency in ms defaults to at most ``max_timeout_ms``, so a body that
+    leaves it out is within the bound the server states for it."""
+    low = RequestTypes.build(ServiceConfig(max_timeout_ms=50), brokers=3)
+    fault = _decode({"fault": "slow_follower", "topic": "t", "partition": 0}, low.fault)
+    fetch = _decode({"topic": "t", "partition": 0, "offset": 0}, low.fetch)
+    produce = _decode({"topic": "t", "partition": 0, "records": [{"value": ""}]}, low.produce)
+    elect = _decode({"partitions": [{"topic": "t", "partition": 0}]}, low.elect_leaders)
+    defaults = (fault.latency_ms, fetch.max_wait_ms, produce.timeout_ms, elect.timeout_ms)
+    assert defaults == (50, 50, 50, 50)
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
