@@ -151,67 +151,76 @@ class TxnSettings:
     id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
 
 
-class TxnTimeout(DelayedOperation):
+class _TxnDeadline(DelayedOperation):
+    """A deadline of a transactional id, in one of the coordinator's purgatories: done as
+    soon as it no longer applies (:meth:`_current`), acted on (:meth:`_act`) if it still
+    applies when it expires."""
+
+    __slots__ = ("coordinator", "op_id", "transactional_id", "txn")
+    kind: ClassVar[str] = ""
+
+    def __init__(
+        self, coordinator: TransactionCoordinator, txn: TxnMetadata, delay_ms: int
+    ) -> None:
+        super().__init__(max(delay_ms, 0))
+        self.coordinator = coordinator
+        self.transactional_id = txn.transactional_id
+        self.txn = txn
+        self.op_id = (
+            f"{self.kind}-{txn.transactional_id}-{txn.producer_id}-{txn.producer_epoch}"
+            f"-{txn.last_update_ms}"
+        )
+
+    def _current(self) -> bool:
+        raise NotImplementedError
+
+    def _act(self) -> None:
+        raise NotImplementedError
+
+    def try_complete(self) -> bool:
+        return not self._current() and self.force_complete()
+
+    def on_expiration(self) -> None:
+        if self._current():
+            self._act()
+
+
+class TxnTimeout(_TxnDeadline):
     """An Ongoing transaction's deadline: done when the transaction leaves Ongoing (or
     another epoch takes over), expired at ``transaction_timeout_ms``: then the coordinator
     fences the producer and aborts it."""
 
-    __slots__ = ("coordinator", "epoch", "op_id", "producer_id", "transactional_id")
+    __slots__ = ()
     kind: ClassVar[str] = "txn-timeout"
 
-    def __init__(
-        self, coordinator: TransactionCoordinator, txn: TxnMetadata, delay_ms: int
-    ) -> None:
-        super().__init__(max(delay_ms, 0))
-        self.coordinator = coordinator
-        self.transactional_id = txn.transactional_id
-        self.producer_id = txn.producer_id
-        self.epoch = txn.producer_epoch
-        self.op_id = f"txn-timeout-{txn.transactional_id}-{txn.producer_id}-{txn.producer_epoch}"
-
     def _current(self) -> bool:
+        # partitions added meanwhile replace the metadata: the same transaction still
         txn = self.coordinator.owned_txn(self.transactional_id)
         return (
             txn is not None
             and txn.state is TxnState.ONGOING
-            and txn.producer_id == self.producer_id
-            and txn.producer_epoch == self.epoch
+            and txn.producer_id == self.txn.producer_id
+            and txn.producer_epoch == self.txn.producer_epoch
         )
 
-    def try_complete(self) -> bool:
-        return not self._current() and self.force_complete()
-
-    def on_expiration(self) -> None:
-        if self._current():
-            self.coordinator.abort_timed_out(self.transactional_id)
+    def _act(self) -> None:
+        self.coordinator.abort_timed_out(self.transactional_id)
 
 
-class TxnIdExpiration(DelayedOperation):
+class TxnIdExpiration(_TxnDeadline):
     """An idle transactional id's expiration: done when the id changes again (a new
     producer, a transaction), expired ``transactional.id.expiration.ms`` after its last
     change: then the coordinator removes the id."""
 
-    __slots__ = ("coordinator", "op_id", "transactional_id", "txn")
+    __slots__ = ()
     kind: ClassVar[str] = "txn-id-expiration"
 
-    def __init__(
-        self, coordinator: TransactionCoordinator, txn: TxnMetadata, delay_ms: int
-    ) -> None:
-        super().__init__(max(delay_ms, 0))
-        self.coordinator = coordinator
-        self.transactional_id = txn.transactional_id
-        self.txn = txn  # each change replaces the metadata: this one, unchanged since
-        self.op_id = f"txn-id-expiration-{txn.transactional_id}-{txn.last_update_ms}"
-
     def _current(self) -> bool:
+        # each change replaces the metadata: this one, unchanged since
         return self.coordinator.owned_txn(self.transactional_id) is self.txn
 
-    def try_complete(self) -> bool:
-        return not self._current() and self.force_complete()
-
-    def on_expiration(self) -> None:
-        if self._current():
-            self.coordinator.expire(self.txn)
+    def _act(self) -> None:
+        self.coordinator.expire(self.txn)
 
 
 @final
