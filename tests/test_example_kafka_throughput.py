@@ -3,24 +3,11 @@ fake that records what each ``consume`` call asks for."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
 from typing import Any, ClassVar
 
 import confluent_kafka
 import pytest
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kafka_throughput.py"
-
-
-def _load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kafka_throughput", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from example_modules import load_example
 
 
 class _Message:
@@ -55,6 +42,6 @@ def test_the_consumer_never_asks_for_more_records_than_are_left(
 ) -> None:
     monkeypatch.setattr(confluent_kafka, "Consumer", _Consumer)
     _Consumer.asked = []
-    _load_example().confluent_consume("127.0.0.1:1", 25_001)
+    load_example("kafka_throughput").confluent_consume("127.0.0.1:1", 25_001)
     # asking 10,000 for the last 5,001 would time every run out by a second at its end
     assert _Consumer.asked == [10_000, 10_000, 5_001]

@@ -4,30 +4,16 @@ loopback and driven by an HTTP client."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
-from types import ModuleType
 
 import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from example_modules import load_example
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "long_poll_app.py"
-
-
-def _load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("long_poll_app", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-app_module = _load_example()
+app_module = load_example("long_poll_app")
 
 
 @pytest_asyncio.fixture

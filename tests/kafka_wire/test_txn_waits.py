@@ -12,7 +12,7 @@ it: a TxnIdExpiration in the "TxnIdExpiration" purgatory."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
@@ -60,15 +60,24 @@ def _owner(txns: TransactionCoordinators) -> TransactionCoordinator:
     return owner
 
 
-async def _state(owner: TransactionCoordinator, state: TxnState) -> TxnMetadata:
-    """The transaction once it reaches ``state`` (its writes are acks=all round trips)."""
+async def _described(
+    owner: TransactionCoordinator, done: Callable[[TxnMetadata | ErrorCode], bool]
+) -> TxnMetadata | ErrorCode:
+    """What the coordinator describes of the id once ``done`` holds of it (its writes are
+    acks=all round trips)."""
     for _ in range(500):
-        txn = owner.describe(TXN)
-        assert not isinstance(txn, ErrorCode)
-        if txn.state is state:
-            return txn
+        described = owner.describe(TXN)
+        if done(described):
+            return described
         await asyncio.sleep(0.005)
-    raise AssertionError(f"never {state}: {txn}")
+    raise AssertionError(f"never so: {described}")
+
+
+async def _state(owner: TransactionCoordinator, state: TxnState) -> TxnMetadata:
+    """The transaction once it reaches ``state``."""
+    txn = await _described(owner, lambda t: not isinstance(t, ErrorCode) and t.state is state)
+    assert not isinstance(txn, ErrorCode)
+    return txn
 
 
 @pytest.mark.asyncio
@@ -232,11 +241,7 @@ EXPIRATION_MS = 604_800_000  # Kafka's transactional.id.expiration.ms, 7 days
 
 
 async def _gone(owner: TransactionCoordinator) -> None:
-    for _ in range(500):
-        if owner.describe(TXN) is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"{TXN} never removed: {owner.describe(TXN)}")
+    await _described(owner, lambda t: t is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
 
 
 @pytest.mark.asyncio
