@@ -8,6 +8,7 @@ ListTransactions, each version's fenced error; the coordinator's state rebuilt f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -77,6 +78,7 @@ async def add(
     epoch: int,
     parts: Sequence[int],
     version: int = 3,
+    topic: str = "t",
 ) -> list[KioError]:
     answer = await call(
         kafka,
@@ -86,7 +88,7 @@ async def add(
         v3_and_below_transactional_id=TXN,
         v3_and_below_producer_id=pid,
         v3_and_below_producer_epoch=epoch,
-        v3_and_below_topics=[{"name": "t", "partitions": list(parts)}],
+        v3_and_below_topics=[{"name": topic, "partitions": list(parts)}],
     )
     return [
         p.partition_error_code
@@ -455,6 +457,38 @@ async def test_txn_timeout_purgatory_is_exposed(kafka: AsyncEmbeddedKafka) -> No
     assert await end(kafka, broker, pid, 0, commit=False) == KioError.none
     assert purgatories["TxnTimeout"].num_delayed == 0
     assert TxnState.ONGOING.value == "Ongoing"
+
+
+@pytest.mark.asyncio
+async def test_an_add_waiting_for_markers_is_answered_when_the_cluster_closes() -> None:
+    """The next transaction's AddPartitionsToTxn waits in TxnSettle while the last one's
+    marker cannot be written (its partition's only replica is down); closing the cluster
+    then ends the wait with an answer, not a handler error."""
+    kafka = AsyncEmbeddedKafka(
+        brokers=3, seed=1, configs={"transaction.state.log.num.partitions": 5}
+    )
+    await kafka.start()
+    try:
+        broker = await coordinator(kafka)
+        down = next(b for b in range(3) if b != broker)
+        await kafka.cluster.create_topic("lone", 1, 1, assignment=[[down]])
+        await kafka.cluster.create_topic("t", 1, 3)
+        pid = (await init(kafka, broker)).producer_id
+        assert await add(kafka, broker, pid, 0, [0], topic="lone") == [KioError.none]
+        await kafka.cluster.crash_broker(down)
+        assert await end(kafka, broker, pid, 0, commit=True) == KioError.none
+        waiting = asyncio.ensure_future(add(kafka, broker, pid, 0, [0]))
+        settling = kafka.front_door.purgatories["TxnSettle"]
+        for _ in range(200):
+            if settling.num_delayed:
+                break
+            await asyncio.sleep(0.005)
+        assert settling.num_delayed == 1
+    finally:
+        await kafka.close()
+    assert not kafka.front_door.stats.bad_input
+    with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+        assert await waiting == [KioError.concurrent_transactions]
 
 
 @pytest.mark.asyncio

@@ -45,7 +45,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, final
 
-from purgatory import Clock, DelayedOperation, DelayedOperationPurgatory
+from purgatory import Clock, DelayedOperation, DelayedOperationPurgatory, OperationCancelled
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import partition_for
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
@@ -544,7 +544,12 @@ class TransactionCoordinator:
             txn = self.owned_txn(transactional_id)
             return txn is None or not (txn.pending or txn.state in _PREPARED)
 
-        return await self.shared.settling.wait_until(settled, [transactional_id], SETTLE_WAIT_MS)
+        try:
+            return await self.shared.settling.wait_until(
+                settled, [transactional_id], SETTLE_WAIT_MS
+            )
+        except OperationCancelled:  # the coordinators are closing: answered as not settled
+            return False
 
     def verify(
         self,
