@@ -221,11 +221,16 @@ class Partition:
         return self.maybe_increment_hw(), lso_moved, expanded
 
     def shrink_isr(self, now_ms: float, lag_max_ms: float) -> list[int]:
-        """Drop followers that have not caught up within ``lag_max_ms``."""
+        """Drop followers that have not caught up within ``lag_max_ms``. A follower at
+        the leader's LEO is caught up whenever it last fetched (Kafka's isCaughtUp): an
+        idle partition keeps its ISR however long its followers' fetches wait."""
+        leader_leo = self.logs[self.leader].leo  # type: ignore[index]
         out = [
             b
             for b in self.isr
-            if b != self.leader and now_ms - self.followers[b].last_caught_up_ms > lag_max_ms
+            if b != self.leader
+            and self.followers[b].leo != leader_leo
+            and now_ms - self.followers[b].last_caught_up_ms > lag_max_ms
         ]
         for broker in out:
             self.isr.discard(broker)

@@ -52,6 +52,21 @@ def test_isr_shrinks_after_lag_and_hw_then_advances_without_the_laggard() -> Non
     assert p.hw == 1
 
 
+def test_a_follower_at_the_leaders_leo_stays_in_the_isr_however_long_it_waits() -> None:
+    """Kafka's isCaughtUp: a follower whose LEO is the leader's is in sync, even when its
+    last fetch (a long poll on an idle partition) is older than the lag bound."""
+    p, _ = _partition()
+    p.append([(None, b"a")])
+    _replicate(p, 1, 100.0)
+    _replicate(p, 1, 100.0)
+    _replicate(p, 2, 100.0)
+    _replicate(p, 2, 100.0)
+    assert p.shrink_isr(now_ms=5000.0, lag_max_ms=1000) == []
+    assert p.isr == {0, 1, 2}
+    p.append([(None, b"b")])  # now behind, and its last catch-up is old: out
+    assert p.shrink_isr(now_ms=5000.0, lag_max_ms=1000) == [1, 2]
+
+
 def test_caught_up_follower_rejoins_isr() -> None:
     p, _ = _partition()
     p.isr.discard(2)
