@@ -378,7 +378,8 @@ class TransactionCoordinator:
         loaded = self._owned(txn.transactional_id)
         if isinstance(loaded, ErrorCode) or loaded.txns.get(txn.transactional_id) is not txn:
             return
-        if txn.pending:  # the write under way will watch it again
+        if txn.pending:  # a change is being written: look again once it is done
+            self._watch_expiration(txn, int(MARKER_RETRY_BACKOFF_S * 1000))
             return
         logger.info("transactional id %r expired: removing it", txn.transactional_id)
         self._spawn(self._remove(loaded, txn))
