@@ -320,48 +320,43 @@ class TransactionCoordinator:
     async def _write(self, loaded: _Loaded, txn: TxnMetadata, new: TxnMetadata | None) -> ErrorCode:
         """Append ``new`` (the next state of ``txn``; None: the id removed) to the log,
         acks=all; once durable, and while this broker still coordinates at the same
-        epoch, it replaces ``txn``. Errors as Kafka's coordinator maps its log append's."""
+        epoch, it replaces ``txn``. Errors as Kafka's coordinator maps its log append's.
+        Whatever the outcome, the requests waiting for the transaction to settle look
+        again."""
         index = self._partition(txn.transactional_id)
         if self._leads(index) != loaded.epoch:
             return ErrorCode.NOT_COORDINATOR
-        try:
-            return await self._append(index, loaded, txn, new)
-        finally:  # whatever the outcome, the wait for it is over
-            self.shared.settling.check_and_complete_nowait(txn.transactional_id)
-
-    async def _append(
-        self, index: int, loaded: _Loaded, txn: TxnMetadata, new: TxnMetadata | None
-    ) -> ErrorCode:
+        key = txn.transactional_id
         txn.pending = True
         try:
+            value = b"" if new is None else new.encode()
             request = ProduceRequest(
-                TRANSACTION_STATE_TOPIC,
-                index,
-                [(txn.transactional_id.encode(), b"" if new is None else new.encode())],
-                acks=-1,
+                TRANSACTION_STATE_TOPIC, index, [(key.encode(), value)], acks=-1
             )
-            result = await self.cluster.produce(request)
-        finally:
-            txn.pending = False
-        error = _append_error(result.error)
-        if error is not ErrorCode.NONE:
-            return error
-        if self._leads(index) != loaded.epoch or self._loaded.get(index) is not loaded:
-            return ErrorCode.NOT_COORDINATOR
-        if new is None:
-            del loaded.txns[txn.transactional_id]
-        else:
-            loaded.txns[txn.transactional_id] = new
-        self.shared.timeouts.check_and_complete_nowait(txn.transactional_id)
-        self.shared.expirations.check_and_complete_nowait(txn.transactional_id)
-        if new is None:
-            pass
-        elif new.state is TxnState.ONGOING:
-            if txn.state is not TxnState.ONGOING:
+            try:
+                result = await self.cluster.produce(request)
+            finally:
+                txn.pending = False
+            error = _append_error(result.error)
+            if error is not ErrorCode.NONE:
+                return error
+            if self._leads(index) != loaded.epoch or self._loaded.get(index) is not loaded:
+                return ErrorCode.NOT_COORDINATOR
+            if new is None:
+                del loaded.txns[key]
+            else:
+                loaded.txns[key] = new
+            self.shared.timeouts.check_and_complete_nowait(key)
+            self.shared.expirations.check_and_complete_nowait(key)
+            if new is None:
+                return ErrorCode.NONE
+            if new.state is TxnState.ONGOING and txn.state is not TxnState.ONGOING:
                 self._watch_timeout(new)
-        elif new.state in _COMPLETE:
-            self._watch_expiration(new)
-        return ErrorCode.NONE
+            elif new.state in _COMPLETE:
+                self._watch_expiration(new)
+            return ErrorCode.NONE
+        finally:
+            self.shared.settling.check_and_complete_nowait(key)
 
     def _watch_expiration(self, txn: TxnMetadata, delay_ms: int | None = None) -> None:
         """Expire the idle ``txn`` ``transactional.id.expiration.ms`` after its last
