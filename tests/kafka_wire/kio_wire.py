@@ -13,8 +13,9 @@ from typing import Any, NamedTuple
 
 from kio.serial import entity_reader, entity_writer
 
-from purgatory.kafka.protocol import ApiKey
-from purgatory.kafka.schemas import response_type
+from purgatory.kafka.handlers.partitions import PartitionHandlers
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.schemas import build, request_type, response_type
 
 #: how long a round trip may take, connecting to closing
 TIMEOUT = 30.0
@@ -98,3 +99,21 @@ async def round_trip(
     decoder) to read."""
     frame = request_frame(request, correlation_id=correlation_id, client_id=client_id)
     return await exchange(address, frame, within_s=within_s)
+
+
+async def produce_to_t0(broker: PartitionHandlers, records: bytes) -> tuple[int, int]:
+    """Produce v12 of ``records`` to t-0 with acks=1, handed to a broker's Produce handler
+    as the server would (no connection): (error code, base offset)."""
+    request = build(
+        request_type(ApiKey.PRODUCE, 12),
+        {
+            "acks": 1,
+            "timeout": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+        },
+    )
+    answer = await broker.produce(RequestHeader(ApiKey.PRODUCE, 12, 1, "c"), request)
+    assert answer is not None
+    [topic] = answer.responses
+    [partition] = topic.partition_responses
+    return int(partition.error_code), partition.base_offset

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kio_wire import read_response, round_trip
+from kio_wire import produce_to_t0, read_response, round_trip
 
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
-from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import build, request_type
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster
@@ -36,44 +36,27 @@ def _batch(
     return bytes(builder.build())
 
 
-async def _produce(broker: PartitionHandlers, records: bytes) -> tuple[int, int]:
-    """Produce v12 of ``records`` to t-0 with acks=1: (error code, base offset)."""
-    request = build(
-        request_type(ApiKey.PRODUCE, 12),
-        {
-            "acks": 1,
-            "timeout": 1000,
-            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
-        },
-    )
-    answer = await broker.produce(RequestHeader(ApiKey.PRODUCE, 12, 1, "c"), request)
-    assert answer is not None
-    [topic] = answer.responses
-    [partition] = topic.partition_responses
-    return int(partition.error_code), partition.base_offset
-
-
 @pytest.mark.asyncio
 async def test_produce_checks_sequences_with_kafkas_codes() -> None:
     async with Cluster(brokers=1, seed=1) as cluster:
         await cluster.create_topic("t", partitions=1, replication_factor=1)
         broker = PartitionHandlers(cluster, 0, {0: ("h", 1)}, ProtocolStats())
-        assert await _produce(broker, _batch(9, 0, 0)) == (0, 0)
-        assert await _produce(broker, _batch(9, 0, 2)) == (0, 2)
+        assert await produce_to_t0(broker, _batch(9, 0, 0)) == (0, 0)
+        assert await produce_to_t0(broker, _batch(9, 0, 2)) == (0, 2)
         # A retry: acknowledged with the offset it was written at, not appended again.
-        assert await _produce(broker, _batch(9, 0, 0)) == (0, 0)
+        assert await produce_to_t0(broker, _batch(9, 0, 0)) == (0, 0)
         assert cluster.partition("t", 0).leader_log.leo == 4
-        assert await _produce(broker, _batch(9, 0, 6)) == (45, -1)  # a gap: 4 never came
-        assert await _produce(broker, _batch(9, 1, 4)) == (45, -1)  # a new epoch starts at 0
-        assert await _produce(broker, _batch(9, 1, 0)) == (0, 4)
-        assert await _produce(broker, _batch(9, 0, 4)) == (47, -1)  # the old epoch is fenced
-        assert await _produce(broker, _batch(10, 0, 77)) == (0, 6)  # no state: any sequence
+        assert await produce_to_t0(broker, _batch(9, 0, 6)) == (45, -1)  # a gap: 4 never came
+        assert await produce_to_t0(broker, _batch(9, 1, 4)) == (45, -1)  # a new epoch starts at 0
+        assert await produce_to_t0(broker, _batch(9, 1, 0)) == (0, 4)
+        assert await produce_to_t0(broker, _batch(9, 0, 4)) == (47, -1)  # the old epoch is fenced
+        assert await produce_to_t0(broker, _batch(10, 0, 77)) == (0, 6)  # no state: any sequence
         # a transactional batch is stored (KIP-98); its producer may not leave the
         # transaction with a plain batch before the marker
-        assert await _produce(broker, _batch(11, 0, 0, transactional=True)) == (0, 8)
-        assert await _produce(broker, _batch(11, 0, 2)) == (48, -1)
+        assert await produce_to_t0(broker, _batch(11, 0, 0, transactional=True)) == (0, 8)
+        assert await produce_to_t0(broker, _batch(11, 0, 2)) == (48, -1)
         # Kafka takes one batch per partition from Produce v3 on; a sequence check needs it.
-        assert await _produce(broker, _batch(12, 0, 0) + _batch(12, 0, 2)) == (87, -1)
+        assert await produce_to_t0(broker, _batch(12, 0, 0) + _batch(12, 0, 2)) == (87, -1)
         values = [
             r.value for r in cluster.partition("t", 0).leader_log.read_records(0, 99, 1 << 20)
         ]

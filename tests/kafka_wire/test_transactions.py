@@ -97,6 +97,23 @@ async def add(
     ]
 
 
+async def add_offsets(
+    kafka: AsyncEmbeddedKafka, broker: int, pid: int, *, version: int, epoch: int = 0
+) -> KioError:
+    """AddOffsetsToTxn of group "g" to the producer's transaction."""
+    answer = await call(
+        kafka,
+        broker,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        version,
+        transactional_id=TXN,
+        producer_id=pid,
+        producer_epoch=epoch,
+        group_id="g",
+    )
+    return answer.error_code  # type: ignore[no-any-return]
+
+
 async def end(
     kafka: AsyncEmbeddedKafka, broker: int, pid: int, epoch: int, commit: bool, version: int = 4
 ) -> KioError:
@@ -214,17 +231,7 @@ async def test_errors_of_unknown_ids_bad_timeouts_and_states(kafka: AsyncEmbedde
         KioError.unknown_topic_or_partition,
     ]
     assert await add(kafka, broker, pid + 1, 0, [0]) == [KioError.invalid_producer_id_mapping]
-    offsets = await call(
-        kafka,
-        broker,
-        ApiKey.ADD_OFFSETS_TO_TXN,
-        0,
-        transactional_id=TXN,
-        producer_id=pid,
-        producer_epoch=0,
-        group_id="g",
-    )
-    assert offsets.error_code == KioError.none
+    assert await add_offsets(kafka, broker, pid, version=0) == KioError.none
     assert (await describe(kafka, broker)).transaction_state == "Ongoing"
 
 
@@ -348,17 +355,7 @@ async def test_txn_offsets_are_pending_until_the_commit(kafka: AsyncEmbeddedKafk
 
     assert await commit_offset(5) == KioError.invalid_txn_state  # AddOffsetsToTxn first
     for expected, commit in ((5, True), (5, False)):
-        added = await call(
-            kafka,
-            broker,
-            ApiKey.ADD_OFFSETS_TO_TXN,
-            3,
-            transactional_id=TXN,
-            producer_id=pid,
-            producer_epoch=0,
-            group_id="g",
-        )
-        assert added.error_code == KioError.none
+        assert await add_offsets(kafka, broker, pid, version=3) == KioError.none
         assert await commit_offset(5 if commit else 9) == KioError.none
         assert await fetched(stable=True) == (-1, KioError.unstable_offset_commit)
         assert (await fetched(stable=False))[1] == KioError.none

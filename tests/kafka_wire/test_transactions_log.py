@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from kio_wire import read_response, round_trip
+from kio_wire import produce_to_t0, read_response, round_trip
 
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
-from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.record_batches import encode_batch, split_batches
 from purgatory.kafka.schemas import build, request_type
 from purgatory.kafka.server import ProtocolStats
@@ -225,22 +225,6 @@ async def test_list_offsets_read_committed_latest_is_the_lso(
             assert (part.error_code, part.offset) == (0, expected)
 
 
-async def _produce_direct(broker: PartitionHandlers, records: bytes) -> int:
-    request = build(
-        request_type(ApiKey.PRODUCE, 12),
-        {
-            "acks": 1,
-            "timeout": 1000,
-            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
-        },
-    )
-    answer = await broker.produce(RequestHeader(ApiKey.PRODUCE, 12, 1, "c"), request)
-    assert answer is not None
-    [topic] = answer.responses
-    [partition] = topic.partition_responses
-    return int(partition.error_code)
-
-
 @pytest.mark.asyncio
 async def test_a_client_may_not_write_markers_and_the_verifier_sees_first_writes() -> None:
     asked: list[tuple[int, int, str, int]] = []
@@ -262,13 +246,13 @@ async def test_a_client_may_not_write_markers_and_the_verifier_sees_first_writes
             TRANSACTIONAL | CONTROL,
         )
         assert split_batches(control)[0].control
-        assert await _produce_direct(broker, control) == ErrorCode.INVALID_RECORD.number
-        assert await _produce_direct(broker, _batch(11, 0, [b"x"])) == 0
-        assert await _produce_direct(broker, _batch(11, 1, [b"y"])) == 0  # within it
-        assert await _produce_direct(broker, _batch(12, 0, [b"z"])) == (
+        assert (await produce_to_t0(broker, control))[0] == ErrorCode.INVALID_RECORD.number
+        assert (await produce_to_t0(broker, _batch(11, 0, [b"x"])))[0] == 0
+        assert (await produce_to_t0(broker, _batch(11, 1, [b"y"])))[0] == 0  # within it
+        assert (await produce_to_t0(broker, _batch(12, 0, [b"z"])))[0] == (
             ErrorCode.INVALID_TXN_STATE.number
         )
-        assert await _produce_direct(broker, _batch(13, 0, [b"n"], transactional=False)) == 0
+        assert (await produce_to_t0(broker, _batch(13, 0, [b"n"], transactional=False)))[0] == 0
         assert asked == [(11, 0, "t", 0), (12, 0, "t", 0)]
         p = cluster.partition("t", 0)
         assert p is not None

@@ -12,7 +12,9 @@ it: a TxnIdExpiration in the "TxnIdExpiration" purgatory."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -35,10 +37,14 @@ from purgatory.sim.errors import ErrorCode
 TXN = "slow"
 
 
-@pytest_asyncio.fixture
-async def txns() -> AsyncIterator[tuple[TransactionCoordinators, ManualClock]]:
+@contextlib.asynccontextmanager
+async def _coordinators(
+    **cluster_options: Any,
+) -> AsyncIterator[tuple[TransactionCoordinators, ManualClock]]:
+    """Three brokers' transaction coordinators on a manual clock (no reaper), with topic
+    t (2 partitions, replication factor 3) and ``__transaction_state`` created."""
     clock = ManualClock(1_700_000_000_000)
-    async with Cluster(3, seed=1) as cluster:
+    async with Cluster(3, seed=1, **cluster_options) as cluster:
         await cluster.create_topic("t", 2, 3)
         coordinators = TransactionCoordinators(
             cluster,
@@ -49,9 +55,17 @@ async def txns() -> AsyncIterator[tuple[TransactionCoordinators, ManualClock]]:
             wall_ms=lambda: int(clock()),
             reaper_enabled=False,
         )
-        assert await coordinators.ensure_topic() is ErrorCode.NONE
-        yield coordinators, clock
-        await coordinators.close()
+        try:
+            assert await coordinators.ensure_topic() is ErrorCode.NONE
+            yield coordinators, clock
+        finally:
+            await coordinators.close()
+
+
+@pytest_asyncio.fixture
+async def txns() -> AsyncIterator[tuple[TransactionCoordinators, ManualClock]]:
+    async with _coordinators() as made:
+        yield made
 
 
 def _owner(txns: TransactionCoordinators) -> TransactionCoordinator:
@@ -306,42 +320,30 @@ async def test_an_expiration_during_a_write_that_fails_is_tried_again() -> None:
     """The id's expiration comes while a change of it is being written; the write fails
     (a follower hung, fewer in-sync replicas than ``min.insync.replicas``), so the id is
     still idle: its expiration is tried again, not dropped."""
-    clock = ManualClock(1_700_000_000_000)
-    async with Cluster(3, seed=1, min_insync_replicas=3, replica_lag_time_max_ms=100) as cluster:
-        coordinators = TransactionCoordinators(
-            cluster,
-            ProducerIds(),
-            OffsetStore(),
-            TxnSettings(num_partitions=3),
-            clock=clock,
-            wall_ms=lambda: int(clock()),
-            reaper_enabled=False,
-        )
-        try:
-            assert await coordinators.ensure_topic() is ErrorCode.NONE
-            owner = _owner(coordinators)
-            assert (await owner.init_producer_id(TXN, 10_000, None))[0] is ErrorCode.NONE
-            state = cluster.partition(TRANSACTION_STATE_TOPIC, owner._partition(TXN))
-            assert state is not None
-            follower = next(b for b in state.replicas if b != state.leader)
-            await cluster.crash_broker_unfenced(follower)
-            bump = asyncio.ensure_future(owner.init_producer_id(TXN, 10_000, None))
-            await asyncio.sleep(0)
-            txn = owner.describe(TXN)
-            assert not isinstance(txn, ErrorCode)
-            assert txn.pending
-            clock.advance(EXPIRATION_MS)
-            assert coordinators.expirations.timer.run_due() == 1  # while it is written
-            # the ISR shrinks below min.insync.replicas: the bump is not written
-            assert (await bump)[0] is ErrorCode.COORDINATOR_NOT_AVAILABLE
-            await cluster.restart_broker(follower)
-            for _ in range(400):  # caught up and back in the ISR
-                if len(state.isr) == 3:
-                    break
-                await asyncio.sleep(0.005)
-            assert len(state.isr) == 3
-            clock.advance(50)
-            assert coordinators.expirations.timer.run_due() == 1  # tried again
-            await _gone(owner)
-        finally:
-            await coordinators.close()
+    async with _coordinators(min_insync_replicas=3, replica_lag_time_max_ms=100) as made:
+        coordinators, clock = made
+        cluster = coordinators.cluster
+        owner = _owner(coordinators)
+        assert (await owner.init_producer_id(TXN, 10_000, None))[0] is ErrorCode.NONE
+        state = cluster.partition(TRANSACTION_STATE_TOPIC, owner._partition(TXN))
+        assert state is not None
+        follower = next(b for b in state.replicas if b != state.leader)
+        await cluster.crash_broker_unfenced(follower)
+        bump = asyncio.ensure_future(owner.init_producer_id(TXN, 10_000, None))
+        await asyncio.sleep(0)
+        txn = owner.describe(TXN)
+        assert not isinstance(txn, ErrorCode)
+        assert txn.pending
+        clock.advance(EXPIRATION_MS)
+        assert coordinators.expirations.timer.run_due() == 1  # while it is written
+        # the ISR shrinks below min.insync.replicas: the bump is not written
+        assert (await bump)[0] is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        await cluster.restart_broker(follower)
+        for _ in range(400):  # caught up and back in the ISR
+            if len(state.isr) == 3:
+                break
+            await asyncio.sleep(0.005)
+        assert len(state.isr) == 3
+        clock.advance(50)
+        assert coordinators.expirations.timer.run_due() == 1  # tried again
+        await _gone(owner)
