@@ -1,8 +1,12 @@
 """What each Kafka API asks the authorizer, in one table (:data:`RULES`), and how a
 request is answered when it is refused, as Kafka's ``KafkaApis`` does.
 
-Three kinds of rule:
+Every API a listener serves has a row, and the table denies by default: a request whose
+API has no row is refused (CLUSTER_AUTHORIZATION_FAILED), and a front door whose
+listeners would serve such an API does not start (:func:`unruled`). The kinds of rule:
 
+* :class:`Open`: the request asks nothing (ApiVersions, the SASL exchange): said
+  explicitly, so that a forgotten row is never taken for an open one;
 * :class:`Whole`: one check for the whole request (JoinGroup needs READ on its group);
   refused, the request is answered with the error in every error field (the schema's
   error answer, :func:`~purgatory.kafka.schemas.error_response`) and not run;
@@ -23,13 +27,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, final
 
 from purgatory.kafka.acls import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from purgatory.kafka.protocol import ApiKey
-from purgatory.kafka.schemas import error_response
+from purgatory.kafka.schemas import build, error_response
 from purgatory.sim.errors import ErrorCode
 
 #: the error a refusal on each resource type is answered with
@@ -76,6 +80,15 @@ class Caller:
 
 #: a check: None (allowed) or the error of the refusal
 Check = Callable[[Caller, Any], ErrorCode | None]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Open:
+    """The request asks the authorizer nothing, for the reason given (Kafka answers it
+    before or without a principal)."""
+
+    why: str
 
 
 @final
@@ -134,7 +147,7 @@ class Within:
     keep: Callable[[Caller, Any], bool]
 
 
-Rule = Whole | Each | Hide | Fill | Within
+Rule = Open | Whole | Each | Hide | Fill | Within
 
 #: the operations a bitfield of authorized operations reports, by resource type (Kafka's
 #: ``AclEntry.supportedOperations``)
@@ -309,19 +322,101 @@ def _describable_txn(caller: Caller, entry: Any) -> bool:
     return caller.may(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, entry.transactional_id)
 
 
-#: DescribeConfigs resource types (Kafka's ConfigResource.Type)
+def _epoch_topic(caller: Caller, entry: Any) -> ErrorCode | None:
+    """OffsetForLeaderEpoch: CLUSTER_ACTION (brokers), else DESCRIBE on the topic
+    (consumers checking for truncation, KIP-320)."""
+    if caller.may_cluster(Operation.CLUSTER_ACTION):
+        return None
+    return _topic(Operation.DESCRIBE, "topic")(caller, entry)
+
+
+def _follower_topic(caller: Caller, entry: Any) -> ErrorCode | None:
+    """A Fetch from a follower (a replica id of 0 or more) needs CLUSTER_ACTION; refused,
+    Kafka answers every partition TOPIC_AUTHORIZATION_FAILED."""
+    if caller.may_cluster(Operation.CLUSTER_ACTION):
+        return None
+    return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _fetch_replica_id(request: Any) -> int:
+    """The fetching replica's id (v15+ in ``replica_state``); -1 for a consumer."""
+    state = getattr(request, "replica_state", None)
+    return int(state.replica_id if state is not None else getattr(request, "replica_id", -1))
+
+
+#: Kafka's ConfigResource.Type ids of the resources that are not the cluster's
 _TOPIC_CONFIG: Final = 2
+_GROUP_CONFIG: Final = 32
 
 
-def _describe_configs(caller: Caller, entry: Any) -> ErrorCode | None:
-    if entry.resource_type == _TOPIC_CONFIG:
-        return caller.check(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, entry.resource_name)
-    return caller.check(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
+def _config_resource(operation: Operation) -> Check:
+    """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs: ``operation`` on the topic,
+    on the group (Kafka 4's group configs), else on the cluster (broker, broker logger,
+    client metrics; a type Kafka does not know asks the cluster too, and its handler then
+    refuses it)."""
+
+    def check(caller: Caller, entry: Any) -> ErrorCode | None:
+        if entry.resource_type == _TOPIC_CONFIG:
+            return caller.check(operation, ResourceType.TOPIC, entry.resource_name)
+        if entry.resource_type == _GROUP_CONFIG:
+            return caller.check(operation, ResourceType.GROUP, entry.resource_name)
+        return caller.check(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    return check
 
 
-#: What each API asks, as Kafka's KafkaApis asks it. An API not here asks nothing
-#: (ApiVersions, the SASL exchange).
+def _subscribed_topics(caller: Caller, request: Any) -> ErrorCode | None:
+    """ConsumerGroupHeartbeat: a member may subscribe only to topics it may DESCRIBE
+    (Kafka answers the whole heartbeat TOPIC_AUTHORIZATION_FAILED otherwise)."""
+    names = getattr(request, "subscribed_topic_names", None) or ()
+    for name in names:
+        if not caller.may(Operation.DESCRIBE, ResourceType.TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None
+
+
+#: Kafka's message for a described group using a topic the principal may not DESCRIBE
+GROUP_TOPICS_REFUSED: Final = (
+    "The described group uses topics that the client is not authorized to describe."
+)
+
+
+def _group_topics(member: Any) -> set[str]:
+    """The topics a described member subscribes to or is (to be) assigned."""
+    names = set(member.subscribed_topic_names or ())
+    for assignment in (member.assignment, member.target_assignment):
+        if assignment is not None:
+            names.update(t.topic_name for t in assignment.topic_partitions)
+    return names
+
+
+def _groups_with_refused_topics(caller: Caller, answer: Any) -> Any:
+    """ConsumerGroupDescribe: a group one of whose topics the principal may not DESCRIBE
+    is answered TOPIC_AUTHORIZATION_FAILED, with nothing of it but its id."""
+    groups = []
+    for group in answer.groups:
+        topics = set().union(*(_group_topics(member) for member in group.members))
+        if int(group.error_code) == 0 and not all(
+            caller.may(Operation.DESCRIBE, ResourceType.TOPIC, name) for name in topics
+        ):
+            group = build(
+                type(group),
+                {
+                    "group_id": group.group_id,
+                    "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "error_message": GROUP_TOPICS_REFUSED,
+                },
+            )
+        groups.append(group)
+    return dataclasses.replace(answer, groups=tuple(groups))
+
+
+#: What each API asks, as Kafka's KafkaApis (and, for what a KRaft broker forwards, its
+#: ControllerApis) asks it. An API not here is refused: see :class:`Open`.
 RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
+    ApiKey.API_VERSIONS: (Open("a client asks it before it authenticates"),),
+    ApiKey.SASL_HANDSHAKE: (Open("the authentication itself"),),
+    ApiKey.SASL_AUTHENTICATE: (Open("the authentication itself"),),
     ApiKey.PRODUCE: (
         Whole(_transactional_id(Operation.WRITE)),
         Each("topic_data", _topic(Operation.WRITE)),
@@ -372,7 +467,7 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
     ),
     ApiKey.DELETE_RECORDS: (Each("topics", _topic(Operation.DELETE)),),
     ApiKey.INIT_PRODUCER_ID: (Whole(_init_producer_id),),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (Each("topics", _topic(Operation.DESCRIBE, "topic")),),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (Each("topics", _epoch_topic),),
     ApiKey.ADD_PARTITIONS_TO_TXN: (Whole(_add_partitions_to_txn),),
     ApiKey.ADD_OFFSETS_TO_TXN: (Whole(_txn_and_group),),
     ApiKey.END_TXN: (Whole(_transactional_id(Operation.WRITE)),),
@@ -380,7 +475,39 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
         Whole(_txn_and_group),
         Each("topics", _topic(Operation.READ)),
     ),
-    ApiKey.DESCRIBE_CONFIGS: (Each("resources", _describe_configs),),
+    ApiKey.DESCRIBE_CONFIGS: (Each("resources", _config_resource(Operation.DESCRIBE_CONFIGS)),),
+    ApiKey.ALTER_CONFIGS: (Each("resources", _config_resource(Operation.ALTER_CONFIGS)),),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (
+        Each("resources", _config_resource(Operation.ALTER_CONFIGS)),
+    ),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (Whole(_cluster(Operation.ALTER)),),
+    ApiKey.DESCRIBE_LOG_DIRS: (Whole(_cluster(Operation.DESCRIBE)),),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (Whole(_cluster(Operation.ALTER)),),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (Whole(_cluster(Operation.DESCRIBE)),),
+    ApiKey.OFFSET_DELETE: (
+        Whole(_group(Operation.DELETE)),
+        Each("topics", _topic(Operation.READ)),
+    ),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (Whole(_cluster(Operation.DESCRIBE_CONFIGS)),),
+    ApiKey.ALTER_CLIENT_QUOTAS: (Whole(_cluster(Operation.ALTER_CONFIGS)),),
+    ApiKey.LIST_CONFIG_RESOURCES: (Whole(_cluster(Operation.DESCRIBE_CONFIGS)),),
+    ApiKey.DESCRIBE_QUORUM: (Whole(_cluster(Operation.DESCRIBE)),),
+    ApiKey.DESCRIBE_PRODUCERS: (Each("topics", _topic(Operation.READ)),),
+    # every topic (an empty list) lists only those it may DESCRIBE; a list left empty by
+    # refusals is not a request for every topic
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (
+        Each("topics", _topic(Operation.DESCRIBE), lambda _: True),
+        Hide("topics", lambda request: not request.topics, _describable),
+    ),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (
+        Whole(_group(Operation.READ)),
+        Whole(_subscribed_topics),
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (
+        Each("group_ids", _group(Operation.DESCRIBE)),
+        Fill(lambda _: True, _groups_with_refused_topics),
+        Fill(_asked("include_authorized_operations"), _group_operations),
+    ),
     ApiKey.CREATE_PARTITIONS: (Each("topics", _topic(Operation.ALTER)),),
     ApiKey.DELETE_GROUPS: (Each("groups_names", _group(Operation.DELETE)),),
     ApiKey.ELECT_LEADERS: (Whole(_cluster(Operation.ALTER)),),
@@ -401,8 +528,19 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
 }
 
 
-def _rules(key: int, request: Any) -> tuple[Rule, ...]:
-    rules = RULES.get(ApiKey(key), ())
+def unruled(keys: Iterable[int]) -> list[str]:
+    """The APIs of ``keys`` the table has no row for (a listener serving one is a bug: its
+    requests would all be refused)."""
+    return sorted(ApiKey(key).name for key in keys if key not in RULES)
+
+
+def _rules(key: int, request: Any) -> tuple[Rule, ...] | None:
+    """The rules of the request's API; None for an API without a row (refused)."""
+    rules = RULES.get(ApiKey(key))
+    if rules is None:
+        return None
+    if key == ApiKey.FETCH and _fetch_replica_id(request) >= 0:
+        return (Each("topics", _follower_topic),)
     if key == ApiKey.FIND_COORDINATOR and hasattr(request, "coordinator_keys"):
         key_type = request.key_type
         each = Each("coordinator_keys", lambda c, k: _coordinator_key(c, k, key_type))
@@ -423,7 +561,12 @@ def authorized(caller: Caller, request: Any, invoke: Invoke) -> Any:
     # one level down: (rule, outer key, how the answer's inner entries change)
     within: list[tuple[Within, Any, Callable[[tuple[Any, ...]], tuple[Any, ...]]]] = []
     original = request
-    for rule in _rules(request.__api_key__, request):
+    rules = _rules(request.__api_key__, request)
+    if rules is None:  # deny by default
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    for rule in rules:
+        if isinstance(rule, Open):
+            continue
         if isinstance(rule, Whole):
             error = rule.check(caller, request)
             if error is not None:

@@ -15,7 +15,7 @@ from typing import Any, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
-from purgatory.kafka.authorization import Caller, authorized
+from purgatory.kafka.authorization import Caller, authorized, unruled
 from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
@@ -163,6 +163,8 @@ class KafkaFrontDoor:
             if self.configs.text("authorizer.class.name")
             else None
         )
+        #: the client quotas AlterClientQuotas sets
+        self.client_quotas = ClientQuotaHandlers()
         self._shared: list[ApiTable] = [
             self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
@@ -176,7 +178,7 @@ class KafkaFrontDoor:
             DescribeTopicPartitionsHandlers(cluster).apis(),
             ReassignmentHandlers(cluster).apis(),
             DescribeQuorumHandlers(cluster, self.addresses).apis(),
-            ClientQuotaHandlers().apis(),
+            self.client_quotas.apis(),
             SaslHandlers(self.credentials).apis(),
             AclHandlers(self.acls, self.authorizer is not None).apis(),
         ]
@@ -296,6 +298,9 @@ class KafkaFrontDoor:
                 ).apis()
             )
             server.register_all(DescribeClusterHandlers(self.cluster, addresses).apis())
+        missing = unruled(server.supported())
+        if missing:  # with an authorizer, every request of theirs would be refused
+            raise RuntimeError(f"APIs served without an authorization rule: {missing}")
         server.interceptor = self.faults if self.faults.active else None
         if self.authorizer is not None:
             server.guard = self._authorized

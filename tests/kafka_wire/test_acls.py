@@ -13,7 +13,6 @@ import pytest
 import pytest_asyncio
 from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
-from test_schemas import _errors, _request_values
 
 from purgatory.kafka.acls import (
     Acl,
@@ -25,11 +24,9 @@ from purgatory.kafka.acls import (
     Permission,
     ResourceType,
 )
-from purgatory.kafka.authorization import RULES, Caller, Each, authorized
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
-from purgatory.kafka.schemas import build, encode_response, error_response, request_type, versions
-from purgatory.sim.errors import ErrorCode
+from purgatory.kafka.schemas import build, request_type, versions
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
@@ -480,58 +477,6 @@ def test_an_idempotent_producer_needs_write_on_some_topic_or_idempotent_write() 
         )  # fmt: skip
         producer.send("orders", b"y").get(10)
         producer.close()
-
-
-# -- every API of the table, every version -------------------------------------------------
-
-_REFUSALS = {
-    KioError.topic_authorization_failed,
-    KioError.group_authorization_failed,
-    KioError.cluster_authorization_failed,
-    KioError.transactional_id_authorization_failed,
-}
-
-
-def _table_versions() -> list[Any]:
-    return [
-        pytest.param(key, version, id=f"{key.name}-v{version}")
-        for key in RULES
-        for version in range(versions(key)[0], versions(key)[1] + 1)
-    ]
-
-
-def _caller(authorizer: Authorizer) -> Caller:
-    return Caller("User:x", "h", authorizer, lambda _: "t", lambda _: True, False)
-
-
-@pytest.mark.parametrize(("key", "version"), _table_versions())
-def test_every_api_of_the_table_is_refused_to_a_principal_without_acls(
-    key: ApiKey, version: int
-) -> None:
-    request = build(request_type(key, version), _request_values(request_type(key, version)))
-    ran: list[Any] = []
-
-    def run(allowed: Any) -> Any:
-        ran.append(allowed)
-        return error_response(allowed, ErrorCode.NONE)  # an answer for what is left
-
-    # a super user: the request runs as it came, the answer is the handler's
-    superuser = Caller(
-        "User:root", "h", Authorizer(Acls(), {"User:root"}), lambda _: "t", lambda _: True, False
-    )
-    assert authorized(superuser, request, run) == run(request)
-    assert ran == [request, request]
-    ran.clear()
-    answer = authorized(_caller(Authorizer(Acls())), request, run)
-    encode_response(1, answer)  # a response of the request's version, whole
-    for rule in RULES[key]:
-        if isinstance(rule, Each) and ran:
-            assert not getattr(ran[0], rule.array, None)  # no entry got through
-    if key in (ApiKey.LIST_GROUPS, ApiKey.LIST_TRANSACTIONS):
-        assert ran == [request]  # listed, then hidden entry by entry
-        return
-    errors = set(_errors(answer).values())
-    assert errors & {e.value for e in _REFUSALS}, errors
 
 
 @pytest.mark.asyncio
