@@ -150,16 +150,17 @@ def millis(value: datetime.timedelta) -> int:
     return value // _MS
 
 
-def _zero(field: FieldShape) -> Any:
-    """A required field's value when the builder is not given one."""
+def _zero(field: FieldShape, *, null: bool = True) -> Any:
+    """A required field's value when the builder is not given one: None if the field is
+    nullable (and ``null``), else the empty value of its type."""
     kind = field.kind
+    if field.nullable and null:
+        return None
     if kind is Kind.ARRAY:
-        return None if field.nullable else ()
+        return ()
     if kind is Kind.STRUCT:
         assert field.item is not None
-        return None if field.nullable else build(field.item, {})
-    if field.nullable:
-        return None
+        return build(field.item, {})
     kafka_type = field.kafka_type
     if kind is Kind.STRING:
         return ""
@@ -241,9 +242,42 @@ _SAME: Final[dict[str, tuple[str, ...]]] = {
 def error_response(request: Any, error: Any) -> Any:
     """The response to ``request`` that carries ``error`` in every error field: at the
     top, and in every topic, partition, group or resource the request names (copied from
-    the request, keys only); everything else empty or its default."""
-    cls = response_type(request.__api_key__, request.__version__)
-    return build(cls, _mirror(cls, request, kio_error(error)))
+    the request, keys only); everything else its schema default, or empty: null only
+    where Kafka's answer has null (:func:`_sent_empty`, :data:`_NULL_IN_KAFKA`)."""
+    key = request.__api_key__
+    cls = response_type(key, request.__version__)
+    values = _mirror(cls, request, kio_error(error))
+    for field in shape_of(cls).every:
+        if field.name in _NULL_IN_KAFKA.get(key, ()) and field.nullable:
+            values[field.name] = None
+    return build(cls, values)
+
+
+#: The fields Kafka's ``getErrorResponse`` sets to null, where the rule of
+#: :func:`_sent_empty` would send them empty: DescribeClientQuotasRequest's
+#: ``setEntries(null)``, JoinGroupRequest's ``setProtocolName(null)`` (v7+, nullable).
+_NULL_IN_KAFKA: Final[dict[int, frozenset[str]]] = {
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: frozenset({"entries"}),
+    ApiKey.JOIN_GROUP: frozenset({"protocol_name"}),
+}
+
+
+def _sent_empty(field: FieldShape) -> bool:
+    """Whether an error answer sends ``field``, when it has no value for it, empty rather
+    than null though the schema allows null. Kafka's error answers are objects of its
+    generated classes, which start each field at the schema's default: null where the
+    schema says ``"default": "null"`` (kio's default None: left to the builder), else the
+    empty string, bytes, array or struct (records start null, but every Fetch partition
+    Kafka answers has its records read through ``FetchResponse.recordsOrFail``, which
+    makes them empty: librdkafka refuses null records as a protocol error). A uuid or
+    timestamp kio holds as None is not a null on the wire (the zero uuid, -1), and a
+    tagged field is left out at its default."""
+    return (
+        field.nullable
+        and field.default is MISSING
+        and field.tag is None
+        and field.kind is not Kind.FIXED
+    )
 
 
 def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
@@ -305,6 +339,8 @@ def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
             copied = _copied(field, source)
             if copied is not None:
                 values[field.name] = copied
+        if field.name not in values and _sent_empty(field):
+            values[field.name] = _zero(field, null=False)
     return values
 
 

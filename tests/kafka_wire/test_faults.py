@@ -5,6 +5,7 @@ riding them out."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -540,3 +541,62 @@ def test_group_errors_reach_a_confluent_consumer_which_rejoins() -> None:
     assert got == b"m"
     assert coordinator.hits == 1
     assert heartbeat.hits == 1
+
+
+@pytest.mark.parametrize("per_partition", [False, True], ids=["request rule", "partition rule"])
+def test_a_fetch_error_reaches_a_confluent_consumer_without_a_protocol_error(
+    per_partition: bool,
+) -> None:
+    """A Fetch answered TOPIC_AUTHORIZATION_FAILED (by a rule on the whole request, or on
+    the partition) reaches the application as a message whose error is set; librdkafka
+    parses the answer (empty records, as Kafka sends them: null records were a PROTOERR,
+    "invalid MessageSetSize -1", and a fetch again at once, the application never told)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    class Lines(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    lines = Lines()
+    librdkafka = logging.getLogger(f"{__name__}.librdkafka.{per_partition}")
+    librdkafka.addHandler(lines)
+    librdkafka.propagate = False
+    errors: list[Any] = []
+    with EmbeddedKafka(brokers=1, topics={"t": 1}) as kafka:
+        denied = "TOPIC_AUTHORIZATION_FAILED"
+        rule = (
+            kafka.faults.add_partition_fault(denied, apis=["Fetch"], topic="t", times=None)
+            if per_partition
+            else kafka.faults.add("Fetch", error=denied, topic="t", times=None)
+        )
+        consumer = Consumer(
+            {
+                "bootstrap.servers": kafka.bootstrap_servers,
+                "group.id": "g",
+                "enable.auto.commit": False,
+                "logger": librdkafka,
+                "error_cb": errors.append,
+                "fetch.error.backoff.ms": 50,
+            }
+        )
+        try:
+            consumer.assign([TopicPartition("t", 0, 0)])
+            seen = None
+            deadline = time.monotonic() + 15
+            while seen is None and time.monotonic() < deadline:
+                message = consumer.poll(0.2)
+                if message is not None and message.error() is not None:
+                    seen = message.error()
+        finally:
+            consumer.close()
+            rule.remove()
+    assert seen is not None, (rule.hits, lines.lines[-5:])
+    assert seen.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert rule.hits >= 1
+    protocol_errors = [line for line in lines.lines if "PROTOERR" in line]
+    assert protocol_errors == []
+    assert [e for e in errors if "MessageSetSize" in str(e)] == []

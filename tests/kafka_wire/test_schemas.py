@@ -307,6 +307,55 @@ def test_every_api_answers_an_error_at_every_version(key: ApiKey, version: int) 
                 assert value == TOPIC_ID, path
 
 
+#: The fields Kafka's ``getErrorResponse`` sets to null itself (DescribeClientQuotasRequest:
+#: ``setEntries(null)``; JoinGroupRequest v7+: ``setProtocolName(null)``); every other
+#: field of an error answer Kafka fills: with what the request names, or with the value
+#: its generated class starts with, empty unless the schema's default is null.
+_NULL_IN_KAFKA: Final = {
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: {"entries"},
+    ApiKey.JOIN_GROUP: {"protocol_name"},
+}
+
+
+def _nulls(entity: Any, path: str = "") -> set[str]:
+    """The fields of ``entity`` that go on the wire as null, by path: None in a string,
+    bytes, records, array or struct field (kio's None in a uuid or timestamp field is its
+    zero or -1, not a null), tagged fields aside (left out at their default)."""
+    found: set[str] = set()
+    for field in shape_of(type(entity)).every:
+        value = getattr(entity, field.name)
+        if value is None:
+            if field.kind is not Kind.FIXED and field.tag is None and field.default is not None:
+                found.add(path + field.name)
+        elif field.kind is Kind.ARRAY and field.item is not None:
+            for index, item in enumerate(value):
+                found |= _nulls(item, f"{path}{field.name}[{index}].")
+        elif field.kind is Kind.STRUCT:
+            found |= _nulls(value, f"{path}{field.name}.")
+    return found
+
+
+@pytest.mark.parametrize(("key", "version"), _every_version_params())
+def test_error_answers_send_no_null_where_kafka_sends_a_value(key: ApiKey, version: int) -> None:
+    """No null where Kafka's error answer has a value (a Fetch partition's records are
+    empty, not null: librdkafka cannot parse null records and fetches again at once), the
+    nulls Kafka does send kept; written and read back by kio."""
+    request = build(request_type(key, version), _request_values(request_type(key, version)))
+    response = error_response(request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    _, decoded = _decode_response(key, version, encode_response(1, response))
+    assert decoded == response
+    wanted = {
+        name
+        for name in _NULL_IN_KAFKA.get(key, ())
+        if any(f.name == name and f.nullable for f in shape_of(type(decoded)).every)
+    }
+    assert _nulls(decoded) == wanted
+    if key == ApiKey.FETCH:
+        partitions = [p for t in decoded.responses for p in t.partitions]
+        assert partitions
+        assert {p.records for p in partitions} == {b""}
+
+
 #: APIs whose error answer carries the code at the top only (none at the versions without
 #: one): DescribeLogDirs' results are log dirs, not what it asked for (Kafka's answer has
 #: none); ListPartitionReassignments' entries have no code of their own (Kafka's answer
@@ -367,7 +416,7 @@ def test_error_answers_list_only_entries_that_carry_the_error() -> None:
     )
     [topic] = error_response(create, ErrorCode.REQUEST_TIMED_OUT).topics
     assert (topic.name, int(topic.error_code)) == ("t", 7)
-    assert not topic.configs  # (nullable here: None)
+    assert topic.configs == ()  # (nullable, but Kafka sends it empty)
 
 
 # -- the builder ----------------------------------------------------------------------------
