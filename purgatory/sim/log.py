@@ -561,7 +561,9 @@ class Log:
         self.txns.clear()
 
     def delete_before(self, offset: int) -> None:
-        """Advance the log start offset (DeleteRecords); whole batches below it go."""
+        """Advance the log start offset (DeleteRecords, retention); whole batches below it
+        go. The producers keep their state, as in Kafka (a truncation drops it); completed
+        transactions whose marker went leave the index, an open one stays."""
         if offset <= self.log_start_offset:
             return
         if offset > self.leo:
@@ -573,8 +575,6 @@ class Log:
             del self._batches[:gone]
             del self._ends[:gone]
             del self._cum[:gone]
-            if len(self.producers):
-                self.producers.rebuild(self._batches, marker_of)
             self.txns.drop_before(offset)
 
     def apply_retention(self, high_watermark: int, now_ms: float) -> bool:

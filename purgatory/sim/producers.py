@@ -10,8 +10,14 @@ accepted. The leader checks a produced batch against it before appending:
 - an older epoch: INVALID_PRODUCER_EPOCH (a fenced producer);
 - a newer epoch not starting at sequence 0, or the same epoch not continuing the last
   sequence (a gap, or a batch older than the last five): OUT_OF_ORDER_SEQUENCE_NUMBER;
-- no state for the producer id (new, or its batches deleted by retention or
-  DeleteRecords): any sequence is accepted, as by Kafka since 2.5.
+- no state for the producer id (new, or its batches truncated away): any sequence is
+  accepted, as by Kafka since 2.5.
+
+As in Kafka's ``ProducerStateManager``, the state does not follow the log start: a
+producer whose batches DeleteRecords or retention removed keeps its epoch and last batches
+(a retry of one is still recognised, its next batch continues its sequence). A producer
+leaves only when the log is truncated below its batches (the state is read again from what
+is left).
 
 Transactions (KIP-98) are tracked here too, from the same headers: a transactional batch
 begins its producer's transaction on the log unless one is ongoing, and a transaction
@@ -199,8 +205,8 @@ class ProducerStates:
         self, batches: Iterable[ProducedBatch], marker_of: MarkerReader | None = None
     ) -> None:
         """Forget everything and read the state again from the log's ``batches`` (after
-        a truncation or a move of the log start); ``marker_of`` reads a batch's
-        transaction marker (None for a data batch)."""
+        a truncation; a move of the log start keeps the state as it is); ``marker_of``
+        reads a batch's transaction marker (None for a data batch)."""
         self._producers.clear()
         for batch in batches:
             self.record(batch, None if marker_of is None else marker_of(batch))

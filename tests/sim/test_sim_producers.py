@@ -4,11 +4,13 @@ batches it holds (so a new leader after a failover knows what the old one wrote)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from purgatory.sim import Cluster, ProduceRequest
 from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.log import Log
+from purgatory.sim.log import Log, LogConfig
 from purgatory.sim.producers import BATCHES_RETAINED, last_sequence
 from purgatory.testing import run_virtual
 
@@ -101,14 +103,56 @@ def test_followers_build_the_same_state_from_the_batches_they_replicate() -> Non
     assert _refused(follower, 7, 0, 6) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
-def test_truncation_and_deletion_rebuild_the_state_from_what_is_left() -> None:
+def test_truncation_rebuilds_the_state_from_what_is_left() -> None:
     log = Log()
     for seq in (0, 2, 4):
         _append(log, 7, 0, seq)
     log.truncate_to(4)  # the last batch goes: its retry is appended again
     assert _append(log, 7, 0, 4) == 4
-    log.delete_before(log.leo)  # every batch of producer 7 goes: no state left
-    assert _append(log, 7, 0, 100) == 6
+    log.truncate_to(0)  # every batch of producer 7 goes: no state left
+    assert _append(log, 7, 0, 100) == 0
+
+
+def _deleted_by_delete_records(log: Log) -> None:
+    log.delete_before(log.leo)
+
+
+def _deleted_by_retention(log: Log) -> None:
+    assert log.apply_retention(log.leo, now_ms=10_000.0)
+
+
+@pytest.mark.parametrize("delete", [_deleted_by_delete_records, _deleted_by_retention])
+def test_a_producer_whose_batches_are_all_deleted_keeps_its_state(
+    delete: Callable[[Log], None],
+) -> None:
+    """As Kafka's ProducerStateManager: a log start moved past every batch of a producer
+    (DeleteRecords, retention) leaves its epoch and last batches; only expiry drops them."""
+    log = Log(LogConfig(retention_ms=1000))
+    for seq in (0, 2, 4):
+        _append(log, 7, 0, seq)
+    delete(log)
+    assert (log.log_start_offset, log.batches) == (6, 0)
+    assert _append(log, 7, 0, 4) == 4  # a retry of its last batch: its offsets, not appended
+    assert log.leo == 6
+    assert _refused(log, 7, 0, 100) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert _append(log, 7, 0, 6) == 6  # its next sequence
+    delete(log)
+    assert _refused(log, 7, 1, 8) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert _append(log, 7, 1, 0) == 8  # a new epoch, from 0
+    assert _refused(log, 7, 0, 8) is ErrorCode.INVALID_PRODUCER_EPOCH  # still fenced
+
+
+def test_a_follower_deleting_the_same_batches_keeps_the_same_state() -> None:
+    leader, follower = Log(), Log()
+    for seq in (0, 2):
+        _append(leader, 7, 0, seq)
+    for batch in leader.read_batches(0, leader.leo, 1 << 20):
+        follower.append_batch(batch)
+    leader.delete_before(4)
+    follower.delete_before(4)
+    assert follower.producers.active() == leader.producers.active()
+    assert _append(follower, 7, 0, 2) == 2  # leading now, it knows the retry
+    assert _append(follower, 7, 0, 4) == 4
 
 
 def test_a_retry_after_a_failover_is_acknowledged_once_by_the_new_leader() -> None:
