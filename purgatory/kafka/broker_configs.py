@@ -396,6 +396,16 @@ _CONFIGS: Final = (
         Rule(1),
     ),
     BrokerConfig(
+        "producer.id.expiration.ms",
+        ConfigType.INT,
+        86_400_000,
+        86_400_000,
+        "an idle idempotent or transactional producer (no transaction open on the "
+        "partition) is forgotten by each partition this long after its last write there "
+        "(checked every 10 minutes); DeleteRecords and retention keep it",
+        Rule(1),
+    ),
+    BrokerConfig(
         "transaction.state.log.num.partitions",
         ConfigType.INT,
         50,

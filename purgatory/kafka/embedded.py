@@ -465,6 +465,7 @@ _CLUSTER_CONFIGS: Final = {
     "log.retention.ms": "log_retention_ms",
     "log.retention.bytes": "log_retention_bytes",
     "broker.session.timeout.ms": "broker_session_timeout_ms",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
 }
 
 

@@ -542,6 +542,7 @@ async def serve(settings: ServeSettings) -> int:
         storage,
         min_insync_replicas=configs.number("min.insync.replicas"),
         broker_session_timeout_ms=configs.number("broker.session.timeout.ms"),
+        producer_id_expiration_ms=configs.number("producer.id.expiration.ms"),
     )
     for name, partitions, replication_factor in settings.topics:
         await cluster.create_topic(name, partitions, replication_factor)

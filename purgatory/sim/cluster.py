@@ -116,6 +116,8 @@ class Cluster(StartClose):
         log_retention_check_interval_ms: int = 1000,
         max_stored_bytes: int | None = None,
         broker_session_timeout_ms: int = 9_000,
+        producer_id_expiration_ms: int = 86_400_000,
+        producer_id_expiration_check_interval_ms: int = 600_000,
     ) -> None:
         check_int("brokers", brokers, 1)
         #: Kafka's broker.session.timeout.ms: how long the controller waits for a silent
@@ -138,6 +140,12 @@ class Cluster(StartClose):
             min_insync_replicas,
             check_int("purge_interval", purge_interval, 0),
             check_int("log_retention_check_interval_ms", log_retention_check_interval_ms, 1),
+            check_int("producer_id_expiration_ms", producer_id_expiration_ms, 1),
+            check_int(
+                "producer_id_expiration_check_interval_ms",
+                producer_id_expiration_check_interval_ms,
+                1,
+            ),
         )
         #: every topic's retention unless it sets its own (Kafka's log.retention.*)
         self.log_defaults = LogConfig(log_retention_bytes, log_retention_ms)

@@ -561,7 +561,9 @@ class Log:
         self.txns.clear()
 
     def delete_before(self, offset: int) -> None:
-        """Advance the log start offset (DeleteRecords); whole batches below it go."""
+        """Advance the log start offset (DeleteRecords, retention); whole batches below it
+        go. The producers keep their state, as in Kafka (expiry and truncation drop it); completed
+        transactions whose marker went leave the index, an open one stays."""
         if offset <= self.log_start_offset:
             return
         if offset > self.leo:
@@ -573,9 +575,14 @@ class Log:
             del self._batches[:gone]
             del self._ends[:gone]
             del self._cum[:gone]
-            if len(self.producers):
-                self.producers.rebuild(self._batches, marker_of)
             self.txns.drop_before(offset)
+
+    def remove_expired_producers(self, now_ms: float, expiration_ms: int) -> int:
+        """Forget the producers idle for ``expiration_ms`` at ``now_ms`` (Kafka's
+        ``producer.id.expiration.ms``) with no transaction open here; how many went."""
+        if not len(self.producers):
+            return 0
+        return self.producers.remove_expired(now_ms, expiration_ms, self.txns.ongoing)
 
     def apply_retention(self, high_watermark: int, now_ms: float) -> bool:
         """Drop the oldest whole batches below ``high_watermark`` that its config's

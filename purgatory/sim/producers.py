@@ -10,8 +10,15 @@ accepted. The leader checks a produced batch against it before appending:
 - an older epoch: INVALID_PRODUCER_EPOCH (a fenced producer);
 - a newer epoch not starting at sequence 0, or the same epoch not continuing the last
   sequence (a gap, or a batch older than the last five): OUT_OF_ORDER_SEQUENCE_NUMBER;
-- no state for the producer id (new, or its batches deleted by retention or
-  DeleteRecords): any sequence is accepted, as by Kafka since 2.5.
+- no state for the producer id (new, expired, or its batches truncated away): any
+  sequence is accepted, as by Kafka since 2.5.
+
+As in Kafka's ``ProducerStateManager``, the state does not follow the log start: a
+producer whose batches DeleteRecords or retention removed keeps its epoch and last batches
+(a retry of one is still recognised, its next batch continues its sequence). A producer
+leaves only when the log is truncated below its batches (the state is read again from what
+is left) or when it expires: ``producer.id.expiration.ms`` after its last write, unless a
+transaction of it is open on the log (:meth:`ProducerStates.remove_expired`).
 
 Transactions (KIP-98) are tracked here too, from the same headers: a transactional batch
 begins its producer's transaction on the log unless one is ongoing, and a transaction
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Final, NamedTuple, Protocol, final
 
 from purgatory.sim.errors import ErrorCode, SimulationError
@@ -53,6 +60,9 @@ class ProducedBatch(Protocol):
 
     @property
     def end_offset(self) -> int: ...
+
+    @property
+    def append_ms(self) -> float: ...
 
 
 def last_sequence(base_sequence: int, count: int) -> int:
@@ -93,12 +103,14 @@ class ActiveProducer(NamedTuple):
 
 @final
 class _Producer:
-    __slots__ = ("batches", "coordinator_epoch", "epoch")
+    __slots__ = ("batches", "coordinator_epoch", "epoch", "last_ms")
 
     def __init__(self, epoch: int, coordinator_epoch: int = -1) -> None:
         self.epoch = epoch
         #: the epoch of the last coordinator that wrote a marker for it (-1: none yet)
         self.coordinator_epoch = coordinator_epoch
+        #: when its last batch or marker was appended (Kafka's lastTimestamp)
+        self.last_ms = 0.0
         self.batches: deque[ProducedBatch] = deque(maxlen=BATCHES_RETAINED)
 
 
@@ -187,6 +199,7 @@ class ProducerStates:
             if state is None or batch.producer_epoch != state.epoch:
                 state = self._producers[producer_id] = _Producer(batch.producer_epoch)
             state.coordinator_epoch = marker.coordinator_epoch
+            state.last_ms = batch.append_ms
             return
         if state is None or batch.producer_epoch != state.epoch:
             coordinator_epoch = -1 if state is None else state.coordinator_epoch
@@ -194,13 +207,29 @@ class ProducerStates:
                 batch.producer_epoch, coordinator_epoch
             )
         state.batches.append(batch)
+        state.last_ms = batch.append_ms
+
+    def remove_expired(self, now_ms: float, expiration_ms: int, in_txn: Container[int]) -> int:
+        """Forget the producers whose last write is ``expiration_ms`` or more before
+        ``now_ms``, but those in ``in_txn`` (a transaction of theirs is open on the log),
+        as Kafka's ``removeExpiredProducers`` does with ``producer.id.expiration.ms``;
+        returns how many went."""
+        producers = self._producers
+        expired = [
+            pid
+            for pid, state in producers.items()
+            if now_ms - state.last_ms >= expiration_ms and pid not in in_txn
+        ]
+        for pid in expired:
+            del producers[pid]
+        return len(expired)
 
     def rebuild(
         self, batches: Iterable[ProducedBatch], marker_of: MarkerReader | None = None
     ) -> None:
         """Forget everything and read the state again from the log's ``batches`` (after
-        a truncation or a move of the log start); ``marker_of`` reads a batch's
-        transaction marker (None for a data batch)."""
+        a truncation; a move of the log start keeps the state as it is); ``marker_of``
+        reads a batch's transaction marker (None for a data batch)."""
         self._producers.clear()
         for batch in batches:
             self.record(batch, None if marker_of is None else marker_of(batch))

@@ -76,6 +76,11 @@ class ReplicaConfig:
     #: how often the leader applies time-based retention to idle partitions (on every
     #: HW advance it applies it anyway); Kafka checks every 5 minutes, on disk
     log_retention_check_interval_ms: int = 1000
+    #: an idle producer (no transaction open) is forgotten by each log this long after
+    #: its last write (Kafka's producer.id.expiration.ms, KIP-854) ...
+    producer_id_expiration_ms: int = 86_400_000
+    #: ... on the check every this often (Kafka's producer.id.expiration.check.interval.ms)
+    producer_id_expiration_check_interval_ms: int = 600_000
 
 
 @final
@@ -128,7 +133,7 @@ class ReplicaManager:
         #: the purgatories' clock (the running loop's, in ms); bound on first use
         self.now_ms: Callable[[], float] = self._bind_clock
         self._ids = itertools.count(1)
-        self._tasks: list[asyncio.Task[None]] = []  # the ISR-shrink and retention checks
+        self._tasks: list[asyncio.Task[None]] = []  # the ISR-shrink, retention, expiry checks
         #: crashed but not fenced yet (:meth:`Cluster.crash_broker_unfenced`): the
         #: controller still counts it alive, but it does nothing and answers nothing
         self.halted = False
@@ -150,6 +155,9 @@ class ReplicaManager:
             self._tasks = [
                 loop.create_task(self._isr_shrink_loop(), name=f"isr-shrink-{self.broker_id}"),
                 loop.create_task(self._retention_loop(), name=f"retention-{self.broker_id}"),
+                loop.create_task(
+                    self._producer_expiration_loop(), name=f"producer-expiry-{self.broker_id}"
+                ),
             ]
         if self._metadata.alive[self.broker_id]:
             self.start_fetchers()
@@ -448,6 +456,22 @@ class ReplicaManager:
             return True
         return False
 
+    def remove_expired_producers(self) -> int:
+        """Kafka's PeriodicProducerExpirationCheck, once: every log of this broker (led or
+        followed) forgets the producers idle for ``producer_id_expiration_ms`` by its
+        clock, :attr:`now_ms`, with no transaction open there. Returns how many went.
+        Nothing else removes a producer but a truncation: not DeleteRecords, not
+        retention."""
+        now = self.now_ms()
+        expiration_ms = self.config.producer_id_expiration_ms
+        broker_id = self.broker_id
+        removed = 0
+        for p in list(self._metadata.partitions()):
+            log = p.logs.get(broker_id)
+            if log is not None:
+                removed += log.remove_expired_producers(now, expiration_ms)
+        return removed
+
     def on_leadership_change(self, p: Partition) -> None:
         """The epoch or the log start of ``p`` moved: every request parked here on it may be
         done."""
@@ -491,6 +515,14 @@ class ReplicaManager:
             for p in list(metadata.partitions()):
                 if p.leader == self.broker_id and self.apply_retention(p):
                     self.fetch_purgatory.check_and_complete_nowait(p.key)
+
+    async def _producer_expiration_loop(self) -> None:
+        """Every ``producer_id_expiration_check_interval_ms``: :meth:`remove_expired_producers`."""
+        metadata = self._metadata
+        while True:
+            await asyncio.sleep(self.config.producer_id_expiration_check_interval_ms / 1000.0)
+            if metadata.alive[self.broker_id] and not self.halted:
+                self.remove_expired_producers()
 
     def __repr__(self) -> str:
         parked = sum(p.num_delayed for p in self.purgatories.values())

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 
 from purgatory.kafka.codec import DecodeError
+from purgatory.kafka.embedded import EmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.protocol import ApiKey
@@ -178,3 +179,122 @@ async def test_delete_records_parks_until_a_slow_follower_has_followed(
     assert purgatory.num_delayed == 0
     p = cluster.partition("t", 0)
     assert all(p.logs[b].log_start_offset == 6 for b in p.replicas)
+
+
+# -- producers across DeleteRecords and retention (librdkafka) ----------------------------
+
+_LIBRDKAFKA_S = 45.0
+
+
+def _leader_log(kafka: EmbeddedKafka, topic: str) -> Any:
+    p = kafka.cluster.partition(topic, 0)
+    assert p is not None
+    return p.leader_log
+
+
+def _wait_for(condition: Any, producer: Any, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not condition():
+        assert time.monotonic() < deadline, what
+        producer.poll(0.02)
+
+
+def _idempotent_retry_across_deletion(kafka: EmbeddedKafka, topic: str, delete: bool) -> None:
+    """librdkafka's idempotent producer: its batch is appended and its acknowledgement
+    lost; the log start passes the batch (``delete``: DeleteRecords, else the topic's
+    retention.bytes=0 on the HW's advance) before the retry comes, which must be known as
+    the batch already written; then the producer goes on with its next sequences."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    failed: list[Any] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            failed.append(error)
+
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "request.timeout.ms": 2000,  # the lost acknowledgement's retry
+            "socket.timeout.ms": 2000,
+            "message.timeout.ms": 30_000,
+        }
+    )
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    log = _leader_log(kafka, topic)
+    for i in range(3):
+        producer.produce(topic, b"%d" % i, partition=0, on_delivery=delivered)
+    assert producer.flush(20) == 0
+    if delete:
+        [deleted] = admin.delete_records(
+            [TopicPartition(topic, 0, -1)], request_timeout=10
+        ).values()
+        assert deleted.result().low_watermark == 3
+    lost = kafka.faults.add("Produce", drop=True, after=True, topic=topic)
+    producer.produce(topic, b"3", partition=0, on_delivery=delivered)
+    _wait_for(lambda: log.leo == 4, producer, "the batch whose ack is lost was not appended")
+    if delete:
+        [deleted] = admin.delete_records([TopicPartition(topic, 0, 4)], request_timeout=10).values()
+        assert deleted.result().low_watermark == 4
+    else:
+        _wait_for(lambda: log.log_start_offset == 4, producer, "retention did not delete it")
+    assert log.batches == 0
+    assert producer.flush(20) == 0  # the retry, after the request timeout
+    assert lost.hits == 1
+    for i in range(4, 7):
+        producer.produce(topic, b"%d" % i, partition=0, on_delivery=delivered)
+    assert producer.flush(20) == 0
+    assert failed == []
+    assert log.leo == 7  # the retry was not appended again: 4, 5, 6 follow the deleted 3
+    if delete:
+        assert [(r.offset, r.value) for r in kafka.records(topic, 0)] == [
+            (i, b"%d" % i) for i in range(4, 7)
+        ]
+
+
+def test_librdkafka_idempotent_producer_goes_on_after_delete_records_of_everything() -> None:
+    with EmbeddedKafka(brokers=3, seed=1, topics={"t": (1, 3)}) as kafka:
+        _idempotent_retry_across_deletion(kafka, "t", delete=True)
+
+
+def test_librdkafka_idempotent_producer_goes_on_after_retention_deleted_everything() -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with EmbeddedKafka(brokers=3, seed=1) as kafka:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+        new = NewTopic("r", 1, 3, config={"retention.bytes": "0"})  # gone once committed
+        admin.create_topics([new], request_timeout=10)["r"].result()
+        _idempotent_retry_across_deletion(kafka, "r", delete=False)
+
+
+def test_librdkafka_transactional_producer_goes_on_after_delete_records() -> None:
+    """A transaction committed, its records deleted (its marker, after them, left), then
+    another transaction of the same producer: Kafka keeps the producer's sequence, so the
+    next batch continues it (before: OUT_OF_ORDER_SEQUENCE_NUMBER, the state restarted
+    from the marker alone)."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    with EmbeddedKafka(brokers=3, seed=1, topics={"t": (1, 3)}) as kafka:
+        bootstrap = kafka.bootstrap_servers
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "del-1"})
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        producer.init_transactions(30)
+        log = _leader_log(kafka, "t")
+        for round_ in range(3):
+            producer.begin_transaction()
+            for i in range(3):
+                producer.produce("t", b"%d-%d" % (round_, i), partition=0)
+            producer.commit_transaction(30)
+            end = 4 * round_ + 3  # the records, not the marker after them
+            # EndTxn answers before the marker is written
+            _wait_for(lambda end=end: log.leo == end + 1, producer, "no marker")
+            [deleted] = admin.delete_records(
+                [TopicPartition("t", 0, end)], request_timeout=10
+            ).values()
+            assert deleted.result().low_watermark == end
+        # three transactions of three records and a marker; the last marker is left
+        assert (log.log_start_offset, log.leo) == (11, 12)

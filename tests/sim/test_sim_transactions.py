@@ -170,6 +170,31 @@ def test_the_log_start_drops_old_markers_and_bounds_the_lso() -> None:
     assert p.last_stable_offset() == p.hw
 
 
+def test_a_transactional_producer_keeps_its_state_and_transaction_across_delete_records() -> None:
+    """Kafka keeps a producer's state whatever the log start: a marker left alone after
+    DeleteRecords does not restart the producer's sequences, and an open transaction
+    whose batches all went is still its own, ended by its marker."""
+    p = _single()
+    _produce(p, 7, 0)  # [0, 2)
+    _marker(p, 7, commit=True)  # 2
+    log = p.leader_log
+    log.delete_before(2)  # the data batch goes, its marker stays
+    assert _produce(p, 7, 2) == 3  # the next transaction continues the sequence
+    assert _produce(p, 7, 4) == 5
+    log.delete_before(log.leo)  # the open transaction's batches all go
+    assert _produce(p, 7, 4) == 5  # a retry: its offsets, not appended again
+    assert log.leo == 7
+    with pytest.raises(SimulationError) as gap:
+        _produce(p, 7, 100)
+    assert gap.value.code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.txns.ongoing == {7: 3}
+    assert p.last_stable_offset() == 7 == log.log_start_offset
+    assert _produce(p, 7, 6) == 7  # still its transaction
+    assert _marker(p, 7, commit=False) == 9
+    assert log.txns.completed == [CompletedTxn(7, 3, 9, True)]
+    assert p.last_stable_offset() == p.hw == 10
+
+
 def test_a_follower_rebuilds_the_same_transactions_from_what_it_replicates() -> None:
     p = Partition("t", 0, [0, 1], 0.0)
     p.append([], Wire(7, 0, 0))

@@ -2,15 +2,16 @@
 partition, from the producer state of the asking broker's replica log, as Kafka's
 ``Partition.activeProducerState`` answers (KIP-664).
 
-Each producer with state in the log (:mod:`purgatory.sim.producers`: those whose batches
-it still holds): its id, epoch, the sequence of its last record, its last batch's max
-timestamp (-1 for a batch not produced over the Kafka wire, or when a transaction marker
-at a new epoch is all it wrote since: sequence -1 then too), the epoch of the transaction
-coordinator that wrote its last marker (-1: none), and the offset of the first batch of
-its ongoing transaction on the partition (-1: none). Any replica answers
-from its own log, as in Kafka (admin clients ask the leader); a broker that hosts no
-replica of the partition answers NOT_LEADER_OR_FOLLOWER, an unknown partition or topic
-UNKNOWN_TOPIC_OR_PARTITION, an invalid topic name INVALID_TOPIC_EXCEPTION.
+Each producer with state in the log (:mod:`purgatory.sim.producers`: those that wrote
+to it, also when DeleteRecords or retention removed their batches): its id, epoch, the
+sequence of its last record, its last batch's max timestamp (-1 for a batch not produced
+over the Kafka wire, or when a transaction marker at a new epoch is all it wrote since:
+sequence -1 then too), the epoch of the transaction coordinator that wrote its last marker
+(-1: none), and the offset of the first batch of its ongoing transaction on the partition
+(-1: none). Any replica answers from its own log, as in Kafka (admin clients ask the
+leader); a broker that hosts no replica of the partition answers NOT_LEADER_OR_FOLLOWER,
+an unknown partition or topic UNKNOWN_TOPIC_OR_PARTITION, an invalid topic name
+INVALID_TOPIC_EXCEPTION.
 """
 
 from __future__ import annotations
