@@ -205,23 +205,37 @@ class TransactionHandlers:
         )
 
     def txn_offset_commit(self, header: RequestHeader, request: Any) -> Any:
-        """Offsets committed inside a transaction: checked as an OffsetCommit is (v3+
-        names the member and generation), and against the transaction (the group must
-        have been added at this producer epoch), then held pending until the marker."""
+        """Offsets committed inside a transaction: a topic or partition the cluster does
+        not have is refused UNKNOWN_TOPIC_OR_PARTITION first (Kafka's broker); the others
+        are checked against the transaction (the group must have been added at this
+        producer epoch) and as an OffsetCommit is (v3+ names the member and generation),
+        then held pending until the marker."""
         version = header.api_version
         group = request.group_id
-        error = self.coordinators.verify_offsets(
-            request.transactional_id, request.producer_id, request.producer_epoch, group
-        )
-        if error is ErrorCode.NONE and version >= 3:
-            generation = request.generation_id
-            if generation >= 0 or request.member_id:
-                error = self.groups.commit_error(group, generation, request.member_id)
-        error = _for_version(ApiKey.TXN_OFFSET_COMMIT, version, error)
+        unknown = {
+            (i, p.partition_index)
+            for i, topic in enumerate(request.topics)
+            for p in topic.partitions
+            if self.cluster.partition(topic.name, p.partition_index) is None
+        }
+        error = ErrorCode.NONE
+        if len(unknown) < sum(len(topic.partitions) for topic in request.topics):
+            error = self.coordinators.verify_offsets(
+                request.transactional_id, request.producer_id, request.producer_epoch, group
+            )
+            if error is ErrorCode.NONE and version >= 3:
+                generation = request.generation_id
+                if generation >= 0 or request.member_id:
+                    error = self.groups.commit_error(group, generation, request.member_id)
+            error = _for_version(ApiKey.TXN_OFFSET_COMMIT, version, error)
         answered = []
-        for topic in request.topics:
-            for partition in topic.partitions:
-                if error is ErrorCode.NONE:
+        for i, topic in enumerate(request.topics):
+            errors = [
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (i, p.partition_index) in unknown else error
+                for p in topic.partitions
+            ]
+            for partition, partition_error in zip(topic.partitions, errors, strict=True):
+                if partition_error is ErrorCode.NONE:
                     epoch = partition.committed_leader_epoch if version >= 2 else -1
                     metadata = partition.committed_metadata
                     self.offsets.commit_pending(
@@ -237,8 +251,8 @@ class TransactionHandlers:
                 {
                     "name": topic.name,
                     "partitions": [
-                        {"partition_index": p.partition_index, "error_code": error}
-                        for p in topic.partitions
+                        {"partition_index": p.partition_index, "error_code": e}
+                        for p, e in zip(topic.partitions, errors, strict=True)
                     ],
                 }
             )

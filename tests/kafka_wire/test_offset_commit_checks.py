@@ -1,0 +1,220 @@
+"""OffsetCommit and TxnOffsetCommit refused as Kafka refuses them: a topic or partition the
+cluster does not have is UNKNOWN_TOPIC_OR_PARTITION for that partition alone, before the
+group coordinator is asked (KafkaApis.handleOffsetCommitRequest and
+handleTxnOffsetCommitRequest). kio on both ends; then confluent-kafka's admin
+``alter_consumer_group_offsets``."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from kio_wire import read_response, round_trip
+
+from purgatory.kafka.embedded import AsyncEmbeddedKafka
+from purgatory.kafka.front_door import KafkaFrontDoor
+from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.schemas import build, kio_error, request_type
+from purgatory.sim.errors import ErrorCode
+
+NONE = kio_error(ErrorCode.NONE)
+UNKNOWN_TP = kio_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+TXN = "txn-checks"
+
+
+async def _call(door: KafkaFrontDoor, api: ApiKey, version: int, /, **values: Any) -> Any:
+    request = build(request_type(api, version), values)
+    frame = await round_trip(door.addresses[0], request)
+    return read_response(frame, api, version).body
+
+
+def _topics(
+    topics: dict[str, list[int]], version: int, door: KafkaFrontDoor, offset: int = 5
+) -> list[dict[str, Any]]:
+    """OffsetCommit's topics (by id at v10: a topic the cluster lacks by a fresh id)."""
+    out = []
+    for name, indexes in topics.items():
+        partitions = [
+            {"partition_index": i, "committed_offset": offset, "committed_metadata": None}
+            for i in indexes
+        ]
+        if version >= 10:
+            topic_id = door.cluster.topic_id(name) or uuid.uuid5(uuid.NAMESPACE_DNS, name)
+            out.append({"topic_id": topic_id, "partitions": partitions})
+        else:
+            out.append({"name": name, "partitions": partitions})
+    return out
+
+
+async def _commit(
+    door: KafkaFrontDoor,
+    version: int,
+    topics: dict[str, list[int]],
+    *,
+    group: str = "g",
+    generation: int = -1,
+    member: str = "",
+    instance: str | None = None,
+) -> list[Any]:
+    """OffsetCommit at ``version``: each partition's error, in the order asked."""
+    values: dict[str, Any] = {
+        "group_id": group,
+        "generation_id_or_member_epoch": generation,
+        "member_id": member,
+        "topics": _topics(topics, version, door),
+    }
+    if version >= 7:
+        values["group_instance_id"] = instance
+    if 2 <= version <= 4:
+        values["retention_time_ms"] = -1
+    answer = await _call(door, ApiKey.OFFSET_COMMIT, version, **values)
+    return [p.error_code for t in answer.topics for p in t.partitions]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", [2, 5, 8, 9, 10])
+async def test_a_commit_to_a_topic_or_partition_the_cluster_lacks_is_refused_for_it_alone(
+    door: KafkaFrontDoor, version: int
+) -> None:
+    unknown_topic = kio_error(
+        ErrorCode.UNKNOWN_TOPIC_ID if version >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    errors = await _commit(door, version, {"t": [0, 7], "nope": [0]})
+    assert errors == [NONE, UNKNOWN_TP, unknown_topic]
+    assert sorted(door.offsets.committed) == [("g", "t", 0)]
+    # Only partitions nobody has: answered so before the group is looked at (a
+    # generation for a group nobody knows would be ILLEGAL_GENERATION / GROUP_ID_NOT_FOUND).
+    alone = await _commit(door, version, {"t": [2]}, group="stranger", generation=3, member="m")
+    assert alone == [UNKNOWN_TP]
+    assert "stranger" not in door.offsets.groups()
+
+
+# -- TxnOffsetCommit ---------------------------------------------------------------------
+
+
+@pytest_asyncio.fixture
+async def txn_door() -> AsyncIterator[KafkaFrontDoor]:
+    """One broker (the coordinator of everything), topic t of 2 partitions."""
+    configs = {"transaction.state.log.num.partitions": 1}
+    async with AsyncEmbeddedKafka(brokers=1, seed=1, topics={"t": (2, 1)}, configs=configs) as k:
+        yield k.front_door
+
+
+async def _producer(door: KafkaFrontDoor) -> int:
+    """A transactional producer, at epoch 0 (``__transaction_state`` made first, as
+    FindCoordinator would)."""
+    assert await door.transactions.ensure_topic() is ErrorCode.NONE
+    init = await _call(
+        door,
+        ApiKey.INIT_PRODUCER_ID,
+        4,
+        transactional_id=TXN,
+        transaction_timeout=60_000,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    assert (init.error_code, init.producer_epoch) == (NONE, 0)
+    return int(init.producer_id)
+
+
+async def _add_offsets(door: KafkaFrontDoor, pid: int, *groups: str) -> None:
+    """The offsets of ``groups`` join the producer's transaction."""
+    for group in groups:
+        added = await _call(
+            door,
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            3,
+            transactional_id=TXN,
+            producer_id=pid,
+            producer_epoch=0,
+            group_id=group,
+        )
+        assert added.error_code == NONE
+
+
+async def _txn_commit(
+    door: KafkaFrontDoor,
+    version: int,
+    pid: int,
+    topics: dict[str, list[int]],
+    *,
+    group: str = "g",
+    generation: int = -1,
+    member: str = "",
+    instance: str | None = None,
+) -> list[Any]:
+    values: dict[str, Any] = {
+        "transactional_id": TXN,
+        "group_id": group,
+        "producer_id": pid,
+        "producer_epoch": 0,
+        "topics": [
+            {
+                "name": name,
+                "partitions": [
+                    {"partition_index": i, "committed_offset": 5, "committed_metadata": None}
+                    for i in indexes
+                ],
+            }
+            for name, indexes in topics.items()
+        ],
+    }
+    if version >= 3:
+        values.update(generation_id=generation, member_id=member, group_instance_id=instance)
+    answer = await _call(door, ApiKey.TXN_OFFSET_COMMIT, version, **values)
+    return [p.error_code for t in answer.topics for p in t.partitions]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", [0, 2, 3, 4])
+async def test_a_txn_commit_to_a_topic_or_partition_the_cluster_lacks_is_refused_for_it_alone(
+    txn_door: KafkaFrontDoor, version: int
+) -> None:
+    door = txn_door
+    pid = await _producer(door)
+    # before anything is checked against the transaction (not yet given the group)
+    assert await _txn_commit(door, version, pid, {"t": [9], "nope": [0]}) == [UNKNOWN_TP] * 2
+    await _add_offsets(door, pid, "g")
+    errors = await _txn_commit(door, version, pid, {"t": [0, 9], "nope": [0]})
+    assert errors == [NONE, UNKNOWN_TP, UNKNOWN_TP]
+    assert list(door.offsets.pending.get(("g", pid), {})) == [("t", 0)]
+
+
+# -- a real client ---------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_confluent_alter_consumer_group_offsets_of_a_topic_nobody_has(
+    door: KafkaFrontDoor,
+) -> None:
+    """confluent-kafka's AdminClient: the partition of a topic that does not exist is
+    refused UNKNOWN_TOPIC_OR_PARTITION, and nothing is committed."""
+    from confluent_kafka import (
+        ConsumerGroupTopicPartitions,
+        KafkaError,
+        KafkaException,
+        TopicPartition,
+    )
+    from confluent_kafka.admin import AdminClient
+
+    def alter() -> Any:
+        admin = AdminClient({"bootstrap.servers": door.bootstrap})
+        asked = ConsumerGroupTopicPartitions("admin-g", [TopicPartition("nope", 0, 5)])
+        [future] = admin.alter_consumer_group_offsets([asked], request_timeout=10).values()
+        try:
+            return future.result()
+        except KafkaException as exc:
+            return exc.args[0]
+
+    answer = await asyncio.to_thread(alter)
+    if isinstance(answer, KafkaError):
+        assert answer.code() == KafkaError.UNKNOWN_TOPIC_OR_PART, answer
+    else:
+        [partition] = answer.topic_partitions
+        assert partition.error is not None, partition
+        assert partition.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert door.offsets.committed == {}
