@@ -1,8 +1,10 @@
 """OffsetCommit and TxnOffsetCommit refused as Kafka refuses them: a topic or partition the
 cluster does not have is UNKNOWN_TOPIC_OR_PARTITION for that partition alone, before the
 group coordinator is asked (KafkaApis.handleOffsetCommitRequest and
-handleTxnOffsetCommitRequest). kio on both ends; then confluent-kafka's admin
-``alter_consumer_group_offsets``."""
+handleTxnOffsetCommitRequest); the group's checks in the order of ClassicGroup's and
+ConsumerGroup's validateOffsetCommit (the member, its generation, then the group's
+state). kio on both ends, the groups set up on the coordinators directly; then
+confluent-kafka's admin ``alter_consumer_group_offsets``."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ import pytest
 import pytest_asyncio
 from kio_wire import read_response, round_trip
 
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.coordinator.groups import GroupState, JoinResult
+from purgatory.kafka.coordinator.offsets import Committed
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.protocol import ApiKey
@@ -91,6 +96,69 @@ async def test_a_commit_to_a_topic_or_partition_the_cluster_lacks_is_refused_for
     alone = await _commit(door, version, {"t": [2]}, group="stranger", generation=3, member="m")
     assert alone == [UNKNOWN_TP]
     assert "stranger" not in door.offsets.groups()
+
+
+async def _completing(coordinator: GroupCoordinator) -> tuple[JoinResult, JoinResult]:
+    """Static members a (leader) and b of group "g" in generation 2, CompletingRebalance:
+    nobody has synced yet."""
+
+    async def joined(instance: str, member_id: str = "") -> JoinResult:
+        answer = coordinator.join(
+            "g", member_id, "c", 10_000, 10_000, "consumer", [("range", b"r")], instance_id=instance
+        )
+        return answer if isinstance(answer, JoinResult) else await answer
+
+    a = await joined("a")
+    synced = coordinator.sync("g", a.generation, a.member_id, {a.member_id: b""})
+    assert (synced if isinstance(synced, tuple) else await synced)[0] == ErrorCode.NONE
+    b_joining = coordinator.join(
+        "g", "", "c", 10_000, 10_000, "consumer", [("range", b"r")], instance_id="b"
+    )
+    assert isinstance(b_joining, asyncio.Future)  # parked: the group prepares a rebalance
+    a2 = await joined("a", a.member_id)
+    b = await b_joining
+    assert (a2.generation, b.generation) == (2, 2)
+    assert coordinator.groups["g"].state is GroupState.COMPLETING_REBALANCE
+    return a2, b
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", [2, 7, 9])
+async def test_during_completing_rebalance_the_member_and_generation_are_checked_first(
+    door: KafkaFrontDoor, version: int
+) -> None:
+    """ClassicGroup.validateOffsetCommit: the member, then the generation, and only then
+    REBALANCE_IN_PROGRESS for a current member while the group completes its rebalance."""
+    a, b = await _completing(door.coordinator)
+    t0 = {"t": [0]}
+    assert await _commit(door, version, t0, generation=1, member=a.member_id) == [
+        kio_error(ErrorCode.ILLEGAL_GENERATION)
+    ]
+    assert await _commit(door, version, t0, generation=2, member="stranger") == [
+        kio_error(ErrorCode.UNKNOWN_MEMBER_ID)
+    ]
+    assert await _commit(door, version, t0) == [kio_error(ErrorCode.UNKNOWN_MEMBER_ID)]
+    if version >= 7:
+        assert await _commit(door, version, t0, generation=2, member=b.member_id, instance="a") == [
+            kio_error(ErrorCode.FENCED_INSTANCE_ID)
+        ]
+    assert await _commit(door, version, t0, generation=2, member=a.member_id) == [
+        kio_error(ErrorCode.REBALANCE_IN_PROGRESS)
+    ]
+    assert door.offsets.committed == {}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", [8, 9])
+async def test_a_group_known_by_its_offsets_alone_answers_a_generation_unknown_member(
+    door: KafkaFrontDoor, version: int
+) -> None:
+    """Kafka keeps a group that only committed (a "simple" group, Empty): a generation
+    given to it is a member it does not have, not a group nobody knows."""
+    door.offsets.commit("simple", "t", 0, Committed(1, -1, ""))
+    errors = await _commit(door, version, {"t": [0]}, group="simple", generation=3, member="m")
+    assert errors == [kio_error(ErrorCode.UNKNOWN_MEMBER_ID)]
+    assert door.offsets.position("simple", "t", 0).offset == 1
 
 
 # -- TxnOffsetCommit ---------------------------------------------------------------------

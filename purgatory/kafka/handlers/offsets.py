@@ -128,8 +128,11 @@ class OffsetHandlers:
             epoch_error = self.consumer_groups.commit_error(group, member_id, generation)
             if epoch_error is not None:
                 return epoch_error
-        error = self.coordinator.commit_error(group, generation, member_id, instance_id)
-        nobody_knows = group not in self.coordinator.groups and group not in self.offsets.groups()
+        known = self.offsets.has_group(group)
+        error = self.coordinator.commit_error(
+            group, generation, member_id, instance_id, committed=known
+        )
+        nobody_knows = group not in self.coordinator.groups and not known
         if error is ErrorCode.ILLEGAL_GENERATION and nobody_knows and version >= 9:
             return ErrorCode.GROUP_ID_NOT_FOUND
         return error
