@@ -161,6 +161,54 @@ async def test_a_group_known_by_its_offsets_alone_answers_a_generation_unknown_m
     assert door.offsets.position("simple", "t", 0).offset == 1
 
 
+def _kip848_member(door: KafkaFrontDoor, group: str = "k") -> int:
+    """Member "a" of KIP-848 group ``group``, subscribed to t: its member epoch."""
+    answer = door.consumer_groups.heartbeat(
+        group,
+        "a",
+        0,
+        "c",
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout_ms=10_000,
+        topics=["t"],
+        regex=None,
+        assignor=None,
+        owned=None,
+    )
+    assert answer.error is ErrorCode.NONE
+    return answer.epoch
+
+
+@pytest.mark.asyncio
+async def test_a_consumer_group_member_commits_from_version_9_and_an_empty_one_takes_any_id(
+    door: KafkaFrontDoor,
+) -> None:
+    """ConsumerGroup.validateOffsetCommit: a KIP-848 member's OffsetCommit before v9 is
+    UNSUPPORTED_VERSION; an epoch of -1 commits to an empty group, whatever member id."""
+    epoch = _kip848_member(door)
+    t0 = {"t": [0]}
+    assert await _commit(door, 8, t0, group="k", generation=epoch, member="a") == [
+        kio_error(ErrorCode.UNSUPPORTED_VERSION)
+    ]
+    assert await _commit(door, 9, t0, group="k", generation=epoch, member="a") == [NONE]
+    door.consumer_groups.heartbeat(
+        "k",
+        "a",
+        -1,
+        "c",
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout_ms=-1,
+        topics=None,
+        regex=None,
+        assignor=None,
+        owned=None,
+    )
+    assert not door.consumer_groups.groups["k"].members
+    assert await _commit(door, 9, t0, group="k", member="a") == [NONE]
+
+
 # -- TxnOffsetCommit ---------------------------------------------------------------------
 
 

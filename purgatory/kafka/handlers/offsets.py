@@ -125,7 +125,9 @@ class OffsetHandlers:
         """A member of a group commits for its generation (its member epoch in a KIP-848
         group); assign() consumers with -1."""
         if self.consumer_groups is not None:
-            epoch_error = self.consumer_groups.commit_error(group, member_id, generation)
+            epoch_error = self.consumer_groups.commit_error(
+                group, member_id, generation, version=version
+            )
             if epoch_error is not None:
                 return epoch_error
         known = self.offsets.has_group(group)
