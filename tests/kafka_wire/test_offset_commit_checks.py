@@ -300,6 +300,36 @@ async def test_a_txn_commit_to_a_topic_or_partition_the_cluster_lacks_is_refused
     assert list(door.offsets.pending.get(("g", pid), {})) == [("t", 0)]
 
 
+@pytest.mark.asyncio
+async def test_a_txn_commit_is_checked_as_a_transactional_one(txn_door: KafkaFrontDoor) -> None:
+    """OffsetMetadataManager.validateTransactionalOffsetCommit: no REBALANCE_IN_PROGRESS
+    while the group completes a rebalance; the group instance id is checked; a KIP-848
+    group's member commits with its epoch (another epoch: ILLEGAL_GENERATION); an empty
+    group id is INVALID_GROUP_ID (GroupCoordinatorService)."""
+    door = txn_door
+    a, b = await _completing(door.coordinator)
+    epoch = _kip848_member(door)
+    pid = await _producer(door)
+    await _add_offsets(door, pid, "g", "k", "")
+    t0 = {"t": [0]}
+    assert await _txn_commit(door, 3, pid, t0, generation=2, member=a.member_id) == [NONE]
+    assert await _txn_commit(door, 3, pid, t0, generation=1, member=a.member_id) == [
+        kio_error(ErrorCode.ILLEGAL_GENERATION)
+    ]
+    assert await _txn_commit(door, 3, pid, t0, member=b.member_id, instance="a") == [
+        kio_error(ErrorCode.FENCED_INSTANCE_ID)
+    ]
+    assert await _txn_commit(door, 3, pid, t0, group="k", generation=epoch, member="a") == [NONE]
+    assert await _txn_commit(door, 3, pid, t0, group="k", generation=epoch + 1, member="a") == [
+        kio_error(ErrorCode.ILLEGAL_GENERATION)
+    ]
+    assert await _txn_commit(door, 3, pid, t0, group="k", generation=epoch, member="x") == [
+        kio_error(ErrorCode.UNKNOWN_MEMBER_ID)
+    ]
+    assert await _txn_commit(door, 3, pid, t0, group="") == [kio_error(ErrorCode.INVALID_GROUP_ID)]
+    assert sorted(door.offsets.pending) == [("g", pid), ("k", pid)]
+
+
 # -- a real client ---------------------------------------------------------------------------
 
 
