@@ -364,3 +364,25 @@ async def test_confluent_alter_consumer_group_offsets_of_a_topic_nobody_has(
         assert partition.error is not None, partition
         assert partition.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     assert door.offsets.committed == {}
+
+
+@pytest.mark.asyncio
+async def test_an_offset_commit_keeps_the_members_session_a_txn_commit_does_not(
+    txn_door: KafkaFrontDoor,
+) -> None:
+    """OffsetMetadataManager: commitOffset reschedules the member's heartbeat (Stable,
+    PreparingRebalance); commitTransactionalOffset does not."""
+    door = txn_door
+    answer = door.coordinator.join("g", "", "c", 10_000, 10_000, "consumer", [("range", b"r")])
+    a = answer if isinstance(answer, JoinResult) else await answer
+    synced = door.coordinator.sync("g", a.generation, a.member_id, {a.member_id: b""})
+    assert (synced if isinstance(synced, tuple) else await synced)[0] == ErrorCode.NONE
+    member = door.coordinator.groups["g"].members[a.member_id]
+    session = member.heartbeat
+    pid = await _producer(door)
+    await _add_offsets(door, pid, "g")
+    t0 = {"t": [0]}
+    assert await _txn_commit(door, 3, pid, t0, generation=1, member=a.member_id) == [NONE]
+    assert member.heartbeat is session
+    assert await _commit(door, 9, t0, generation=1, member=a.member_id) == [NONE]
+    assert member.heartbeat is not session
