@@ -344,21 +344,33 @@ class ConsumerGroupCoordinator:
 
     # -- what other requests ask ----------------------------------------------------------
 
-    def commit_error(self, group_id: str, member_id: str, epoch: int) -> ErrorCode | None:
-        """OffsetCommit for a consumer group (None: not one): Kafka's
-        ConsumerGroup.validateOffsetCommit. A commit without membership (epoch -1, no
-        member id) only to an empty group; a member commits with its current epoch
-        (STALE_MEMBER_EPOCH otherwise)."""
+    def commit_error(
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        *,
+        version: int,
+        transactional: bool = False,
+    ) -> ErrorCode | None:
+        """OffsetCommit at ``version`` (TxnOffsetCommit: ``transactional``) for a consumer
+        group (None: not one): Kafka's ConsumerGroup.validateOffsetCommit. A commit with
+        epoch -1 goes to an empty group, whatever member id it names; otherwise a member
+        commits with its current epoch (STALE_MEMBER_EPOCH otherwise; ILLEGAL_GENERATION
+        in a transaction, as Kafka's validateTransactionalOffsetCommit maps it), and with
+        OffsetCommit v9+ (UNSUPPORTED_VERSION before)."""
         group = self.groups.get(group_id)
         if group is None:
             return None
-        if epoch < 0 and not member_id:
-            return ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch < 0 and not group.members:
+            return ErrorCode.NONE
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if not transactional and version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
         if epoch != member.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
 

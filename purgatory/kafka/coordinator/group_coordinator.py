@@ -406,24 +406,44 @@ class GroupCoordinator:
         return errors
 
     def commit_error(
-        self, group_id: str, generation: int, member_id: str, instance_id: str | None = None
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None = None,
+        *,
+        committed: bool = False,
+        transactional: bool = False,
     ) -> ErrorCode:
-        """Whether OffsetCommit may write for this group (Kafka's checks, in its order).
-        A consumer without membership (``assign()``) commits with generation -1; a static
-        member's old member id is FENCED_INSTANCE_ID."""
+        """Whether OffsetCommit (TxnOffsetCommit: ``transactional``) may write for this
+        group: Kafka's ClassicGroup.validateOffsetCommit, in its order. A consumer without
+        membership (``assign()``, an admin) commits with generation -1, to an Empty group
+        only; a member (a generation, a member id or an instance id given) must be in the
+        group (a static member's old member id is FENCED_INSTANCE_ID) and in its
+        generation; then, while the group completes a rebalance, a commit that is not
+        transactional is REBALANCE_IN_PROGRESS. A group nobody joined but that has
+        ``committed`` offsets is there (Empty) for Kafka: a generation given to it is
+        UNKNOWN_MEMBER_ID; to a group nobody knows, ILLEGAL_GENERATION."""
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.EMPTY:
             if generation < 0:
                 return ErrorCode.NONE
-            return ErrorCode.ILLEGAL_GENERATION if group is None else ErrorCode.UNKNOWN_MEMBER_ID
+            if group is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID if committed else ErrorCode.ILLEGAL_GENERATION
+        if generation >= 0 or member_id or instance_id is not None:
+            error = group.member_error(member_id, instance_id)
+            if error is not ErrorCode.NONE:
+                return error
+            if generation != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not transactional:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # without membership, to a group with members
+        if transactional:
+            return ErrorCode.NONE
         if group.state is GroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
-        error = group.member_error(member_id, instance_id)
-        if error is not ErrorCode.NONE:
-            return error
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        self._beat(group, group.members[member_id])
+        if group.state is not GroupState.EMPTY:
+            self._beat(group, group.members[member_id])  # Stable, PreparingRebalance
         return ErrorCode.NONE
 
     def delete(self, group_id: str, offsets: OffsetStore) -> ErrorCode:

@@ -125,6 +125,13 @@ class OffsetStore:
             del self._committed_ms[key]
         return len(gone)
 
+    def has_group(self, group: str) -> bool:
+        """Whether ``group`` committed, or holds offsets of a transaction (either way
+        Kafka's coordinator keeps the group, Empty if nobody joined it)."""
+        return any(g == group for g, _, _ in self.committed) or any(
+            g == group for g, _ in self.pending
+        )
+
     def groups(self) -> list[str]:
         """Every group that committed, in the order they first did."""
         return list(dict.fromkeys(group for group, _, _ in self.committed))

@@ -8,7 +8,9 @@ Every version Kafka 4.x has, the flexible ones included: OffsetCommit 2-10 and O
 1-10 (OffsetFetch v8+ asks for several groups at once). Version 10 of both names topics by
 id (KIP-848's consumers), mapped to names through ``topics`` (the cluster): a topic id
 nobody knows is answered UNKNOWN_TOPIC_ID in each of its partitions, and a fetch of every
-committed partition leaves out the topics that have no id any more (deleted).
+committed partition leaves out the topics that have no id any more (deleted). A commit to a
+topic or partition the cluster does not have is refused UNKNOWN_TOPIC_OR_PARTITION for that
+partition alone, as Kafka's broker refuses it before asking the group coordinator.
 
 As Kafka keeps them, a commit's null metadata is kept as "" (fetched back "", not null),
 and OffsetCommit v9+ answers a commit with a generation for a group nobody knows
@@ -71,17 +73,33 @@ class OffsetHandlers:
         return None if topic_id is None else self.topics.topic_name(topic_id)
 
     def offset_commit(self, header: RequestHeader, request: Any) -> Any:
+        """As Kafka's broker answers it: a topic or partition the cluster does not have is
+        refused (UNKNOWN_TOPIC_OR_PARTITION; a v10 topic id nobody knows, UNKNOWN_TOPIC_ID)
+        before the group coordinator is asked; it decides for the others, if any."""
         version = header.api_version
         group = request.group_id
-        generation = request.generation_id_or_member_epoch
-        instance_id = request.group_instance_id if version >= 7 else None
-        error = self._commit_error(version, group, generation, request.member_id, instance_id)
+        named = [
+            (topic, self._name(topic.topic_id) if version >= _TOPIC_IDS else topic.name)
+            for topic in request.topics
+        ]
+        unknown = {
+            (i, p.partition_index): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if name is not None
+            else ErrorCode.UNKNOWN_TOPIC_ID
+            for i, (topic, name) in enumerate(named)
+            for p in topic.partitions
+            if name is None or self.topics.partition(name, p.partition_index) is None
+        }
+        error = ErrorCode.NONE
+        if len(unknown) < sum(len(topic.partitions) for topic in request.topics):
+            generation = request.generation_id_or_member_epoch
+            instance_id = request.group_instance_id if version >= 7 else None
+            error = self._commit_error(version, group, generation, request.member_id, instance_id)
         answered = []
-        for topic in request.topics:
-            name = self._name(topic.topic_id) if version >= _TOPIC_IDS else topic.name
-            topic_error = error if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
-            for partition in topic.partitions:
-                if topic_error is ErrorCode.NONE:
+        for i, (topic, name) in enumerate(named):
+            errors = [unknown.get((i, p.partition_index), error) for p in topic.partitions]
+            for partition, partition_error in zip(topic.partitions, errors, strict=True):
+                if partition_error is ErrorCode.NONE:
                     assert name is not None
                     epoch = partition.committed_leader_epoch if version >= 6 else -1
                     metadata = partition.committed_metadata
@@ -94,8 +112,8 @@ class OffsetHandlers:
                     "name": name or "",
                     "topic_id": topic.topic_id if version >= _TOPIC_IDS else None,
                     "partitions": [
-                        {"partition_index": p.partition_index, "error_code": topic_error}
-                        for p in topic.partitions
+                        {"partition_index": p.partition_index, "error_code": e}
+                        for p, e in zip(topic.partitions, errors, strict=True)
                     ],
                 }
             )
@@ -107,11 +125,16 @@ class OffsetHandlers:
         """A member of a group commits for its generation (its member epoch in a KIP-848
         group); assign() consumers with -1."""
         if self.consumer_groups is not None:
-            epoch_error = self.consumer_groups.commit_error(group, member_id, generation)
+            epoch_error = self.consumer_groups.commit_error(
+                group, member_id, generation, version=version
+            )
             if epoch_error is not None:
                 return epoch_error
-        error = self.coordinator.commit_error(group, generation, member_id, instance_id)
-        nobody_knows = group not in self.coordinator.groups and group not in self.offsets.groups()
+        known = self.offsets.has_group(group)
+        error = self.coordinator.commit_error(
+            group, generation, member_id, instance_id, committed=known
+        )
+        nobody_knows = group not in self.coordinator.groups and not known
         if error is ErrorCode.ILLEGAL_GENERATION and nobody_knows and version >= 9:
             return ErrorCode.GROUP_ID_NOT_FOUND
         return error

@@ -205,23 +205,38 @@ class TransactionHandlers:
         )
 
     def txn_offset_commit(self, header: RequestHeader, request: Any) -> Any:
-        """Offsets committed inside a transaction: checked as an OffsetCommit is (v3+
-        names the member and generation), and against the transaction (the group must
-        have been added at this producer epoch), then held pending until the marker."""
+        """Offsets committed inside a transaction: a topic or partition the cluster does
+        not have is refused UNKNOWN_TOPIC_OR_PARTITION first (Kafka's broker); for the
+        others an empty group id is INVALID_GROUP_ID, then they are checked against the
+        transaction (the group must have been added at this producer epoch) and the group
+        (:meth:`_group_error`), then held pending until the marker."""
         version = header.api_version
         group = request.group_id
-        error = self.coordinators.verify_offsets(
-            request.transactional_id, request.producer_id, request.producer_epoch, group
-        )
-        if error is ErrorCode.NONE and version >= 3:
-            generation = request.generation_id
-            if generation >= 0 or request.member_id:
-                error = self.groups.commit_error(group, generation, request.member_id)
-        error = _for_version(ApiKey.TXN_OFFSET_COMMIT, version, error)
+        unknown = {
+            (i, p.partition_index)
+            for i, topic in enumerate(request.topics)
+            for p in topic.partitions
+            if self.cluster.partition(topic.name, p.partition_index) is None
+        }
+        error = ErrorCode.NONE
+        if len(unknown) < sum(len(topic.partitions) for topic in request.topics):
+            if not group:
+                error = ErrorCode.INVALID_GROUP_ID  # Kafka's group coordinator, first
+            else:
+                error = self.coordinators.verify_offsets(
+                    request.transactional_id, request.producer_id, request.producer_epoch, group
+                )
+            if error is ErrorCode.NONE:
+                error = self._group_error(version, group, request)
+            error = _for_version(ApiKey.TXN_OFFSET_COMMIT, version, error)
         answered = []
-        for topic in request.topics:
-            for partition in topic.partitions:
-                if error is ErrorCode.NONE:
+        for i, topic in enumerate(request.topics):
+            errors = [
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (i, p.partition_index) in unknown else error
+                for p in topic.partitions
+            ]
+            for partition, partition_error in zip(topic.partitions, errors, strict=True):
+                if partition_error is ErrorCode.NONE:
                     epoch = partition.committed_leader_epoch if version >= 2 else -1
                     metadata = partition.committed_metadata
                     self.offsets.commit_pending(
@@ -237,12 +252,35 @@ class TransactionHandlers:
                 {
                     "name": topic.name,
                     "partitions": [
-                        {"partition_index": p.partition_index, "error_code": error}
-                        for p in topic.partitions
+                        {"partition_index": p.partition_index, "error_code": e}
+                        for p, e in zip(topic.partitions, errors, strict=True)
                     ],
                 }
             )
         return respond(request, topics=answered)
+
+    def _group_error(self, version: int, group: str, request: Any) -> ErrorCode:
+        """Kafka's validateTransactionalOffsetCommit: the checks of an OffsetCommit but the
+        group's state (none while it completes a rebalance), a KIP-848 member's other epoch
+        ILLEGAL_GENERATION. Before v3 the request names no member: generation -1."""
+        generation = request.generation_id if version >= 3 else -1
+        member_id = request.member_id if version >= 3 else ""
+        instance_id = request.group_instance_id if version >= 3 else None
+        consumer_groups = self.groups.consumer_groups
+        if consumer_groups is not None:
+            error = consumer_groups.commit_error(
+                group, member_id, generation, version=version, transactional=True
+            )
+            if error is not None:
+                return error
+        return self.groups.commit_error(
+            group,
+            generation,
+            member_id,
+            instance_id,
+            committed=self.offsets.has_group(group),
+            transactional=True,
+        )
 
     def describe_transactions(self, header: RequestHeader, request: Any) -> Any:
         states = []
