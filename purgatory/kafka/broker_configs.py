@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final, final
 
+from purgatory.kafka.oauthbearer import JAAS_CONFIG, LOGIN_MODULE, parse_jaas
+from purgatory.kafka.sasl import MECHANISMS, enabled_mechanisms
+
 #: Java's short, int and long bounds: SHORT, INT and LONG configs refuse anything beyond
 _SHORT_MAX: Final = (1 << 15) - 1
 _INT_MAX: Final = (1 << 31) - 1
@@ -336,6 +339,27 @@ _CONFIGS: Final = (
         "answer before it closes",
     ),
     BrokerConfig(
+        "sasl.enabled.mechanisms",
+        ConfigType.LIST,
+        "GSSAPI",
+        ",".join(MECHANISMS),
+        "the mechanisms the SASL listeners offer, in the order SaslHandshake lists them: "
+        "some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default, "
+        "GSSAPI, is not served here)",
+        Rule(),
+    ),
+    BrokerConfig(
+        JAAS_CONFIG,
+        ConfigType.STRING,
+        "",
+        "",
+        "the SASL_PLAINTEXT listener's OAUTHBEARER JAAS config: "
+        f"{LOGIN_MODULE} required, with the unsecured validator's options "
+        "(unsecuredValidatorPrincipalClaimName, unsecuredValidatorScopeClaimName, "
+        "unsecuredValidatorRequiredScope, unsecuredValidatorAllowableClockSkewMs)",
+        Rule(),
+    ),
+    BrokerConfig(
         "authorizer.class.name",
         ConfigType.STRING,
         "",
@@ -469,8 +493,9 @@ class BrokerConfigs:
 
 def broker_configs(configs: Mapping[str, object] | None = None) -> BrokerConfigs:
     """``configs`` (name -> Kafka's text or a typed value) checked against
-    :data:`BROKER_CONFIGS`: ValueError naming an unknown config, a bad value, or a group
-    session range whose minimum exceeds its maximum."""
+    :data:`BROKER_CONFIGS`: ValueError naming an unknown config, a bad value, a group
+    session range whose minimum exceeds its maximum, a SASL mechanism not served or an
+    OAUTHBEARER JAAS config that does not read."""
     explicit: dict[str, Value] = {}
     for name, value in (configs or {}).items():
         config = BROKER_CONFIGS.get(name)
@@ -478,6 +503,11 @@ def broker_configs(configs: Mapping[str, object] | None = None) -> BrokerConfigs
             raise ValueError(f"unknown broker config {name!r} (known: {', '.join(BROKER_CONFIGS)})")
         explicit[name] = config.parse(value)
     checked = BrokerConfigs(explicit)
+    enabled_mechanisms(checked.text("sasl.enabled.mechanisms"))
+    try:
+        parse_jaas(checked.text(JAAS_CONFIG))
+    except ValueError as exc:
+        raise ValueError(f"{JAAS_CONFIG}: {exc}") from None
     low = checked.number("group.min.session.timeout.ms")
     high = checked.number("group.max.session.timeout.ms")
     if low > high:

@@ -48,8 +48,9 @@ from purgatory.kafka.handlers.sasl import SaslHandlers
 from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.handlers.transactions import TransactionHandlers
+from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
 from purgatory.kafka.protocol import ApiKey
-from purgatory.kafka.sasl import Credentials, SaslListener
+from purgatory.kafka.sasl import Credentials, SaslListener, enabled_mechanisms
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
@@ -152,6 +153,8 @@ class KafkaFrontDoor:
             self.credentials,
             self.configs.number("connections.max.reauth.ms"),
             self.configs.number("connection.failed.authentication.delay.ms"),
+            enabled_mechanisms(self.configs.text("sasl.enabled.mechanisms")),
+            parse_jaas(self.configs.text(JAAS_CONFIG)),
         )
         self.acls = Acls()
         self.authorizer = (

@@ -9,7 +9,7 @@ from typing import final
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from purgatory.kafka.sasl import MECHANISMS
+from purgatory.kafka.sasl import SERVED_MECHANISMS
 from purgatory.kafka.server import ProtocolStats
 
 
@@ -60,10 +60,10 @@ class ProtocolCollector(Collector):
             closed.add_metric([reason], self._stats.closed[reason])
         failures = CounterMetricFamily(
             "purgatory_kafka_authentication_failures",
-            "SASL authentications refused (wrong password, unknown user), by mechanism",
+            "SASL authentications refused (wrong password, unknown user, bad token), by mechanism",
             labels=["mechanism"],
         )
-        for mechanism in MECHANISMS:  # every mechanism from the first scrape
+        for mechanism in SERVED_MECHANISMS:  # every mechanism from the first scrape
             failures.add_metric([mechanism], self._stats.authentication_failures[mechanism])
         yield requests
         yield clients

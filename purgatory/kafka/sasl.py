@@ -1,6 +1,8 @@
 """SASL authentication as a Kafka broker's SASL_PLAINTEXT listener performs it: the
-mechanisms PLAIN (RFC 4616), SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677), the
-credentials they check, and one connection's authentication state (:class:`SaslSession`).
+mechanisms PLAIN (RFC 4616), SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) and
+OAUTHBEARER (RFC 7628, with Kafka's unsecured validator: :mod:`purgatory.kafka.oauthbearer`),
+the credentials they check, and one connection's authentication state (:class:`SaslSession`).
+``sasl.enabled.mechanisms`` says which a listener offers (:data:`MECHANISMS` unless set).
 
 Users come from ``purgatory serve --kafka-user NAME:PASSWORD`` (``EmbeddedKafka(users=...)``):
 each may log in with every mechanism, its SCRAM credentials derived at Kafka's default of
@@ -14,7 +16,8 @@ The session follows Kafka's ``SaslServerAuthenticator``: ApiVersions and SaslHan
 first; a v0 handshake means the tokens that follow are raw frames (no request header), a v1
 handshake that they come in SaslAuthenticate requests. A failed authentication is counted
 by mechanism and closes the connection. With ``connections.max.reauth.ms`` set, a session
-lasts that long (SaslAuthenticate v1+ says so in ``session_lifetime_ms``); the client
+lasts that long (SaslAuthenticate v1+ says so in ``session_lifetime_ms``; an OAUTHBEARER
+session no longer than its token, whether or not that is set); the client
 re-authenticates on the same connection (KIP-368) with the same mechanism and user, at most
 once a second, and a connection whose session ran out is closed at its next request.
 """
@@ -25,11 +28,20 @@ import base64
 import enum
 import hashlib
 import hmac
+import math
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, final
+
+from purgatory.kafka.oauthbearer import (
+    OAUTHBEARER,
+    InvalidToken,
+    UnsecuredOptions,
+    parse_initial_response,
+    validate,
+)
 
 PLAIN: Final = "PLAIN"
 SCRAM_SHA_256: Final = "SCRAM-SHA-256"
@@ -38,8 +50,12 @@ SCRAM_SHA_512: Final = "SCRAM-SHA-512"
 #: the principal of a client nobody authenticated (a plaintext listener's)
 ANONYMOUS: Final = "User:ANONYMOUS"
 
-#: the mechanisms a SASL listener enables, in the order its handshake lists them
+#: the mechanisms a SASL listener enables unless ``sasl.enabled.mechanisms`` says
+#: otherwise, in the order its handshake lists them
 MECHANISMS: Final = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+
+#: every mechanism served here (``sasl.enabled.mechanisms`` may name these only)
+SERVED_MECHANISMS: Final = (*MECHANISMS, OAUTHBEARER)
 
 #: SCRAM mechanisms by Kafka's ``ScramMechanism`` type (AlterUserScramCredentials,
 #: DescribeUserScramCredentials): name and hash
@@ -58,11 +74,33 @@ MIN_REAUTH_INTERVAL_S: Final = 1.0
 
 class AuthenticationFailed(Exception):
     """The client's credentials are refused: ``message`` is what Kafka tells the client
-    (SASL_AUTHENTICATION_FAILED's error message)."""
+    (SASL_AUTHENTICATION_FAILED's error message), ``reason`` what the broker logs (by
+    default the same)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, reason: str = "") -> None:
         super().__init__(message)
         self.message = message
+        self.reason = reason or message
+
+
+def enabled_mechanisms(text: str) -> tuple[str, ...]:
+    """``sasl.enabled.mechanisms`` (a comma-separated list) checked: each served here, at
+    least one; ValueError naming what is not (GSSAPI: no Kerberos here)."""
+    names = tuple(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
+    if not names:
+        raise ValueError("sasl.enabled.mechanisms: name at least one mechanism")
+    for name in names:
+        if name == "GSSAPI":
+            raise ValueError(
+                "sasl.enabled.mechanisms: GSSAPI (Kerberos) is not served here; "
+                f"enable some of {', '.join(SERVED_MECHANISMS)}"
+            )
+        if name not in SERVED_MECHANISMS:
+            raise ValueError(
+                f"sasl.enabled.mechanisms: {name!r} is not served here "
+                f"(served: {', '.join(SERVED_MECHANISMS)})"
+            )
+    return names
 
 
 @final
@@ -172,10 +210,13 @@ class Credentials:
 
 
 class _Mechanism:
-    """One authentication exchange of one mechanism (Kafka's ``SaslServer``)."""
+    """One authentication exchange of one mechanism (Kafka's ``SaslServer``);
+    ``credential_expires_ms``: when the credential it checked runs out (ms since the
+    epoch; None: never), which bounds the session."""
 
     complete = False
     user = ""
+    credential_expires_ms: int | None = None
 
     def evaluate(self, token: bytes) -> bytes:
         raise NotImplementedError
@@ -310,22 +351,78 @@ class _Scram(_Mechanism):
         return b"v=" + base64.b64encode(server_signature)
 
 
-def _exchange(mechanism: str, credentials: Credentials) -> _Mechanism:
-    return _Plain(credentials) if mechanism == PLAIN else _Scram(mechanism, credentials)
+@final
+class _OAuthBearer(_Mechanism):
+    """The server side of RFC 7628 as Kafka's ``OAuthBearerSaslServer`` with its unsecured
+    validator: the client's first message carries the token; a token refused is answered
+    with the JSON error (not a failure yet), and the client's byte 0x01 that acknowledges
+    it ends the exchange as a failure with that JSON as the message."""
+
+    def __init__(self, options: UnsecuredOptions, wall_clock: Callable[[], float]) -> None:
+        self._options = options
+        self._wall_clock = wall_clock
+        self._error: InvalidToken | None = None
+        #: the client's SASL extensions (the unsecured validator accepts them all)
+        self.extensions: Mapping[str, str] = {}
+
+    def evaluate(self, token: bytes) -> bytes:
+        refused = self._error
+        if token == b"\x01" and refused is not None:
+            raise AuthenticationFailed(refused.json(), f"{refused.json()}: {refused.reason}")
+        self._error = None  # anything else is a first message again, as in Kafka
+        try:
+            response = parse_initial_response(token)
+        except ValueError as exc:
+            # Kafka does not tell the client why (a SaslException)
+            raise AuthenticationFailed(
+                "Authentication failed during authentication due to invalid credentials "
+                f"with SASL mechanism {OAUTHBEARER}",
+                str(exc),
+            ) from None
+        now_ms = math.floor(self._wall_clock() * 1000)
+        try:
+            jws = validate(response.token, self._options, now_ms)
+        except InvalidToken as exc:
+            self._error = exc
+            return exc.json().encode()
+        wanted = response.authorization_id
+        if wanted and wanted != jws.principal:
+            raise AuthenticationFailed(
+                f"Authentication failed: Client requested an authorization id ({wanted}) "
+                f"that is different from the token's principal name ({jws.principal})"
+            )
+        self.extensions = response.extensions
+        self.user = jws.principal
+        self.credential_expires_ms = jws.lifetime_ms
+        self.complete = True
+        return b""
+
+
+def _exchange(mechanism: str, listener: SaslListener) -> _Mechanism:
+    if mechanism == PLAIN:
+        return _Plain(listener.credentials)
+    if mechanism == OAUTHBEARER:
+        return _OAuthBearer(listener.oauthbearer, listener.wall_clock)
+    return _Scram(mechanism, listener.credentials)
 
 
 @final
 @dataclass
 class SaslListener:
     """What every SASL listener of a front door shares: the users, the session lifetime
-    (``connections.max.reauth.ms``; 0: sessions never end) and how long a connection whose
+    (``connections.max.reauth.ms``; 0: sessions never end), how long a connection whose
     authentication failed stays open after its error answer
-    (``connection.failed.authentication.delay.ms``: slows a password-guessing client)."""
+    (``connection.failed.authentication.delay.ms``: slows a password-guessing client), the
+    mechanisms enabled (``sasl.enabled.mechanisms``), the OAUTHBEARER validator's options;
+    ``clock`` times sessions, ``wall_clock`` (seconds since the epoch) checks tokens."""
 
     credentials: Credentials = field(default_factory=Credentials)
     max_reauth_ms: int = 0
     failed_close_delay_ms: int = 100
+    mechanisms: tuple[str, ...] = MECHANISMS
+    oauthbearer: UnsecuredOptions = field(default_factory=UnsecuredOptions)
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
 
 
 class State(enum.Enum):
@@ -384,7 +481,7 @@ class SaslSession:
     def handshake(self, mechanism: str, version: int) -> bool:
         """SaslHandshake: True if the mechanism is enabled (the tokens follow); False and
         the connection fails if not."""
-        if mechanism not in MECHANISMS:
+        if mechanism not in self.listener.mechanisms:
             self.state = State.FAILED
             return False
         self.raw_tokens = version == 0
@@ -396,7 +493,7 @@ class SaslSession:
                 f"re-authentication of mechanism '{previous[0]}'"
             )
         self.mechanism = mechanism
-        self._exchange = _exchange(mechanism, self.listener.credentials)
+        self._exchange = _exchange(mechanism, self.listener)
         self.state = State.AUTHENTICATE
         return True
 
@@ -426,9 +523,22 @@ class SaslSession:
             self.raw_tokens = False
             self._exchange = None
             self._reauth_of = None
-            lifetime = max(0, self.listener.max_reauth_ms)
-            self.expires_at = self.listener.clock() + lifetime / 1000 if lifetime > 0 else None
+            lifetime, self.expires_at = self._session(exchange.credential_expires_ms)
         return answer, lifetime
+
+    def _session(self, credential_expires_ms: int | None) -> tuple[int, float | None]:
+        """The session lifetime in ms and when it ends (None: never), as Kafka's
+        ``calcCompletionTimesAndReturnSessionLifetimeMs``: ``connections.max.reauth.ms``,
+        or what is left of the credential (an OAUTHBEARER token), whichever is shorter."""
+        longest = self.listener.max_reauth_ms
+        if credential_expires_ms is None:
+            if longest <= 0:
+                return 0, None
+            lifetime = longest
+        else:
+            left = credential_expires_ms - math.floor(self.listener.wall_clock() * 1000)
+            lifetime = max(0, left if longest <= 0 else min(left, longest))
+        return lifetime, self.listener.clock() + lifetime / 1000
 
     def fail(self) -> None:
         """A request the exchange does not allow: the connection closes."""

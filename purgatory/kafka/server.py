@@ -28,7 +28,6 @@ from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
 from purgatory.kafka.sasl import (
     ANONYMOUS,
-    MECHANISMS,
     AuthenticationFailed,
     SaslListener,
     SaslSession,
@@ -525,7 +524,7 @@ class KafkaProtocolServer:
                 answer, _ = session.authenticate(frame)
             except AuthenticationFailed as exc:
                 # no header to answer in: the connection closes
-                self.stats.authentication_failed(str(session.mechanism), exc.message)
+                self.stats.authentication_failed(str(session.mechanism), exc.reason)
                 return None
             done.set_result(RawToken(answer))
             return 0, done
@@ -568,12 +567,12 @@ class KafkaProtocolServer:
             error = ErrorCode.NONE if enabled else ErrorCode.UNSUPPORTED_SASL_MECHANISM
             if not enabled:
                 self.stats.bad("unsupported sasl mechanism", repr(body.mechanism))
-            done.set_result(respond(body, error_code=error, mechanisms=MECHANISMS))
+            done.set_result(respond(body, error_code=error, mechanisms=session.listener.mechanisms))
             return header.correlation_id, done
         try:
             answer, lifetime = session.authenticate(body.auth_bytes)
         except AuthenticationFailed as exc:
-            self.stats.authentication_failed(str(session.mechanism), exc.message)
+            self.stats.authentication_failed(str(session.mechanism), exc.reason)
             response = respond(
                 body,
                 error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,

@@ -638,11 +638,13 @@ async def _serve_until_signalled(
                 print(f"kafka sasl bootstrap.servers={kafka.sasl_bootstrap}", flush=True)
         if ready is not None:
             brokers = sasl = None
+            mechanisms: tuple[str, ...] = MECHANISMS
             if kafka is not None and settings.kafka_port is not None:
                 brokers = dict(kafka.addresses)
             if kafka is not None and settings.kafka_sasl_port is not None:
                 sasl = dict(kafka.sasl_addresses)
-            write_ready_file(ready, ready_document(http, brokers, sasl))
+                mechanisms = kafka.sasl.mechanisms
+            write_ready_file(ready, ready_document(http, brokers, sasl, mechanisms))
         await stop.wait()
         print("shutting down", flush=True)
     finally:
@@ -690,10 +692,12 @@ def ready_document(
     http: list[tuple[str, int]],
     kafka: dict[int, tuple[str, int]] | None,
     kafka_sasl: dict[int, tuple[str, int]] | None = None,
+    mechanisms: tuple[str, ...] = MECHANISMS,
 ) -> dict[str, Any]:
     """What the ready file says: the HTTP listeners (``http``: (host, port) as bound) and,
     with Kafka, each broker's plaintext listener (``kafka``: broker id -> (host, port))
-    and SASL_PLAINTEXT listener (``kafka_sasl``); the format is in docs/serve.md."""
+    and SASL_PLAINTEXT listener (``kafka_sasl``, offering ``mechanisms``); the format is
+    in docs/serve.md."""
     document: dict[str, Any] = {
         "version": READY_FILE_VERSION,
         "pid": os.getpid(),
@@ -710,7 +714,7 @@ def ready_document(
         document["kafka_sasl"] = {
             **_listeners(kafka_sasl),
             "security_protocol": "SASL_PLAINTEXT",
-            "mechanisms": list(MECHANISMS),
+            "mechanisms": list(mechanisms),
         }
     return document
 
