@@ -114,6 +114,30 @@ async def test_serve_with_only_sasl_listeners() -> None:
             await producer.stop()
 
 
+def test_serve_offers_oauthbearer_when_sasl_enabled_mechanisms_names_it() -> None:
+    from confluent_kafka import Producer
+
+    with ServeProcess(
+        "--kafka-sasl-port", "0", "--kafka-user", "alice:pw", "--brokers", "1",
+        "--topic", "events:1:1",
+        "--kafka-config", "sasl.enabled.mechanisms=OAUTHBEARER,SCRAM-SHA-256",
+    ) as server:  # fmt: skip
+        sasl = server.addresses.document["kafka_sasl"]
+        assert sasl["mechanisms"] == ["OAUTHBEARER", "SCRAM-SHA-256"]
+        producer = Producer(
+            {
+                "bootstrap.servers": sasl["bootstrap_servers"],
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": "OAUTHBEARER",
+                "enable.sasl.oauthbearer.unsecure.jwt": True,
+                "sasl.oauthbearer.config": "principal=alice",
+            }
+        )
+        producer.produce("events", b"with a token")
+        assert producer.flush(10) == 0
+        _produce(sasl["bootstrap_servers"], "pw", "SCRAM-SHA-256")
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
@@ -124,6 +148,11 @@ async def test_serve_with_only_sasl_listeners() -> None:
         (["--kafka-sasl-port", "65535"], "--kafka-sasl-port"),
         (["--kafka-port", "9092", "--kafka-sasl-port", "9094"], "overlap"),
         (["--kafka-config", "authorizer.class.name=com.example.Mine"], "authorizer.class.name"),
+        (["--kafka-config", "sasl.enabled.mechanisms=GSSAPI"], "GSSAPI (Kerberos)"),
+        (
+            ["--kafka-config", "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=x;"],
+            "OAuthBearerLoginModule",
+        ),
     ],
 )
 def test_bad_sasl_flags_are_refused_naming_them(argv: list[str], named: str) -> None:
