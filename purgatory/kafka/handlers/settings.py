@@ -339,6 +339,11 @@ class ClusterConfigs:
         (message.timestamp.type LogAppendTime) on ``broker``."""
         return self._in_force("message.timestamp.type", topic, broker) == "LogAppendTime"
 
+    def compacted(self, topic: str, broker: int) -> bool:
+        """Whether ``topic``'s cleanup.policy on ``broker`` compacts it."""
+        policy = str(self._in_force("cleanup.policy", topic, broker))
+        return "compact" in policy.split(",")
+
     def topics_with_configs(self) -> list[str]:
         """The topics there are (every topic has configs, Kafka's defaults at least)."""
         return list(self.cluster.topics)
