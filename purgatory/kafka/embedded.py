@@ -165,6 +165,13 @@ class AsyncEmbeddedKafka(StartClose):
         await self.cluster.create_topic(name, partitions, replication_factor)
         self.front_door.cluster_configs.created(name, own)
 
+    async def compact(self, topic: str | None = None) -> int:
+        """Compact ``topic`` (every compacted topic by default) now, as kfake's
+        ``Compact``: each replica's log cleaner runs over its log, its active segment
+        rolled, whatever ``min.cleanable.dirty.ratio`` and the compaction lags say (up to
+        the last stable offset). Returns how many replica logs were cleaned."""
+        return await self.cluster.compact(topic)
+
     async def delete_topic(self, name: str) -> None:
         """Delete a topic and its records, as DeleteTopics does: requests parked on it are
         answered NOT_LEADER_OR_FOLLOWER, later ones UNKNOWN_TOPIC_OR_PARTITION; the name
@@ -431,6 +438,9 @@ class EmbeddedKafka:
     ) -> None:
         self._await(lambda k: k.create_topic(name, partitions, replication_factor, configs))
 
+    def compact(self, topic: str | None = None) -> int:
+        return self._await(lambda k: k.compact(topic))
+
     def delete_topic(self, name: str) -> None:
         self._await(lambda k: k.delete_topic(name))
 
@@ -477,6 +487,7 @@ _CLUSTER_CONFIGS: Final = {
     "log.retention.bytes": "log_retention_bytes",
     "broker.session.timeout.ms": "broker_session_timeout_ms",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
 }
 
 

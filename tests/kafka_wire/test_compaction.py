@@ -105,3 +105,65 @@ async def test_confluent_producer_gets_invalid_record_for_a_keyless_record(
         "compacted, a key": None,
         "delete, no key": None,
     }
+
+
+def _produce_keys(bootstrap: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for key, value in [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1"), (b"b", None)]:
+        producer.produce("c", value, key=key)
+        producer.flush(10)
+
+
+def _confluent_read(bootstrap: str, count: int) -> list[tuple[int, bytes, bytes | None]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition("c", 0, 0)])
+    out: list[tuple[int, bytes, bytes | None]] = []
+    for _ in range(50):
+        for msg in consumer.consume(10, 0.2):
+            if msg.error() is None:
+                out.append((msg.offset(), msg.key(), msg.value()))
+        if len(out) >= count:
+            break
+    consumer.close()
+    return out
+
+
+def _kafka_python_read(bootstrap: str, count: int) -> list[tuple[int, bytes, bytes | None]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer.assign([TopicPartition("c", 0)])
+    consumer.seek(TopicPartition("c", 0), 0)
+    out: list[tuple[int, bytes, bytes | None]] = []
+    for _ in range(50):
+        for records in consumer.poll(200).values():
+            out += [(r.offset, r.key, r.value) for r in records]
+        if len(out) >= count:
+            break
+    consumer.close()
+    return out
+
+
+@pytest.mark.asyncio
+async def test_consumers_reading_from_the_start_see_the_compacted_log(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    await asyncio.to_thread(_produce_keys, kafka.bootstrap_servers)
+    p = kafka.cluster.partition("c", 0)
+    assert p is not None
+    for _ in range(500):  # the followers learn the HW on their next fetch
+        if set(p.hws.values()) == {5}:
+            break
+        await asyncio.sleep(0.01)
+    assert await kafka.compact("c") == 3  # each replica cleans its own log
+    expected = [(2, b"a", b"2"), (3, b"c", b"1"), (4, b"b", None)]  # the tombstone stays
+    assert await asyncio.to_thread(_confluent_read, kafka.bootstrap_servers, 3) == expected
+    assert await asyncio.to_thread(_kafka_python_read, kafka.bootstrap_servers, 3) == expected
+    offsets = {
+        b: [r.offset for r in log.read_records(0, log.leo, 1 << 20)] for b, log in p.logs.items()
+    }
+    assert set(map(tuple, offsets.values())) == {(2, 3, 4)}  # the same offsets on every replica

@@ -608,7 +608,11 @@ def _records_section(
             continue
         base = batch.base_offset
         start = max(offset, base)
-        records = batch.records[start - base : hw - base]
+        if batch.sparse:  # cleaned: its records' offsets have gaps
+            records = tuple(r for r in batch.records if start <= r.offset < hw)
+            start = records[0].offset if records else start
+        else:
+            records = batch.records[start - base : hw - base]
         if records:
             producer = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
             if batch.base_sequence >= 0 and start > base:
@@ -621,6 +625,7 @@ def _records_section(
                 now_ms,
                 producer,
                 batch.attributes,
+                [r.offset for r in records] if batch.sparse else None,
             )
     return bytes(out), codecs
 
