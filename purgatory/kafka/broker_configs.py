@@ -235,7 +235,8 @@ _CONFIGS: Final = (
         ConfigType.LIST,
         "delete",
         "delete",
-        "cleanup.policy of topics that set none; kept and reported: nothing is compacted",
+        "cleanup.policy of topics that set none: delete (retention), compact (the log "
+        "cleaner), or both",
         Rule(choices=("compact", "delete")),
         dynamic=True,
     ),
@@ -417,6 +418,14 @@ _CONFIGS: Final = (
         604_800_000,
         "an idle transactional id (no transaction open) this long after its last change "
         "is removed: its next InitProducerId gets a new producer id",
+        Rule(1),
+    ),
+    BrokerConfig(
+        "log.cleaner.backoff.ms",
+        ConfigType.LONG,
+        15_000,
+        15_000,
+        "how often each broker's log cleaner looks for compacted logs due a clean",
         Rule(1),
     ),
     BrokerConfig(

@@ -144,12 +144,18 @@ class AsyncEmbeddedKafka(StartClose):
     # -- topics ------------------------------------------------------------------------------
 
     async def create_topic(
-        self, name: str, partitions: int = 1, replication_factor: int | None = None
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int | None = None,
+        configs: Mapping[str, object] | None = None,
     ) -> None:
         """Create a topic (replication factor default: ``default.replication.factor`` if
-        set, else ``min(3, brokers)``). Raises
-        :class:`~purgatory.sim.SimulationError` (its ``code`` is Kafka's) if it exists or
-        the sizes are impossible."""
+        set, else ``min(3, brokers)``) with topic ``configs`` by Kafka's names
+        (``cleanup.policy``, ``retention.ms``, ...), as CreateTopics takes them. Raises
+        :class:`~purgatory.sim.SimulationError` (its ``code`` is Kafka's) if it exists,
+        the sizes are impossible or a config is unknown or bad (INVALID_CONFIG)."""
+        own = self.front_door.cluster_configs.check_topic((configs or {}).items())
         if replication_factor is None:
             replication_factor = (
                 self.configs.number("default.replication.factor")
@@ -157,6 +163,14 @@ class AsyncEmbeddedKafka(StartClose):
                 else min(3, len(self.cluster.brokers))
             )
         await self.cluster.create_topic(name, partitions, replication_factor)
+        self.front_door.cluster_configs.created(name, own)
+
+    async def compact(self, topic: str | None = None) -> int:
+        """Compact ``topic`` (every compacted topic by default) now, as kfake's
+        ``Compact``: each replica's log cleaner runs over its log, its active segment
+        rolled, whatever ``min.cleanable.dirty.ratio`` and the compaction lags say (up to
+        the last stable offset). Returns how many replica logs were cleaned."""
+        return await self.cluster.compact(topic)
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic and its records, as DeleteTopics does: requests parked on it are
@@ -416,9 +430,16 @@ class EmbeddedKafka:
         return self._async.faults
 
     def create_topic(
-        self, name: str, partitions: int = 1, replication_factor: int | None = None
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int | None = None,
+        configs: Mapping[str, object] | None = None,
     ) -> None:
-        self._await(lambda k: k.create_topic(name, partitions, replication_factor))
+        self._await(lambda k: k.create_topic(name, partitions, replication_factor, configs))
+
+    def compact(self, topic: str | None = None) -> int:
+        return self._await(lambda k: k.compact(topic))
 
     def delete_topic(self, name: str) -> None:
         self._await(lambda k: k.delete_topic(name))
@@ -466,6 +487,7 @@ _CLUSTER_CONFIGS: Final = {
     "log.retention.bytes": "log_retention_bytes",
     "broker.session.timeout.ms": "broker_session_timeout_ms",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
 }
 
 

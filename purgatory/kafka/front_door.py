@@ -268,6 +268,7 @@ class KafkaFrontDoor:
             lambda topic: self.cluster_configs.timestamp_bounds(topic, broker_id),
             # KIP-890: the transaction coordinators say whether a partition was added
             self.transactions.verify_produce if self.transactions.settings.verification else None,
+            compacted=lambda topic: self.cluster_configs.compacted(topic, broker_id),
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)

@@ -40,6 +40,10 @@ _EPOCH: Final = struct.Struct(">i")
 _TIMESTAMP: Final = struct.Struct(">q")
 _MAX_TIMESTAMP_AT: Final = 35
 COMPRESSION_MASK: Final = 0x07
+#: attributes bit 3: the batch's timestamps are the broker's append time
+LOG_APPEND_TIME: Final = 0x08
+#: attributes bit 6: the base timestamp is the cleaner's delete horizon (KIP-534)
+DELETE_HORIZON: Final = 0x40
 
 
 class BatchRecord(NamedTuple):
@@ -152,6 +156,67 @@ class WireBatch(BatchAttributes):
         value as empty bytes. Raises DecodeError as :meth:`records` does."""
         return [(r.key, r.value or b"") for r in self.records()]
 
+    def compaction_view(self) -> list[tuple[int, bytes | None, bool]]:
+        """Each record's offset, key and whether its value is null (a tombstone), for the
+        log cleaner. Raises DecodeError (a ValueError) as :meth:`records` does."""
+        return [(r.offset, r.key, r.value is None) for r in self.records()]
+
+    def retained(self, offsets: Sequence[int], delete_horizon_ms: int | None) -> WireBatch:
+        """This batch with only the records at ``offsets``, as Kafka's cleaner rewrites it
+        (MemoryRecords.filterTo): base offset, leader epoch, producer fields, attributes
+        and codec kept, each record's offset and timestamp kept (their deltas rewritten),
+        the last offset delta the last record's (none: the batch's own, an empty batch);
+        ``delete_horizon_ms`` set: the delete-horizon attribute on and the base timestamp
+        the horizon, as Kafka marks it (KIP-534)."""
+        wanted = set(offsets)
+        kept = [r for r in self.records() if r.offset in wanted]
+        base = self.base_offset
+        attributes = self.attributes
+        base_timestamp = self.base_timestamp
+        if delete_horizon_ms is not None:
+            attributes |= DELETE_HORIZON
+            base_timestamp = delete_horizon_ms
+        elif kept:
+            base_timestamp = min(r.timestamp for r in kept)
+        max_timestamp = max_timestamp_of(self.buf)
+        if kept and not attributes & LOG_APPEND_TIME:
+            max_timestamp = max(r.timestamp for r in kept)
+        body = Writer()
+        for r in kept:
+            record = Writer().int8(0).varint(r.timestamp - base_timestamp).varint(r.offset - base)
+            _put_varbytes(record, r.key)
+            _put_varbytes(record, r.value)
+            record.varint(len(r.headers))
+            for name, value in r.headers:
+                _put_varbytes(record, name.encode())
+                _put_varbytes(record, value)
+            body.varint(len(record.buf)).raw(record.buf)
+        section = bytes(body.buf)
+        codec = self.compression
+        if codec and kept:
+            section = deflate(codec, section)
+        elif not kept:  # an empty batch, as Kafka writes one: no codec
+            attributes &= ~COMPRESSION_MASK
+        last_delta = kept[-1].offset - base if kept else self.last_offset_delta
+        tail = (
+            struct.pack(
+                ">hiqqqhii",
+                attributes,
+                last_delta,
+                base_timestamp,
+                max_timestamp,
+                self.producer_id,
+                self.producer_epoch,
+                self.base_sequence,
+                len(kept),
+            )
+            + section
+        )
+        head = struct.pack(
+            ">qiib", base, HEADER_SIZE - _LENGTH_END + len(section), self.leader_epoch, 2
+        )
+        return WireBatch(bytearray(head + struct.pack(">I", crc32c(tail)) + tail))
+
     def _section(self) -> bytes:
         """The records section, inflated if compressed."""
         data = memoryview(self.buf)[HEADER_SIZE:]
@@ -176,10 +241,6 @@ def recompressed(batch: WireBatch, codec: int) -> WireBatch:
     buf += body
     struct.pack_into(">I", buf, _MAGIC_AT + 1, crc32c(memoryview(buf)[_CRC_FROM:]))
     return WireBatch(buf)
-
-
-#: attributes bit 3: the batch's timestamps are the broker's append time
-LOG_APPEND_TIME: Final = 0x08
 
 
 def stamp(batch: WireBatch, append_ms: int) -> None:
@@ -334,18 +395,21 @@ def encode_batch(
     timestamp_ms: int,
     producer: tuple[int, int, int] = (-1, -1, -1),
     attributes: int = 0,
+    offsets: Sequence[int] | None = None,
 ) -> bytes:
     """An uncompressed v2 batch of consecutive records (for logs that keep no wire bytes):
     ``producer`` its (producer id, epoch, base sequence), ``attributes`` its
-    TRANSACTIONAL and CONTROL bits (a transaction marker is a control batch)."""
+    TRANSACTIONAL and CONTROL bits (a transaction marker is a control batch); ``offsets``:
+    the records' offsets when they are not consecutive (a cleaned batch's)."""
     body = Writer()
-    for delta, (key, value) in enumerate(records):
+    deltas = range(len(records)) if offsets is None else [o - base_offset for o in offsets]
+    for delta, (key, value) in zip(deltas, records, strict=True):
         record = Writer().int8(0).varint(0).varint(delta)
         _put_varbytes(record, key)
         _put_varbytes(record, value)
         record.varint(0)  # no headers
         body.varint(len(record.buf)).raw(record.buf)
-    last = len(records) - 1
+    last = deltas[-1] if len(records) else -1
     tail = (
         struct.pack(
             ">hiqqqhii",

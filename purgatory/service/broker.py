@@ -113,13 +113,15 @@ async def new_cluster(
     min_insync_replicas: int = 1,
     broker_session_timeout_ms: int = 9_000,
     producer_id_expiration_ms: int = 86_400_000,
+    log_cleaner_backoff_ms: int = 15_000,
 ) -> Cluster:
     """A started simulated cluster (imported lazily: the sim is the default broker).
     ``replica_rtt_ms``: the replication network's median round trip (None: the cluster's
     default; 0: instant); ``storage``: its stored-bytes cap and default retention;
     ``min_insync_replicas``: Kafka's ``min.insync.replicas``;
     ``broker_session_timeout_ms``: Kafka's ``broker.session.timeout.ms``;
-    ``producer_id_expiration_ms``: Kafka's ``producer.id.expiration.ms``."""
+    ``producer_id_expiration_ms``: Kafka's ``producer.id.expiration.ms``;
+    ``log_cleaner_backoff_ms``: Kafka's ``log.cleaner.backoff.ms``."""
     from purgatory.sim.cluster import DEFAULT_REPLICA_RTT, Cluster
     from purgatory.sim.faults import Latency
 
@@ -136,6 +138,7 @@ async def new_cluster(
         min_insync_replicas=min_insync_replicas,
         broker_session_timeout_ms=broker_session_timeout_ms,
         producer_id_expiration_ms=producer_id_expiration_ms,
+        log_cleaner_backoff_ms=log_cleaner_backoff_ms,
     )
     await cluster.start()
     return cluster

@@ -543,6 +543,7 @@ async def serve(settings: ServeSettings) -> int:
         min_insync_replicas=configs.number("min.insync.replicas"),
         broker_session_timeout_ms=configs.number("broker.session.timeout.ms"),
         producer_id_expiration_ms=configs.number("producer.id.expiration.ms"),
+        log_cleaner_backoff_ms=configs.number("log.cleaner.backoff.ms"),
     )
     for name, partitions, replication_factor in settings.topics:
         await cluster.create_topic(name, partitions, replication_factor)

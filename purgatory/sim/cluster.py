@@ -118,6 +118,7 @@ class Cluster(StartClose):
         broker_session_timeout_ms: int = 9_000,
         producer_id_expiration_ms: int = 86_400_000,
         producer_id_expiration_check_interval_ms: int = 600_000,
+        log_cleaner_backoff_ms: int = 15_000,
     ) -> None:
         check_int("brokers", brokers, 1)
         #: Kafka's broker.session.timeout.ms: how long the controller waits for a silent
@@ -146,6 +147,7 @@ class Cluster(StartClose):
                 producer_id_expiration_check_interval_ms,
                 1,
             ),
+            check_int("log_cleaner_backoff_ms", log_cleaner_backoff_ms, 1),
         )
         #: every topic's retention unless it sets its own (Kafka's log.retention.*)
         self.log_defaults = LogConfig(log_retention_bytes, log_retention_ms)
@@ -491,6 +493,17 @@ class Cluster(StartClose):
 
         errors = await asyncio.gather(*(one(m, t, i) for m, t, i in targets))
         return {(t, i): error for (_, t, i), error in zip(targets, errors, strict=True)}
+
+    async def compact(self, topic: str | None = None) -> int:
+        """Compact now, as a test wants it (kfake's ``Compact``): every live broker's log
+        cleaner runs over each of its compacted logs (of ``topic``; all by default), its
+        active segment rolled, whatever the dirty ratio and compaction lags; each stops
+        at its last stable offset. Returns how many logs were cleaned."""
+        cleaned = 0
+        for b, rm in self._replica_managers.items():
+            if self._metadata.alive[b] and not rm.halted:
+                cleaned += await rm.clean_logs(force=True, topic=topic)
+        return cleaned
 
     async def delete_records(
         self, request: messages.DeleteRecordsRequest

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Final, NamedTuple, Protocol, final
 
 from purgatory.sim.errors import ErrorCode, SimulationError
@@ -44,9 +45,10 @@ RECORD_OVERHEAD = 8
 # offset int, the bytes objects' headers, its slot in the batch), and a batch beyond its
 # records (the batch object, its records tuple, the log's index entries). Measured with
 # tracemalloc on CPython 3.11, 64-bit: up to 189 bytes for a keyed record, 139 without a
-# key, 206 a batch; tests/sim/test_sim_retention.py keeps the estimate above the measurement.
+# key, 206 a batch before the cleaner's three fields (24 more);
+# tests/sim/test_sim_retention.py keeps the estimate above the measurement.
 RECORD_MEMORY: Final = 192
-BATCH_MEMORY: Final = 272
+BATCH_MEMORY: Final = 304
 
 # A batch's attributes, as Kafka's record batch v2 spells them (bits 4 and 5).
 TRANSACTIONAL: Final = 0x10
@@ -110,6 +112,17 @@ class EncodedBatch(Protocol):
         """The records as (key, value) pairs; ValueError if they do not decode."""
         ...
 
+    def compaction_view(self) -> list[tuple[int, bytes | None, bool]]:
+        """Each record's offset, key and whether its value is null (a tombstone), for the
+        log cleaner; ValueError if they do not decode."""
+        ...
+
+    def retained(self, offsets: Sequence[int], delete_horizon_ms: int | None) -> EncodedBatch:
+        """The batch with only the records at ``offsets`` (none: an empty batch, its
+        header kept), as Kafka's cleaner rewrites a batch: base offset, producer fields
+        and codec kept; ``delete_horizon_ms`` marked in it (Kafka's delete horizon)."""
+        ...
+
 
 def record_size(key: bytes | None, value: bytes) -> int:
     return RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
@@ -119,6 +132,10 @@ def record_size(key: bytes | None, value: bytes) -> int:
 NO_PRODUCER: Final = (NO_PRODUCER_ID, -1, -1)
 
 
+#: Java's Long.MAX_VALUE: Kafka's max.compaction.lag.ms default (no lag forces a clean)
+LONG_MAX: Final = (1 << 63) - 1
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     """A topic's retention, as Kafka's ``retention.bytes`` and ``retention.ms`` (-1: none),
@@ -126,22 +143,43 @@ class LogConfig:
 
     Only whole batches below the high watermark go, oldest first: by size, while the
     partition's log stays at least ``retention_bytes`` without the batch; by time, once a
-    batch was appended more than ``retention_ms`` ago."""
+    batch was appended more than ``retention_ms`` ago. Retention applies when the
+    ``cleanup.policy`` has ``delete`` (``delete``); compaction when it has ``compact``
+    (``compact``: :mod:`purgatory.sim.cleaner`), with Kafka's ``segment.bytes``,
+    ``segment.ms``, ``delete.retention.ms``, ``min.compaction.lag.ms``,
+    ``max.compaction.lag.ms`` and ``min.cleanable.dirty.ratio``."""
 
     retention_bytes: int = -1
     retention_ms: int = -1
     min_insync_replicas: int | None = None
+    compact: bool = False
+    delete: bool = True
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 604_800_000
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         check_int("retention_bytes", self.retention_bytes, -1)
         check_int("retention_ms", self.retention_ms, -1)
         if self.min_insync_replicas is not None:
             check_int("min_insync_replicas", self.min_insync_replicas, 1)
+        check_int("segment_bytes", self.segment_bytes, 1)
+        check_int("segment_ms", self.segment_ms, 1)
+        check_int("delete_retention_ms", self.delete_retention_ms, 0)
+        check_int("min_compaction_lag_ms", self.min_compaction_lag_ms, 0)
+        check_int("max_compaction_lag_ms", self.max_compaction_lag_ms, 1)
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise ValueError(
+                f"min_cleanable_dirty_ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}"
+            )
 
     @property
     def retains(self) -> bool:
         """Whether retention ever deletes anything."""
-        return self.retention_bytes >= 0 or self.retention_ms >= 0
+        return self.delete and (self.retention_bytes >= 0 or self.retention_ms >= 0)
 
 
 @final
@@ -199,12 +237,15 @@ class RecordBatch(BatchAttributes):
 
     __slots__ = (
         "_encoded",
+        "_offsets",
         "_records",
         "append_ms",
         "attributes",
         "base_offset",
         "base_sequence",
+        "cleaned",
         "count",
+        "delete_horizon_ms",
         "end_offset",
         "epoch",
         "holders",
@@ -248,6 +289,13 @@ class RecordBatch(BatchAttributes):
         self.memory = size + self.count * (RECORD_MEMORY - RECORD_OVERHEAD) + BATCH_MEMORY
         #: how many logs hold the batch: its memory is freed with the last one
         self.holders = 0
+        #: when the cleaner may remove its tombstones (or the marker it is) at the
+        #: earliest (Kafka's delete horizon); None until a clean sets it
+        self.delete_horizon_ms: int | None = None
+        #: a cleaned Kafka batch's record offsets (None: consecutive from the base)
+        self._offsets: tuple[int, ...] | None = None
+        #: what the cleaner last made of it, for the next replica that cleans it alike
+        self.cleaned: tuple[object, RecordBatch] | None = None
 
     @classmethod
     def encoded(
@@ -270,6 +318,9 @@ class RecordBatch(BatchAttributes):
         batch.attributes = TRANSACTIONAL if wire.transactional else 0
         batch.memory = len(buf) + BATCH_MEMORY
         batch.holders = 0
+        batch.delete_horizon_ms = None
+        batch._offsets = None
+        batch.cleaned = None
         return batch
 
     @classmethod
@@ -312,10 +363,54 @@ class RecordBatch(BatchAttributes):
             raise SimulationError(
                 ErrorCode.CORRUPT_MESSAGE, f"batch at offset {self.base_offset}: {exc}"
             ) from None
+        offsets = self._offsets
+        if offsets is not None:
+            return tuple(
+                [_new_record(Record, (o, k, v)) for o, (k, v) in zip(offsets, pairs, strict=True)]
+            )
         base = self.base_offset
         return tuple(
             [_new_record(Record, (base + i, key, value)) for i, (key, value) in enumerate(pairs)]
         )
+
+    @property
+    def sparse(self) -> bool:
+        """Whether the cleaner removed records inside it: its offsets have gaps."""
+        return self.count != self.end_offset - self.base_offset
+
+    def compaction_view(self) -> list[tuple[int, bytes | None, bool]]:
+        """Each record's offset, key and whether its value is null (a tombstone; records
+        written over HTTP have none)."""
+        encoded = self._encoded
+        if encoded is None:
+            return [(r.offset, r.key, False) for r in self.records]
+        try:
+            return encoded.compaction_view()
+        except ValueError as exc:
+            raise SimulationError(
+                ErrorCode.CORRUPT_MESSAGE, f"batch at offset {self.base_offset}: {exc}"
+            ) from None
+
+    def filtered(self, offsets: Sequence[int], delete_horizon_ms: int | None) -> RecordBatch:
+        """The batch with only the records at ``offsets``, as Kafka's cleaner writes it:
+        the base offset, epoch, producer fields and attributes kept; its last offset the
+        last record's (an empty batch keeps its own, as Kafka keeps an empty batch's)."""
+        end = offsets[-1] + 1 if offsets else self.end_offset
+        encoded = self._encoded
+        if encoded is not None:
+            wire = encoded.retained(offsets, delete_horizon_ms)
+            batch = RecordBatch.encoded(self.base_offset, self.epoch, wire, self.append_ms)
+            batch._offsets = tuple(offsets)
+        else:
+            wanted = set(offsets)
+            kept = tuple(r for r in self.records if r.offset in wanted)
+            size = sum(record_size(r.key, r.value) for r in kept)
+            producer = (self.producer_id, self.producer_epoch, self.base_sequence)
+            batch = RecordBatch(self.base_offset, self.epoch, kept, size, self.append_ms, producer)
+        batch.attributes = self.attributes
+        batch.end_offset = end
+        batch.delete_horizon_ms = delete_horizon_ms
+        return batch
 
     def bytes_in(self, start: int, end: int) -> int:
         """Bytes of the records in ``[start, end)``: counted exactly for decoded records,
@@ -328,7 +423,9 @@ class RecordBatch(BatchAttributes):
             return self.size
         records = self._records
         if records is None:
-            return self.size * (hi - lo) // self.count
+            return self.size * (hi - lo) // (self.end_offset - self.base_offset)
+        if self.sparse:
+            return sum(record_size(r.key, r.value) for r in records if lo <= r.offset < hi)
         base = self.base_offset
         return sum(record_size(r.key, r.value) for r in records[lo - base : hi - base])
 
@@ -345,8 +442,11 @@ def records_in(batches: Iterable[RecordBatch], start: int, end: int) -> list[Rec
     for batch in batches:
         records = batch.records
         if batch.base_offset < start or batch.end_offset > end:
-            lo = max(start - batch.base_offset, 0)
-            records = records[lo : end - batch.base_offset]
+            if batch.sparse:
+                records = tuple(r for r in records if start <= r.offset < end)
+            else:
+                lo = max(start - batch.base_offset, 0)
+                records = records[lo : end - batch.base_offset]
         out.extend(records)
     return out
 
@@ -355,7 +455,7 @@ def marker_of(batch: ProducedBatch) -> EndTxnMarker | None:
     """The transaction marker ``batch`` holds; None for a data batch (or a control batch
     that is no end-transaction marker)."""
     assert isinstance(batch, RecordBatch)
-    if not batch.attributes & CONTROL:
+    if not batch.attributes & CONTROL or not batch.count:
         return None
     record = batch.records[0]
     if record.key is None or len(record.key) < 4 or len(record.value) < 6:
@@ -374,11 +474,16 @@ class Log:
     (shared by the logs of a cluster; by default, a space of its own with no cap)."""
 
     __slots__ = (
+        "_active_bytes",
         "_batches",
         "_cum",
         "_ends",
+        "_roll_ms",
+        "_segments",
         "_total",
         "config",
+        "first_dirty",
+        "generation",
         "leo",
         "log_start_offset",
         "producers",
@@ -399,6 +504,16 @@ class Log:
         self.producers = ProducerStates()
         #: the transactions of the batches held here (ongoing, and the aborted index)
         self.txns = Transactions()
+        #: the base offset of each segment, the last the active one (Kafka's segments, as
+        #: coarse as compaction needs: segment.bytes and segment.ms roll them)
+        self._segments: list[int] = [0]
+        #: the active segment's bytes, and its first batch's append time (None: empty)
+        self._active_bytes = 0
+        self._roll_ms: float | None = None
+        #: where the cleaner's next pass starts (Kafka's cleaner checkpoint)
+        self.first_dirty = 0
+        #: moves on each truncation or reset: a clean begun before one is abandoned
+        self.generation = 0
 
     # -- writing --------------------------------------------------------------------------
 
@@ -468,8 +583,44 @@ class Log:
         self._track(batch)
         return self._store(batch)
 
+    def _maybe_roll(self, batch: RecordBatch) -> None:
+        """Roll a new active segment at ``batch`` if it would pass ``segment.bytes`` or
+        comes ``segment.ms`` after the active segment's first batch (Kafka's shouldRoll,
+        by the batches' append times); then count it in the active segment."""
+        roll_ms = self._roll_ms
+        if roll_ms is None:
+            self._roll_ms = batch.append_ms
+        elif (
+            self._active_bytes + batch.size > self.config.segment_bytes
+            or batch.append_ms - roll_ms > self.config.segment_ms
+        ):
+            self._segments.append(batch.base_offset)
+            self._roll_ms = batch.append_ms
+            self._active_bytes = 0
+        self._active_bytes += batch.size
+
+    def roll(self) -> None:
+        """Start a new active segment at the log end (nothing if the active one is empty)."""
+        if self._roll_ms is not None:
+            self._segments.append(self.leo)
+            self._roll_ms = None
+            self._active_bytes = 0
+
+    def _recount_active(self) -> None:
+        """Read the active segment's bytes and first append time again."""
+        active = self._segments[-1]
+        i = bisect_right(self._ends, active)
+        if i >= len(self._batches):
+            self._active_bytes = 0
+            self._roll_ms = None
+            return
+        first = self._batches[i]
+        self._active_bytes = self._total - (self._cum[i] - first.size)
+        self._roll_ms = first.append_ms
+
     def _store(self, batch: RecordBatch) -> RecordBatch:
         """Put ``batch`` (its space reserved) at the end of the log."""
+        self._maybe_roll(batch)
         batch.holders = 1
         self._batches.append(batch)
         self._ends.append(batch.end_offset)
@@ -491,9 +642,11 @@ class Log:
             self.txns.begin(batch.producer_id, batch.base_offset)
 
     def append_batch(self, batch: RecordBatch) -> None:
-        """Append a batch copied from the leader; it must start at our log end."""
-        if batch.base_offset != self.leo:
+        """Append a batch copied from the leader; it must start at our log end, or after
+        it where the leader's cleaner left a gap."""
+        if batch.base_offset < self.leo:
             raise ValueError(f"batch starts at {batch.base_offset}, log ends at {self.leo}")
+        self._maybe_roll(batch)
         batch.holders += 1
         if batch.holders == 1:
             self.space.used += batch.memory
@@ -510,6 +663,7 @@ class Log:
         if offset >= self.leo:
             return
         offset = max(offset, 0)
+        self.generation += 1
         self.txns.truncate(offset)
         batches = self._batches
         while batches and batches[-1].base_offset >= offset:
@@ -546,6 +700,12 @@ class Log:
         self.leo = offset
         if self.log_start_offset > offset:
             self.log_start_offset = offset
+        segments = self._segments
+        while len(segments) > 1 and segments[-1] >= offset:
+            segments.pop()
+        segments[0] = min(segments[0], offset)
+        self._recount_active()
+        self.first_dirty = min(self.first_dirty, offset)
         if len(self.producers):
             self.producers.rebuild(batches, marker_of)
 
@@ -559,6 +719,10 @@ class Log:
         self.leo = self.log_start_offset = offset
         self.producers.rebuild(())
         self.txns.clear()
+        self.generation += 1
+        self._segments = [offset]
+        self._recount_active()
+        self.first_dirty = offset
 
     def delete_before(self, offset: int) -> None:
         """Advance the log start offset (DeleteRecords, retention); whole batches below it
@@ -576,6 +740,12 @@ class Log:
             del self._ends[:gone]
             del self._cum[:gone]
             self.txns.drop_before(offset)
+        segments = self._segments
+        drop = bisect_right(segments, offset) - 1  # the segment holding the new start stays
+        if drop > 0:
+            del segments[:drop]
+        if segments[-1] <= offset:
+            self._recount_active()
 
     def remove_expired_producers(self, now_ms: float, expiration_ms: int) -> int:
         """Forget the producers idle for ``expiration_ms`` at ``now_ms`` (Kafka's
@@ -588,6 +758,8 @@ class Log:
         """Drop the oldest whole batches below ``high_watermark`` that its config's
         retention lets go (see :class:`LogConfig`); True if the log start moved."""
         config = self.config
+        if not config.delete:  # cleanup.policy=compact: retention deletes nothing
+            return False
         batches = self._batches
         n = 0
         if config.retention_ms >= 0:
@@ -619,6 +791,115 @@ class Log:
             batch.holders -= 1
             if batch.holders == 0:
                 space.used -= batch.memory
+
+    def replace_cleaned(
+        self,
+        originals: Sequence[RecordBatch],
+        cleaned: Sequence[RecordBatch | None],
+        end: int,
+        generation: int,
+        kept_txns: Container[int],
+    ) -> bool:
+        """Swap in what the cleaner made of ``originals`` (the log's first batches when it
+        began, all below ``end``): each one's cleaned batch (itself if unchanged), or None
+        for one that goes. Batches retention or DeleteRecords removed meanwhile stay
+        removed; False (nothing changed) if the log was truncated or reset meanwhile.
+        Completed transactions below ``end`` stay in the index only if their marker's
+        offset is in ``kept_txns``. The cleaned segments are merged while they fit in
+        ``segment.bytes`` (Kafka's groupSegmentsBySize); the next pass starts at ``end``."""
+        if generation != self.generation:
+            return False
+        batches = self._batches
+        n = len(originals)
+        skip = 0  # the originals deleted from the head meanwhile
+        while skip < n and (not batches or batches[0] is not originals[skip]):
+            skip += 1
+        if any(batches[i - skip] is not originals[i] for i in range(skip, n)):
+            return False
+        space = self.space
+        new: list[RecordBatch] = []
+        for original, result in zip(originals[skip:], cleaned[skip:], strict=True):
+            if result is original:
+                new.append(original)
+                continue
+            original.holders -= 1
+            if original.holders == 0:
+                space.used -= original.memory
+            if result is not None:
+                result.holders += 1
+                if result.holders == 1:
+                    space.used += result.memory
+                new.append(result)
+        new += batches[n - skip :]
+        self._batches = new
+        self._ends = [b.end_offset for b in new]
+        self._cum = list(accumulate(b.size for b in new))
+        self._total = self._cum[-1] if new else 0
+        self.txns.completed = [
+            t for t in self.txns.completed if t.last_offset >= end or t.last_offset in kept_txns
+        ]
+        self._group_segments(end)
+        self.first_dirty = end
+        return True
+
+    def _group_segments(self, end: int) -> None:
+        """Merge the cleaned segments (wholly below ``end``) while each group's bytes fit
+        in ``segment.bytes``."""
+        segments = self._segments
+        cleaned = bisect_right(segments, end) - 1  # segments before the one holding end
+        if cleaned < 2:
+            return
+        limit = self.config.segment_bytes
+        grouped = [segments[0]]
+        size = self.bytes_between(segments[0], segments[1])
+        for i in range(1, cleaned):
+            nxt = self.bytes_between(segments[i], segments[i + 1])
+            if size + nxt <= limit:
+                size += nxt
+            else:
+                grouped.append(segments[i])
+                size = nxt
+        self._segments = grouped + segments[cleaned:]
+
+    @property
+    def segments(self) -> list[int]:
+        """Each segment's base offset, the active one last."""
+        return list(self._segments)
+
+    def segment_stats(self, start: int) -> list[tuple[int, int, float, float]]:
+        """Each non-active segment from the one holding ``start``: (base offset, bytes,
+        first and last batch's append time; both -1 for an empty one)."""
+        segments = self._segments
+        out = []
+        for i in range(max(bisect_right(segments, start) - 1, 0), len(segments) - 1):
+            lo, hi = segments[i], segments[i + 1]
+            a = bisect_right(self._ends, lo)
+            b = bisect_left(self._ends, hi)
+            b = min(b, len(self._batches) - 1)
+            if a >= len(self._batches) or self._batches[a].base_offset >= hi:
+                out.append((lo, 0, -1.0, -1.0))
+                continue
+            while b > a and self._batches[b].base_offset >= hi:
+                b -= 1
+            out.append(
+                (
+                    lo,
+                    self.bytes_between(lo, hi),
+                    self._batches[a].append_ms,
+                    self._batches[b].append_ms,
+                )
+            )
+        return out
+
+    def batches_between(self, start: int, end: int) -> list[RecordBatch]:
+        """The batches holding offsets in ``[start, end)``."""
+        i = bisect_right(self._ends, start)
+        out = []
+        batches = self._batches
+        while i < len(batches) and batches[i].base_offset < end:
+            out.append(batches[i])
+            i += 1
+        return out
 
     # -- reading --------------------------------------------------------------------------
 
@@ -675,6 +956,10 @@ class Log:
             return None
         i = bisect_right(self._ends, offset)
         batch = self._batches[i]
+        if batch.base_offset > offset:  # in a gap the cleaner left
+            return None
+        if batch.sparse:
+            return next((r for r in batch.records if r.offset == offset), None)
         return batch.records[offset - batch.base_offset]
 
     def epoch_at(self, offset: int) -> int | None:

@@ -279,8 +279,8 @@ class Partition:
         for batch in batches:
             if batch.end_offset <= log.leo:
                 continue
-            if batch.base_offset != log.leo:  # cannot splice: a later fetch will fix it
-                break
+            if batch.base_offset < log.leo:  # cannot splice: a later fetch will fix it
+                break  # (one starting after the log end: a gap the leader's cleaner left)
             log.append_batch(batch)
         if lso > log.leo:
             log.reset_to(lso)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory, OperationCancelled
+from purgatory.sim.cleaner import clean
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.messages import (
     READ_COMMITTED,
@@ -81,6 +82,9 @@ class ReplicaConfig:
     producer_id_expiration_ms: int = 86_400_000
     #: ... on the check every this often (Kafka's producer.id.expiration.check.interval.ms)
     producer_id_expiration_check_interval_ms: int = 600_000
+    #: how often the log cleaner looks for compacted logs to clean (Kafka's
+    #: log.cleaner.backoff.ms, its wait when none is due)
+    log_cleaner_backoff_ms: int = 15_000
 
 
 @final
@@ -158,6 +162,7 @@ class ReplicaManager:
                 loop.create_task(
                     self._producer_expiration_loop(), name=f"producer-expiry-{self.broker_id}"
                 ),
+                loop.create_task(self._cleaner_loop(), name=f"log-cleaner-{self.broker_id}"),
             ]
         if self._metadata.alive[self.broker_id]:
             self.start_fetchers()
@@ -472,6 +477,24 @@ class ReplicaManager:
                 removed += log.remove_expired_producers(now, expiration_ms)
         return removed
 
+    async def clean_logs(self, *, force: bool = False, topic: str | None = None) -> int:
+        """Kafka's log cleaner, once: each compacted log of this broker (led or followed;
+        each replica cleans its own) that is due is cleaned up to its last stable offset,
+        in slices between which the loop runs; ``force`` cleans every one whatever its
+        dirty ratio and lags, its active segment rolled (``topic``: only its partitions).
+        Returns how many logs were cleaned."""
+        broker_id = self.broker_id
+        cleaned = 0
+        for p in list(self._metadata.partitions()):
+            log = p.logs.get(broker_id)
+            if log is None or not log.config.compact or (topic is not None and p.topic != topic):
+                continue
+            first_dirty = log.first_dirty
+            for _ in clean(log, p.last_stable_offset(broker_id), self.now_ms(), force=force):
+                await asyncio.sleep(0)
+            cleaned += log.first_dirty != first_dirty
+        return cleaned
+
     def on_leadership_change(self, p: Partition) -> None:
         """The epoch or the log start of ``p`` moved: every request parked here on it may be
         done."""
@@ -523,6 +546,14 @@ class ReplicaManager:
             await asyncio.sleep(self.config.producer_id_expiration_check_interval_ms / 1000.0)
             if metadata.alive[self.broker_id] and not self.halted:
                 self.remove_expired_producers()
+
+    async def _cleaner_loop(self) -> None:
+        """Every ``log_cleaner_backoff_ms``: :meth:`clean_logs`."""
+        metadata = self._metadata
+        while True:
+            await asyncio.sleep(self.config.log_cleaner_backoff_ms / 1000.0)
+            if metadata.alive[self.broker_id] and not self.halted:
+                await self.clean_logs()
 
     def __repr__(self) -> str:
         parked = sum(p.num_delayed for p in self.purgatories.values())

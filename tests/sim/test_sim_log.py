@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from purgatory.sim.errors import SimulationError
-from purgatory.sim.log import RECORD_OVERHEAD, Log, RecordBatch
+from purgatory.sim.log import RECORD_OVERHEAD, Log, Record, RecordBatch
 
 
 def _log(*batches: tuple[int, int]) -> Log:
@@ -45,10 +45,12 @@ def test_read_records_respects_end_and_reads_whole_batches_within_max_bytes() ->
     assert [r.offset for r in log.read_records(2, 10, 1)] == [2, 3, 4]
 
 
-def test_append_batch_must_be_contiguous() -> None:
+def test_append_batch_must_not_overlap_but_may_follow_a_cleaners_gap() -> None:
     log = _log((2, 0))
-    with pytest.raises(ValueError, match="starts at 5"):
-        log.append_batch(RecordBatch(5, 0, (), 0))
+    with pytest.raises(ValueError, match="starts at 1"):
+        log.append_batch(RecordBatch(1, 0, (Record(1, None, b"x"),), 9))
+    log.append_batch(RecordBatch(5, 0, (Record(5, None, b"x"),), 9))  # a gap: 2 to 4 cleaned
+    assert (log.leo, [r.offset for r in log.read_records(2, 6, 1 << 20)]) == (6, [5])
 
 
 def test_truncate_splits_a_batch() -> None:

@@ -101,6 +101,9 @@ class PartitionHandlers:
     #: on a partition (KIP-890 verification; Kafka verifies only a transaction's first
     #: write to a partition); None: every one is accepted
     txn_verifier: TxnVerifier | None = None
+    #: whether a topic is compacted (its cleanup.policy has compact): a record without a
+    #: key is refused, INVALID_RECORD with the record's index, as by Kafka's LogValidator
+    compacted: Callable[[str], bool] = lambda topic: False
 
     def apis(self) -> ApiTable:
         return {
@@ -259,7 +262,7 @@ class PartitionHandlers:
             return None
         by_topic: dict[int, tuple[Any, str | None, list[dict[str, Any]]]] = {}
         hints: list[tuple[ErrorCode, PartitionMetadata | None]] = []
-        for (name, topic, index, _), (error, base) in zip(requests, answers, strict=True):
+        for (name, topic, index, _), (error, base, refused) in zip(requests, answers, strict=True):
             p = None if name is None else self.cluster.describe_partition(name, index)
             hints.append((error, p))
             entry = by_topic.setdefault(id(topic), (topic, name, []))
@@ -273,6 +276,8 @@ class PartitionHandlers:
                     else None,
                     "log_start_offset": -1 if p is None else p.log_start_offset,
                     "current_leader": self._current_leader(error, p),
+                    "record_errors": [] if refused is None else refused[0],
+                    "error_message": None if refused is None else refused[1],
                 }
             )
         responses = [
@@ -294,7 +299,26 @@ class PartitionHandlers:
         acks: int,
         timeout_ms: int,
         append_ms: int,
-    ) -> tuple[ErrorCode, int]:
+    ) -> tuple[ErrorCode, int, _RecordErrors | None]:
+        error, base = await self._append_one(
+            version, topic, index, records, acks, timeout_ms, append_ms
+        )
+        if isinstance(error, tuple):
+            return ErrorCode.INVALID_RECORD, -1, error
+        return error, base, None
+
+    async def _append_one(
+        self,
+        version: int,
+        topic: str | None,
+        index: int,
+        records: bytes | None,
+        acks: int,
+        timeout_ms: int,
+        append_ms: int,
+    ) -> tuple[ErrorCode | _RecordErrors, int]:
+        """The answer to one partition's produce: an error code (NONE) and base offset, or
+        the records refused (INVALID_RECORD with its record errors)."""
         if topic is None:
             return ErrorCode.UNKNOWN_TOPIC_ID, -1
         error, _ = self._leads(topic, index)
@@ -328,6 +352,10 @@ class PartitionHandlers:
                     entries.extend(batch.key_values())
                 if bounds is not None and not _in_time(batch, bounds, append_ms):
                     return ErrorCode.INVALID_TIMESTAMP, -1
+                if self.compacted(topic):
+                    keyless = _keyless(batch, f"{topic}-{index}")
+                    if keyless is not None:
+                        return keyless, -1
         except UnsupportedCompression:
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1
         except DecodeError as exc:
@@ -580,7 +608,11 @@ def _records_section(
             continue
         base = batch.base_offset
         start = max(offset, base)
-        records = batch.records[start - base : hw - base]
+        if batch.sparse:  # cleaned: its records' offsets have gaps
+            records = tuple(r for r in batch.records if start <= r.offset < hw)
+            start = records[0].offset if records else start
+        else:
+            records = batch.records[start - base : hw - base]
         if records:
             producer = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
             if batch.base_sequence >= 0 and start > base:
@@ -593,6 +625,7 @@ def _records_section(
                 now_ms,
                 producer,
                 batch.attributes,
+                [r.offset for r in records] if batch.sparse else None,
             )
     return bytes(out), codecs
 
@@ -600,6 +633,37 @@ def _records_section(
 def _stamped_at(append_ms: int) -> datetime.datetime:
     """A Produce answer's log_append_time: when a LogAppendTime topic stamped the batch."""
     return datetime.datetime.fromtimestamp(append_ms / 1000, tz=datetime.UTC)
+
+
+#: the record errors of a Produce refused INVALID_RECORD (each record's index in its batch
+#: and why), and the partition's error message
+_RecordErrors = tuple[list[dict[str, Any]], str]
+
+
+def _keyless(batch: WireBatch, partition: str) -> _RecordErrors | None:
+    """The records of ``batch`` without a key, as Kafka's LogValidator refuses them for a
+    compacted topic (each by its index in the batch; the batch is not appended); None if
+    every record has a key."""
+    errors = [
+        {
+            "batch_index": i,
+            "batch_index_error_message": "Compacted topic cannot accept message without key "
+            f"in topic partition {partition}",
+        }
+        for i, record in enumerate(batch.records())
+        if record.key is None
+    ]
+    if not errors:
+        return None
+    shown = ", ".join(
+        f"RecordError(batchIndex={e['batch_index']}, message='{e['batch_index_error_message']}')"
+        for e in errors[:3]
+    )
+    message = (
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]"
+    )
+    return errors, message
 
 
 #: Java's Long.MAX_VALUE: a timestamp bound that bounds nothing

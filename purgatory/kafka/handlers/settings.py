@@ -265,10 +265,21 @@ class ClusterConfigs:
 
     def log_config(self, own: Mapping[str, Value], broker: int) -> LogConfig:
         """What the simulation acts on for a topic with configs ``own`` on ``broker``."""
+        policy = str(self.topic_value("cleanup.policy", own, broker)).split(",")
+        ratio = self.topic_value("min.cleanable.dirty.ratio", own, broker)
+        assert isinstance(ratio, float | int)
         return LogConfig(
             self._int(self.topic_value("retention.bytes", own, broker), lowest=-1),
             self._int(self.topic_value("retention.ms", own, broker), lowest=-1),
             self._int(self.topic_value("min.insync.replicas", own, broker)),
+            compact="compact" in policy,
+            delete="delete" in policy,
+            segment_bytes=self._int(self.topic_value("segment.bytes", own, broker)),
+            segment_ms=self._int(self.topic_value("segment.ms", own, broker)),
+            delete_retention_ms=self._int(self.topic_value("delete.retention.ms", own, broker)),
+            min_compaction_lag_ms=self._int(self.topic_value("min.compaction.lag.ms", own, broker)),
+            max_compaction_lag_ms=self._int(self.topic_value("max.compaction.lag.ms", own, broker)),
+            min_cleanable_dirty_ratio=float(ratio),
         )
 
     def created(self, name: str, own: Mapping[str, Value]) -> None:
@@ -338,6 +349,11 @@ class ClusterConfigs:
         """Whether ``topic``'s batches are stamped with the time they are appended
         (message.timestamp.type LogAppendTime) on ``broker``."""
         return self._in_force("message.timestamp.type", topic, broker) == "LogAppendTime"
+
+    def compacted(self, topic: str, broker: int) -> bool:
+        """Whether ``topic``'s cleanup.policy on ``broker`` compacts it."""
+        policy = str(self._in_force("cleanup.policy", topic, broker))
+        return "compact" in policy.split(",")
 
     def topics_with_configs(self) -> list[str]:
         """The topics there are (every topic has configs, Kafka's defaults at least)."""
