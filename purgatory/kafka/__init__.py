@@ -13,7 +13,7 @@ The public API, importable from here::
   :mod:`purgatory.sim`).
 
 Only :class:`ErrorCode` is imported with the package; the others (and the Kafka wire
-underneath, about 0.3 s of imports) are imported when first used, so that the pytest
+underneath, about 0.2 s of imports) are imported when first used, so that the pytest
 plugin (:mod:`.pytest_plugin`) costs nothing until a test asks for its fixture.
 
 Inside, the package depends downward on :mod:`purgatory.sim` only. Its rooms, from the top

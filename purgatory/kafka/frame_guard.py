@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import io
 
+# kio without hypothesis (its phantom types would import it): first, see the module
+import purgatory.kafka.kio_hypothesis  # noqa: F401  # isort: skip
+
 from kio.serial.writers import write_unsigned_varint
 from kio.static.primitive import uvarint
 

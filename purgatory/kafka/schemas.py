@@ -28,6 +28,9 @@ from functools import cache
 from pkgutil import resolve_name
 from typing import Any, Final, NamedTuple
 
+# kio without hypothesis (its phantom types would import it): first, see the module
+import purgatory.kafka.kio_hypothesis  # noqa: F401  # isort: skip
+
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer

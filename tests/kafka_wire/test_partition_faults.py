@@ -15,7 +15,7 @@ import pytest_asyncio
 from kio_wire import read_response, round_trip
 
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
-from purgatory.kafka.faults import PARTITION_APIS, Faults
+from purgatory.kafka.faults import _PARTITIONED, PARTITION_APIS, Faults, partitioned_apis
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import encode_batch
 from purgatory.kafka.schemas import build, error_response, request_type, versions
@@ -220,6 +220,11 @@ def _codes(entity: Any) -> list[tuple[int, int]]:
 
 def test_the_served_apis_with_a_code_per_partition_are_those_covered() -> None:
     assert set(_VALUES) == PARTITION_APIS
+
+
+def test_the_written_out_partition_apis_are_those_the_schemas_name() -> None:
+    # the tables are written out so that importing faults loads no schema module
+    assert partitioned_apis() == (_PARTITIONED, PARTITION_APIS)
 
 
 @pytest.mark.parametrize("key", sorted(_VALUES, key=int))

@@ -1,0 +1,125 @@
+"""What importing and starting the embedded cluster loads: no schema module it does not
+use, and not hypothesis, installed or not (kio's phantom types would import it; see
+purgatory/kafka/kio_hypothesis.py), while a test that imports hypothesis itself still
+gets kio's strategies."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import pkgutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from kio.schema.index import api_key_map
+
+from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.schemas import UNSTABLE, versions
+
+
+def _python(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_importing_the_embedded_cluster_imports_no_hypothesis() -> None:
+    _python("""
+        import purgatory.kafka.embedded, sys
+        assert "hypothesis" not in sys.modules
+        """)
+
+
+_METADATA_ANSWERED = """
+    import socket, struct, sys
+    from purgatory.kafka.embedded import EmbeddedKafka
+
+    with EmbeddedKafka(brokers=3, topics={"t": 1}) as kafka:
+        host, port = kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as conn:
+            # Metadata v1: header (key 3, version 1, correlation id 7, client id "c"),
+            # then a null topic array (all topics)
+            body = struct.pack(">hhih", 3, 1, 7, 1) + b"c" + struct.pack(">i", -1)
+            conn.sendall(struct.pack(">i", len(body)) + body)
+            answer = b""
+            while len(answer) < 8:
+                answer += conn.recv(4096)
+            assert struct.unpack_from(">ii", answer)[1] == 7, answer
+    assert "hypothesis" not in sys.modules
+    loaded = sorted(m for m in sys.modules if m.startswith("kio.schema.") and ".v" in m)
+    print(" ".join(loaded))
+    """
+
+
+def test_a_started_cluster_answering_metadata_imports_no_hypothesis_and_one_schema() -> None:
+    loaded = _python(_METADATA_ANSWERED).split()
+    # the headers, and the one (API, version) asked
+    assert {m for m in loaded if "_header" not in m} == {
+        "kio.schema.metadata.v1",
+        "kio.schema.metadata.v1.request",
+        "kio.schema.metadata.v1.response",
+    }
+
+
+def test_hypothesis_imported_later_still_has_kios_strategies() -> None:
+    """The ``hypothesis`` entry point registers them when hypothesis is imported: for the
+    phantom types defined before (i32) and after (the schemas' TopicName)."""
+    out = _python("""
+        import purgatory.kafka.embedded
+        from hypothesis import strategies as st
+        from kio.schema.types import TopicName
+        from kio.static.primitive import i32, u8
+        from purgatory.kafka.protocol import ApiKey
+        from purgatory.kafka.schemas import request_type
+        assert st.from_type(u8).example() in range(256)
+        assert st.from_type(i32).example() in range(-(2**31), 2**31)
+        assert isinstance(st.from_type(TopicName).example(), str)
+        print(type(st.from_type(request_type(ApiKey.METADATA, 12)).example()).__name__)
+        """)
+    assert out.split() == ["MetadataRequest"]
+
+
+def test_kio_imported_first_registers_its_strategies_as_usual() -> None:
+    _python("""
+        import sys
+        import kio.schema.types
+        assert "hypothesis" in sys.modules
+        import purgatory.kafka.embedded
+        from hypothesis import strategies as st
+        from kio.static.primitive import i16
+        assert st.from_type(i16).example() in range(-(2**15), 2**15)
+        """)
+
+
+def test_the_hypothesis_entry_point_is_installed() -> None:
+    hooks = importlib.metadata.entry_points(group="hypothesis")
+    assert "purgatory.kafka.kio_hypothesis:register_strategies" in {e.value for e in hooks}
+
+
+def _kio_versions(name: str) -> list[int]:
+    """The versions of an API that kio has a request and a response module for, found by
+    importing them."""
+    package = importlib.import_module(f"kio.schema.{name}")
+    found = []
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name.startswith("v") and module.name[1:].isdigit():
+            for kind in ("request", "response"):
+                importlib.import_module(f"kio.schema.{name}.{module.name}.{kind}")
+            found.append(int(module.name[1:]))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("key", list(ApiKey), ids=lambda key: key.name)
+def test_versions_are_the_range_kio_has_modules_for(key: ApiKey) -> None:
+    found = _kio_versions(api_key_map[key])
+    high = found[-1] - (UNSTABLE.get(key) == found[-1])
+    assert found == list(range(found[0], found[-1] + 1))
+    assert versions(key) == (found[0], high)
