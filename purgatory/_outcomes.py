@@ -104,3 +104,4 @@ class PurgatoryStatistics:
     callback_errors: int
     purges: int
     purged_entries: int
+    threshold_keys: int = 0  # keys with threshold waiters (wait_for_value)

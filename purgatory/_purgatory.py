@@ -4,13 +4,20 @@ Operations wait here until ``check_and_complete(key)`` finds their condition met
 their delay passes and the reaper expires them. Watcher lists are plain lists (append is
 the cheapest watch); completed operations are dropped lazily, by the next check of the
 key or by a purge, which runs in slices so that it never stalls expirations.
+
+Threshold waits (``watch_threshold``, ``wait_for_value``, ``set_value``) skip the checks
+altogether: each key holds an integer value and a heap of its waiters ordered by threshold,
+and setting the value pops exactly the waiters it reaches (O(log n) each). Their finished
+entries are dropped the same lazy way: when they reach the top of the heap, or by a purge.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
+import operator
 from collections.abc import Hashable, Iterable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Final, Generic, Self, SupportsIndex, TypeVar, cast, final
@@ -24,7 +31,7 @@ from purgatory._operation import (
 )
 from purgatory._outcomes import Listener, OperationRecord, PurgatoryStatistics
 from purgatory._timer import SystemTimer
-from purgatory._wait import Predicate, predicate_wait
+from purgatory._wait import Predicate, ThresholdWait, predicate_wait
 from purgatory._wheel import checked_int
 
 logger = logging.getLogger("purgatory")
@@ -35,6 +42,10 @@ Op = TypeVar("Op", bound=DelayedOperation)
 PURGE_SLICE: Final = 4096
 
 _PENDING: Final = OperationState.PENDING
+
+# A threshold waiter in its key's heap: (threshold, sequence number, operation). The
+# sequence number breaks ties in arrival order, so operations are never compared.
+ThresholdEntry = tuple[int, int, DelayedOperation]
 
 # None outside a loop. It costs about 300 ns on Python 3.11, more than a whole watch, so the
 # hot paths call it only while no reaper runs: on first use, or once the loop that ran the
@@ -73,7 +84,11 @@ class DelayedOperationPurgatory(Generic[Op]):
         self.timer_enabled = timer_enabled
         self.timer = SystemTimer(name, tick_ms, wheel_size, clock=clock)
         self._watchers: dict[Hashable, list[Op]] = {}
-        self._watched = 0  # entries across all watcher lists
+        self._watched = 0  # entries across all watcher lists and threshold heaps
+        # threshold waits: each key's value, and its waiters in a heap by threshold
+        self._values: dict[Hashable, int] = {}
+        self._thresholds: dict[Hashable, list[ThresholdEntry]] = {}
+        self._threshold_seq = 0
         # Entries of finished operations still in some list. Kafka estimates this as
         # estimatedTotalOperations - numDelayed (in operations); counting entries exactly
         # bounds `watched` by purge_interval whatever the number of keys per operation.
@@ -144,6 +159,104 @@ class DelayedOperationPurgatory(Generic[Op]):
         wait = predicate_wait(predicate, timeout_ms)
         await self.park(cast(Op, wait), keys)
         return wait.outcome()
+
+    # -- threshold waits ---------------------------------------------------------------------
+
+    def watch_threshold(self, op: Op, key: Hashable, threshold: SupportsIndex) -> bool:
+        """Complete ``op`` (``force_complete``) once ``key``'s value reaches ``threshold``
+        (value >= threshold, see :meth:`set_value`); time it out after ``op.delay_ms``.
+        True if the value already reaches it: ``op`` completed during this call and is not
+        watched. Its ``try_complete`` is never called: the threshold is its condition.
+
+        ``threshold`` is an int (a bool or a float is a ``TypeError``). Nothing is
+        registered if an argument is refused."""
+        bound = checked_value("threshold", threshold)
+        values = self._values
+        heaps = self._thresholds
+        value = values.get(key)  # a key that cannot be hashed or compared fails here
+        heap = heaps.get(key)
+        self._register(op, (key,))
+        op.checks += 1
+        if value is not None and value >= bound:
+            op.force_complete()
+            return True
+        self._threshold_seq += 1
+        entry = (bound, self._threshold_seq, cast(DelayedOperation, op))
+        if heap is None:
+            try:
+                heaps[key] = [entry]
+            except BaseException:  # a key's __eq__ raised: the op is free again
+                op._purgatory = None
+                op.keys = ()
+                raise
+        else:
+            heapq.heappush(heap, entry)
+        op._entries = 1
+        self._watched += 1
+        self._schedule_timeout(op, op.started_ms)  # no await since _register read the clock
+        return False
+
+    async def wait_for_value(
+        self, key: Hashable, threshold: SupportsIndex, timeout_ms: SupportsIndex
+    ) -> bool:
+        """Wait until ``key``'s value reaches ``threshold`` (value >= threshold, see
+        :meth:`set_value`): True as soon as it does (at once if it already does), False
+        once ``timeout_ms`` has passed.
+
+        Cancelling the caller removes the wait; :class:`~purgatory.OperationCancelled` on
+        shutdown. Unlike :meth:`wait_until` nothing is checked per waiter: a
+        :meth:`set_value` completes exactly the waiters it reaches."""
+        wait = ThresholdWait(timeout_ms)
+        if self.watch_threshold(cast(Op, wait), key, threshold):
+            return True
+        try:
+            await wait
+        except asyncio.CancelledError:
+            wait.cancel()
+            raise
+        return not wait.is_expired
+
+    def set_value(self, key: Hashable, value: SupportsIndex) -> int:
+        """Set ``key``'s value and complete every threshold waiter of ``key`` it reaches
+        (threshold <= value), in threshold order; return how many this call completed.
+
+        The value may go down (a truncation): it is lowered, no waiter completes, and the
+        waiters stay until a later value reaches them. ``value`` is an int (a bool or a
+        float is a ``TypeError``, and nothing changes)."""
+        new = checked_value("value", value)
+        if self._reaper is None:
+            self._check_loop(_running_loop())
+        self._values[key] = new
+        heaps = self._thresholds
+        heap = heaps.get(key)
+        if not heap or heap[0][0] > new:
+            return 0
+        completed = 0
+        pop = heapq.heappop
+        while heap and heap[0][0] <= new:
+            op = pop(heap)[2]
+            self._watched -= 1
+            if op._state is _PENDING:
+                op._entries = 0  # its one entry is gone: nothing stale left behind
+                op.checks += 1
+                if op.force_complete():
+                    completed += 1
+                if heaps.get(key) is not heap:  # on_complete ran cancel_for_key(key)
+                    return completed
+            else:
+                self._stale_entries -= 1
+        if not heap:
+            del heaps[key]
+        return completed
+
+    def value_of(self, key: Hashable) -> int | None:
+        """``key``'s value (the last :meth:`set_value`), or None if it has none."""
+        return self._values.get(key)
+
+    def forget_value(self, key: Hashable) -> int | None:
+        """Forget ``key``'s value (say, the key was deleted) and return it; its waiters
+        stay, waiting for a :meth:`set_value` that reaches them."""
+        return self._values.pop(key, None)
 
     def try_complete_else_watch_nowait(self, op: Op, keys: Iterable[Hashable]) -> bool:
         """The synchronous core of :meth:`try_complete_else_watch`, for operations whose
@@ -237,9 +350,10 @@ class DelayedOperationPurgatory(Generic[Op]):
         does: it leaves the timer and all its keys, ``await op`` raises
         :class:`~purgatory.OperationCancelled`) and drop the key's watcher list. Returns
         the operations it cancelled."""
-        ops = self._watchers.pop(key, None)
-        if ops is None:
-            return []
+        ops = self._watchers.pop(key, [])
+        heap = self._thresholds.pop(key, None)
+        if heap is not None:
+            ops.extend(cast(Op, entry[2]) for entry in heap)
         self._watched -= len(ops)
         cancelled = []
         for op in ops:
@@ -278,11 +392,20 @@ class DelayedOperationPurgatory(Generic[Op]):
                 if op._state is _PENDING and id(op) not in seen:
                     seen.add(id(op))
                     pending.append(op)
+        for heap in list(self._thresholds.values()):
+            for entry in heap[:]:
+                waiter = entry[2]
+                if waiter._state is _PENDING:  # in one heap only: no duplicates
+                    pending.append(cast(Op, waiter))
         return pending
 
     def watched_keys(self) -> int:
         """How many keys have a watcher list."""
         return len(self._watchers)
+
+    def threshold_keys(self) -> int:
+        """How many keys have threshold waiters."""
+        return len(self._thresholds)
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(record)`` for every operation that leaves the purgatory."""
@@ -432,6 +555,23 @@ class DelayedOperationPurgatory(Generic[Op]):
         else:
             del self._watchers[key]
 
+    def _compact_thresholds(self, key: Hashable) -> None:
+        heap = self._thresholds.get(key)
+        if heap is None:
+            return
+        kept = [entry for entry in heap if entry[2]._state is _PENDING]
+        removed = len(heap) - len(kept)
+        if not removed:
+            return
+        self._watched -= removed
+        self._stale_entries -= removed
+        if kept:
+            heapq.heapify(kept)
+            heap[:] = kept  # in place: set_value may be popping from this very list
+        else:
+            heap.clear()
+            del self._thresholds[key]
+
     # -- completion bookkeeping (called by the operation) ------------------------------------
 
     def _operation_finished(self, op: DelayedOperation) -> None:
@@ -502,6 +642,17 @@ class DelayedOperationPurgatory(Generic[Op]):
                 if budget <= 0:
                     budget = PURGE_SLICE
                     await asyncio.sleep(0)
+            for key in list(self._thresholds):
+                heap = self._thresholds.get(key)
+                if heap is None:
+                    continue
+                before = self._watched
+                budget -= len(heap)
+                self._compact_thresholds(key)
+                self._purged_entries += before - self._watched
+                if budget <= 0:
+                    budget = PURGE_SLICE
+                    await asyncio.sleep(0)
         finally:
             self._purger = None
 
@@ -551,6 +702,10 @@ class DelayedOperationPurgatory(Generic[Op]):
         for ops in list(self._watchers.values()):
             for op in ops:
                 op.cancel()
+        for heap in list(self._thresholds.values()):
+            for entry in heap:
+                entry[2].cancel()
+        self._thresholds.clear()
         for leftover in self.timer.close():
             if isinstance(leftover, DelayedOperation):
                 leftover.cancel()
@@ -564,6 +719,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             labels=self.labels,
             watched=self._watched,
             keys=len(self._watchers),
+            threshold_keys=len(self._thresholds),
             num_delayed=self.timer.size,
             completed=self._completed,
             expired=self._expired,
@@ -604,3 +760,16 @@ def check_labels(labels: Mapping[str, str] | None) -> Mapping[str, str]:
         if not isinstance(value, str):
             raise TypeError(f"label {key!r} must be a str, got {value!r}")
     return MappingProxyType(dict(labels))
+
+
+def checked_value(name: str, value: object) -> int:
+    """``value`` as an int: a key's value or a threshold. A bool, a float or anything
+    without ``__index__`` is a ``TypeError``."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not a bool")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}") from None

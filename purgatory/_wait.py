@@ -1,4 +1,5 @@
-"""Keyed waits without subclassing: the operations behind ``purgatory.wait_until``.
+"""Keyed waits without subclassing: the operations behind ``purgatory.wait_until`` and
+``purgatory.wait_for_value``.
 
 A wait is a :class:`~purgatory.DelayedOperation` whose condition is the caller's predicate.
 A predicate that raises ends the wait: the exception reaches the waiting caller instead of
@@ -57,6 +58,14 @@ class AsyncPredicateWait(PredicateWait):
             self.raised = exc
             return self.force_complete()
         return self.force_complete() if held else False
+
+
+class ThresholdWait(DelayedOperation):
+    """The operation behind ``wait_for_value``: the purgatory completes it when its key's
+    value reaches its threshold, so it has no condition of its own to check."""
+
+    def try_complete(self) -> bool:
+        return False
 
 
 def predicate_wait(predicate: Predicate, timeout_ms: SupportsIndex) -> PredicateWait:

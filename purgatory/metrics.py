@@ -57,9 +57,10 @@ deadline; a healthy reaper stays within a tick or two."""
 
 # (metric suffix, PurgatoryStatistics field, help) for the values read at scrape time.
 _GAUGES: Final = (
-    ("watched_entries", "watched", "Watcher-list entries (Kafka's PurgatorySize)."),
+    ("watched_entries", "watched", "Watcher-list and threshold entries (Kafka's PurgatorySize)."),
     ("delayed_operations", "num_delayed", "Operations in the timer (NumDelayedOperations)."),
     ("watched_keys", "keys", "Keys with a non-empty watcher list."),
+    ("threshold_keys", "threshold_keys", "Keys with threshold waiters (wait_for_value)."),
 )
 _COUNTERS: Final = (
     ("operations_completed", "completed", "Operations completed before their timeout."),
@@ -123,7 +124,8 @@ class PurgatoryMetrics:
     """Prometheus metrics for the purgatories handed to :meth:`track`.
 
     Exposes, per purgatory name: ``purgatory_watched_entries``,
-    ``purgatory_delayed_operations``, ``purgatory_watched_keys`` and, per kind too,
+    ``purgatory_delayed_operations``, ``purgatory_watched_keys``,
+    ``purgatory_threshold_keys`` and, per kind too,
     ``purgatory_pending_operations`` (gauges);
     ``purgatory_operations_{completed,expired,cancelled}_total``,
     ``purgatory_operation_errors_total`` (completed with an error code),

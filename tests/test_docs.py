@@ -20,8 +20,8 @@ def _examples() -> list[tuple[str, str | None]]:
     return [(m.group(1), m.group(2)) for m in _EXAMPLE.finditer(TUTORIAL)]
 
 
-def test_the_tutorial_has_its_three_steps() -> None:
-    assert len(_examples()) == 3
+def test_the_tutorial_has_its_four_steps() -> None:
+    assert len(_examples()) == 4
 
 
 @pytest.mark.parametrize(("code", "printed"), _examples())

@@ -4,7 +4,8 @@ baselines, and its deadlines against the monotonic clock.
 ``workload`` is Kafka's TestPurgatoryPerformance (``--compare`` adds the call_later and heap
 baselines and the workload floor); ``timer`` adds and cancels a million timeouts on
 SystemTimer and on ``loop.call_later``; ``deadlines`` expires operations in real time and
-counts any that fired before submit time + delay by ``time.monotonic()``.
+counts any that fired before submit time + delay by ``time.monotonic()``; ``thresholds``
+advances one key's value under many waiters, ``set_value`` against ``wait_until``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from purgatory.cli_types import int_at_least, positive_float
 if TYPE_CHECKING:
     from purgatory.bench.deadlines import DeadlineResult
     from purgatory.bench.report import TimerReport, WorkloadReport
+    from purgatory.bench.thresholds import ThresholdBenchResult
 
 _WORKLOAD_DEFAULTS = PurgatoryPerformanceConfig()
 # The workload options: (flag, the PurgatoryPerformanceConfig field it sets, type, metavar,
@@ -72,18 +74,39 @@ _TIMER_OPTIONS = (
     ("--min-delay", "MS", "smallest delay (default 1)"),
     ("--max-delay", "MS", "largest delay (default 300000; deadlines: 5000)"),
 )
+_THRESHOLD_OPTIONS = (
+    ("--waiters", "N", "waiters on the one key (default 100000)"),
+    (
+        "--advances",
+        "N",
+        "advances of its value by 1; thresholds are uniform over 1..N (default 10000)",
+    ),
+    (
+        "--baseline-advances",
+        "N",
+        "advances the wait_until baseline runs (default: as many as make about 10**7 checks)",
+    ),
+)
 _WORKLOAD_ONLY = tuple(o[0] for o in _WORKLOAD_OPTIONS) + tuple(s[0] for s in _WORKLOAD_SWITCHES)
 _TIMER_ONLY = tuple(o[0] for o in _TIMER_OPTIONS)
+_THRESHOLD_ONLY = tuple(o[0] for o in _THRESHOLD_OPTIONS)
+# which kind each group of options belongs to (deadlines shares the timer's)
+_OPTION_GROUPS = (
+    ("workload", ("workload",), _WORKLOAD_ONLY),
+    ("timer", ("timer", "deadlines"), _TIMER_ONLY),
+    ("thresholds", ("thresholds",), _THRESHOLD_ONLY),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "kind",
         nargs="?",
-        choices=("workload", "timer", "deadlines"),
+        choices=("workload", "timer", "deadlines", "thresholds"),
         default="workload",
         help="workload: Kafka's TestPurgatoryPerformance (default); timer: add+cancel bench; "
-        "deadlines: real-time expiries checked against time.monotonic()",
+        "deadlines: real-time expiries checked against time.monotonic(); thresholds: "
+        "set_value against wait_until under many waiters on one key",
     )
     parser.add_argument(
         "--loop",
@@ -115,6 +138,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     timer = parser.add_argument_group("timer and deadlines options")
     for flag, metavar, text in _TIMER_OPTIONS:
         timer.add_argument(flag, type=int_at_least(1), default=None, metavar=metavar, help=text)
+    thresholds = parser.add_argument_group("thresholds options")
+    for flag, metavar, text in _THRESHOLD_OPTIONS:
+        thresholds.add_argument(
+            flag, type=int_at_least(1), default=None, metavar=metavar, help=text
+        )
     parser.set_defaults(_parser=parser)
 
 
@@ -206,6 +234,21 @@ def _run_deadlines(args: argparse.Namespace) -> list[DeadlineResult]:
     return [measure_deadlines(loop, operations, lo, hi, args.seed) for loop in _loops(args)]
 
 
+def _run_thresholds(args: argparse.Namespace) -> list[ThresholdBenchResult]:
+    from purgatory.bench.thresholds import (
+        DEFAULT_ADVANCES,
+        DEFAULT_WAITERS,
+        run_threshold_bench,
+    )
+
+    waiters = DEFAULT_WAITERS if args.waiters is None else args.waiters
+    advances = DEFAULT_ADVANCES if args.advances is None else args.advances
+    return [
+        run_threshold_bench(loop, waiters, advances, args.baseline_advances, args.seed, args.repeat)
+        for loop in _loops(args)
+    ]
+
+
 def _format_deadlines(result: DeadlineResult) -> str:
     return (
         f"deadlines on {result.loop}: {result.operations:,} operations, "
@@ -218,16 +261,22 @@ def _format_deadlines(result: DeadlineResult) -> str:
 def run(args: argparse.Namespace) -> int:
     from purgatory.bench.report import config_dict, format_timer, format_workload
 
-    wrong = _given(args, _TIMER_ONLY if args.kind == "workload" else _WORKLOAD_ONLY)
-    if wrong:
-        other = "timer" if args.kind == "workload" else "workload"
-        _fail(args, f"{', '.join(wrong)}: only for 'purgatory bench {other}'")
+    for owner, kinds, flags in _OPTION_GROUPS:
+        wrong = [] if args.kind in kinds else _given(args, flags)
+        if wrong:
+            _fail(args, f"{', '.join(wrong)}: only for 'purgatory bench {owner}'")
     # the JSON edge: {"benchmark": kind, ["config": ...,] "results": [...]}
     out: dict[str, object] = {"benchmark": args.kind}
     if args.kind == "deadlines":
         deadlines = _run_deadlines(args)
         text = "\n".join(_format_deadlines(r) for r in deadlines)
         out["results"] = [dataclasses.asdict(r) for r in deadlines]
+    elif args.kind == "thresholds":
+        from purgatory.bench.thresholds import format_thresholds
+
+        results = _run_thresholds(args)
+        text = "\n\n".join(format_thresholds(r) for r in results)
+        out["results"] = [r.to_dict() for r in results]
     elif args.kind == "timer":
         timers = _run_timer(args)
         text = "\n\n".join(format_timer(r) for r in timers)

@@ -29,6 +29,11 @@ from purgatory.cli import main
         (["timer", "--min-delay", "50", "--max-delay", "10"], "--min-delay"),
         (["deadlines", "--num", "10"], "only for 'purgatory bench workload'"),
         (["deadlines", "--min-delay", "50", "--max-delay", "10"], "--min-delay"),
+        (["thresholds", "--num", "10"], "only for 'purgatory bench workload'"),
+        (["thresholds", "--tasks", "10"], "only for 'purgatory bench timer'"),
+        (["timer", "--waiters", "10"], "only for 'purgatory bench thresholds'"),
+        (["--advances", "10"], "only for 'purgatory bench thresholds'"),
+        (["thresholds", "--waiters", "0"], "must be >= 1"),
         (["--loop", "trio"], "invalid choice"),
         (["--repeat", "0"], "must be >= 1"),
     ],
@@ -106,6 +111,28 @@ def test_deadlines_json_counts_no_early_expiry(capsys: pytest.CaptureFixture[str
     [result] = json.loads(capsys.readouterr().out)["results"]
     assert (result["operations"], result["early"]) == (200, 0)
     assert 0 <= result["lateness_p50_ms"] <= result["lateness_p99_ms"] <= result["lateness_max_ms"]
+
+
+def test_thresholds_checks_only_what_each_advance_reaches(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["bench", "thresholds", "--waiters", "300", "--advances", "60", "--json"]
+    assert main([*argv, "--baseline-advances", "20", "--loop", "both"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [r["loop"] for r in results] == ["asyncio", "uvloop"]
+    for result in results:
+        ours, all_of_ours, theirs = (
+            result["set_value"],
+            result["set_value_all"],
+            result["wait_until"],
+        )
+        assert (ours["triggers"], all_of_ours["triggers"], theirs["triggers"]) == (20, 60, 20)
+        assert all_of_ours["completions"] == 300  # every threshold is in 1..60
+        # set_value checks exactly whom it completes; wait_until checks every waiter
+        assert ours["checks"] == ours["completions"] == theirs["completions"]
+        assert all_of_ours["checks"] == 300
+        assert theirs["checks"] > 10 * theirs["completions"]
+        assert result["cpu_ratio"] > 0
 
 
 def test_an_unmeasurable_cpu_target_is_reported_not_dropped() -> None:
