@@ -17,7 +17,6 @@ from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
 from purgatory.kafka.authorization import Caller, authorized, unruled
 from purgatory.kafka.broker_configs import BrokerConfigs
-from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
@@ -101,24 +100,11 @@ class KafkaFrontDoor:
         self.addresses: dict[int, tuple[str, int]] = {}
         #: broker id -> (host, port) of its SASL_PLAINTEXT listener
         self.sasl_addresses = self.addresses if base_port is None else {}
-        # One coordinator serves every broker; its purgatories carry the label the
-        # brokers' do, so that they share the metric families.
+        # One group coordinator serves every broker.
         self.configs = BrokerConfigs() if configs is None else configs
-        self.coordinator = GroupCoordinator(
-            self.configs.number("group.min.session.timeout.ms"),
-            self.configs.number("group.max.session.timeout.ms"),
-            labels={"broker": "all"},
-            initial_rebalance_delay_ms=self.configs.number("group.initial.rebalance.delay.ms"),
-        )
-        self.consumer_groups = ConsumerGroupCoordinator(
-            topics_of(cluster),
-            heartbeat_interval_ms=self.configs.number("group.consumer.heartbeat.interval.ms"),
-            session_timeout_ms=self.configs.number("group.consumer.session.timeout.ms"),
-        )
-        self.coordinator.consumer_groups = self.consumer_groups
-        self.consumer_groups.classic = self.coordinator
+        self.coordinator = _group_coordinator(cluster, self.configs)
         # commits are timed by the coordinator's clock, as groups turning Empty are
-        self.offsets = OffsetStore(self.coordinator.rebalances.timer.now_ms)
+        self.offsets = OffsetStore(self.coordinator.now_ms)
         #: __consumer_offsets: its partitions' leaders coordinate the groups
         self.offsets_topic = OffsetsTopic(
             cluster,
@@ -168,11 +154,19 @@ class KafkaFrontDoor:
         )
         #: the client quotas AlterClientQuotas sets
         self.client_quotas = ClientQuotaHandlers()
-        self._shared: list[ApiTable] = [
+        self._shared = self._shared_apis(cluster)
+        self._servers: dict[int, KafkaProtocolServer] = {}
+        self._sasl_servers: dict[int, KafkaProtocolServer] = {}
+        #: per-request fault rules, for every listener (none by default)
+        self.faults = Faults(self._faults_active, cluster.topic_name)
+
+    def _shared_apis(self, cluster: Cluster) -> list[ApiTable]:
+        """The handler tables every listener shares (over the state the brokers share)."""
+        return [
             self._topics.apis(),
             MembershipHandlers(self.coordinator).apis(),
-            OffsetHandlers(self.offsets, self.coordinator, cluster, self.consumer_groups).apis(),
-            ConsumerGroupHandlers(self.consumer_groups, cluster).apis(),
+            OffsetHandlers(self.offsets, self.coordinator, cluster).apis(),
+            ConsumerGroupHandlers(self.coordinator, cluster).apis(),
             CoordinatorHandlers(self._coordinator_for, self.transactions, self.addresses).apis(),
             ElectionHandlers(cluster).apis(),
             DescribeClusterHandlers(cluster, self.addresses).apis(),
@@ -185,10 +179,6 @@ class KafkaFrontDoor:
             SaslHandlers(self.credentials).apis(),
             AclHandlers(self.acls, self.authorizer is not None).apis(),
         ]
-        self._servers: dict[int, KafkaProtocolServer] = {}
-        self._sasl_servers: dict[int, KafkaProtocolServer] = {}
-        #: per-request fault rules, for every listener (none by default)
-        self.faults = Faults(self._faults_active, cluster.topic_name)
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
@@ -205,11 +195,11 @@ class KafkaFrontDoor:
 
     def expire_offsets(self) -> int:
         """One pass of Kafka's offset expiry: committed offsets of groups without members
-        older than ``offsets.retention.minutes`` go (see :meth:`OffsetStore.expire`);
+        older than ``offsets.retention.minutes`` go (see :meth:`GroupCoordinator.expire_offsets`);
         returns how many. The front door runs one every
         ``offsets.retention.check.interval.ms``."""
         retention_ms = self.configs.number("offsets.retention.minutes") * 60_000
-        return self.offsets.expire(retention_ms, self.coordinator.groups)
+        return self.coordinator.expire_offsets(self.offsets, retention_ms)
 
     async def _expire_offsets_loop(self) -> None:
         interval_s = self.configs.number("offsets.retention.check.interval.ms") / 1000.0
@@ -377,7 +367,6 @@ class KafkaFrontDoor:
                 await self._expiry
             self._expiry = None
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
-        self.consumer_groups.close()
         await self.transactions.close()
         for server in [*self._servers.values(), *self._sasl_servers.values()]:
             await server.close()
@@ -394,3 +383,17 @@ class KafkaFrontDoor:
     def sasl_bootstrap(self) -> str:
         """``host:port,...`` of the SASL_PLAINTEXT listeners ("" without them)."""
         return ",".join(f"{host}:{port}" for host, port in self.sasl_addresses.values())
+
+
+def _group_coordinator(cluster: Cluster, configs: BrokerConfigs) -> GroupCoordinator:
+    """The one group coordinator, set as the broker configs say. Its purgatories carry the
+    label the brokers' do, so that they share the metric families."""
+    return GroupCoordinator(
+        configs.number("group.min.session.timeout.ms"),
+        configs.number("group.max.session.timeout.ms"),
+        labels={"broker": "all"},
+        initial_rebalance_delay_ms=configs.number("group.initial.rebalance.delay.ms"),
+        topics=topics_of(cluster),
+        heartbeat_interval_ms=configs.number("group.consumer.heartbeat.interval.ms"),
+        consumer_session_timeout_ms=configs.number("group.consumer.session.timeout.ms"),
+    )

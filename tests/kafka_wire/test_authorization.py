@@ -200,7 +200,6 @@ def _state(kafka: AsyncEmbeddedKafka) -> str:
             door.client_quotas.quotas,
             door.credentials.scram_users(),
             sorted(door.coordinator.groups),
-            sorted(door.consumer_groups.groups),
             sorted(door.offsets.committed.items()),
             door.transactions[0].transactions(),
             cluster.partition_reassignments(),
@@ -350,7 +349,7 @@ async def test_a_consumer_group_using_a_topic_the_principal_may_not_describe_is_
         )
         refused = await _ask(kafka, heartbeat)  # "u" may not be described
         assert refused.error_code == KioError.topic_authorization_failed
-        assert not kafka.front_door.consumer_groups.groups.get("g")
+        assert kafka.front_door.coordinator.consumer_group("g") is None
         kafka.front_door.acls.add(
             Acl(T, "u", PatternType.LITERAL, ME, "*", Op.DESCRIBE, Permission.ALLOW)
         )

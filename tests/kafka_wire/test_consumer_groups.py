@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 from kio_wire import read_frame, read_response, request_frame
 
+from purgatory.kafka.coordinator.groups import JoinResult
 from purgatory.kafka.coordinator.offsets import Committed
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
@@ -122,7 +123,8 @@ async def test_members_join_revoke_before_reassignment_and_leave(
     assert (a2.member_epoch, _owned(a2, door)) == (2, kept)
     b2 = await _beat(wire, "b", 2)
     assert _owned(b2, door) == {("t", p) for p in range(4)} - kept
-    group = door.consumer_groups.groups["g"]
+    group = door.coordinator.consumer_group("g")
+    assert group is not None
     assert group.state() == "Stable"
     # describe
     described = await wire.kio(
@@ -192,13 +194,15 @@ async def test_the_range_assignor_and_a_member_that_keeps_what_it_must_revoke_is
     b = await _beat(wire, "b", 0, topics=["t", "u"], owned=[], assignor="range", rebalance_ms=200)
     assert b.member_epoch == 2
     # range: per topic, a takes the first half, b the second
-    assert door.consumer_groups.groups["g"].target == {
+    group = door.coordinator.consumer_group("g")
+    assert group is not None
+    assert group.target == {
         "a": {door.cluster.topic_id("t"): {0, 1}, door.cluster.topic_id("u"): {0}},
         "b": {door.cluster.topic_id("t"): {2, 3}, door.cluster.topic_id("u"): {1}},
     }
     await _beat(wire, "a", 1)  # told to revoke; never reports it did
     await asyncio.sleep(0.4)  # past its rebalance timeout (200 ms): fenced, removed
-    assert list(door.consumer_groups.groups["g"].members) == ["b"]
+    assert list(group.members) == ["b"]
     again = await _beat(wire, "a", 1)
     assert again.error_code == kio_error(ErrorCode.UNKNOWN_MEMBER_ID)
     b2 = await _beat(wire, "b", 2)
@@ -245,7 +249,7 @@ async def test_the_other_group_apis_see_a_consumer_group(
     await _beat(wire, "a", -1)
     gone = await wire.kio(ApiKey.DELETE_GROUPS, 2, groups_names=["g"])
     assert gone.results[0].error_code == none
-    assert door.consumer_groups.groups == {}
+    assert door.coordinator.groups == {}
     assert door.offsets.committed == {}
     # a name a classic group with members holds is not a consumer group's
     joined = door.coordinator.join("classic", "", "c", 10_000, 10_000, "consumer", [("r", b"")])
@@ -253,6 +257,36 @@ async def test_the_other_group_apis_see_a_consumer_group(
     await joined
     taken = await _beat(wire, "x", 0, topics=["t"], owned=[], rebalance_ms=1000, group="classic")
     assert taken.error_code == kio_error(ErrorCode.GROUP_ID_NOT_FOUND)
+
+
+@pytest.mark.asyncio
+async def test_a_group_id_is_a_classic_group_or_a_consumer_group(
+    kafka: AsyncEmbeddedKafka, wire: Wire
+) -> None:
+    """Kafka's rules (GroupMetadataManager, no online migration): a JoinGroup to a
+    consumer group with members is GROUP_ID_NOT_FOUND, one to an empty consumer group
+    turns it into a classic group (before: a classic group of the same name beside it); a
+    consumer heartbeat other than a join to a classic group is GROUP_ID_NOT_FOUND (before:
+    UNKNOWN_MEMBER_ID), a join to an empty classic group turns it into a consumer group."""
+    door = kafka.front_door
+    coordinator = door.coordinator
+    not_found = kio_error(ErrorCode.GROUP_ID_NOT_FOUND)
+    await _beat(wire, "a", 0, topics=["t"], owned=[], rebalance_ms=1000)
+    refused = coordinator.join("g", "", "c", 10_000, 10_000, "consumer", [("r", b"")])
+    assert refused == JoinResult(ErrorCode.GROUP_ID_NOT_FOUND)
+    await _beat(wire, "a", -1)  # the consumer group is empty now
+    joined = coordinator.join("g", "", "c", 10_000, 10_000, "consumer", [("r", b"")])
+    assert isinstance(joined, asyncio.Future)
+    member = (await joined).member_id
+    assert coordinator.consumer_group("g") is None
+    assert coordinator.classic_group("g") is not None
+    assert (await _beat(wire, "a", -1)).error_code == not_found
+    assert (await _beat(wire, "a", 1)).error_code == not_found
+    assert coordinator.leave("g", [member]) == [ErrorCode.NONE]  # the classic group empties
+    again = await _beat(wire, "a", 0, topics=["t"], owned=[], rebalance_ms=1000)
+    assert again.error_code == kio_error(ErrorCode.NONE)
+    assert coordinator.classic_group("g") is None
+    assert coordinator.consumer_group("g") is not None
 
 
 def test_three_librdkafka_consumers_share_a_topic_survive_a_leave_and_commit() -> None:

@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 from kio_wire import read_response, round_trip
 
+from purgatory.kafka.coordinator.consumer import HeartbeatRequest
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import GroupState, JoinResult
 from purgatory.kafka.coordinator.offsets import Committed
@@ -163,18 +164,8 @@ async def test_a_group_known_by_its_offsets_alone_answers_a_generation_unknown_m
 
 def _kip848_member(door: KafkaFrontDoor, group: str = "k") -> int:
     """Member "a" of KIP-848 group ``group``, subscribed to t: its member epoch."""
-    answer = door.consumer_groups.heartbeat(
-        group,
-        "a",
-        0,
-        "c",
-        instance_id=None,
-        rack_id=None,
-        rebalance_timeout_ms=10_000,
-        topics=["t"],
-        regex=None,
-        assignor=None,
-        owned=None,
+    answer = door.coordinator.consumer_heartbeat(
+        HeartbeatRequest(group, "a", 0, "c", rebalance_timeout_ms=10_000, topics=["t"])
     )
     assert answer.error is ErrorCode.NONE
     return answer.epoch
@@ -192,20 +183,10 @@ async def test_a_consumer_group_member_commits_from_version_9_and_an_empty_one_t
         kio_error(ErrorCode.UNSUPPORTED_VERSION)
     ]
     assert await _commit(door, 9, t0, group="k", generation=epoch, member="a") == [NONE]
-    door.consumer_groups.heartbeat(
-        "k",
-        "a",
-        -1,
-        "c",
-        instance_id=None,
-        rack_id=None,
-        rebalance_timeout_ms=-1,
-        topics=None,
-        regex=None,
-        assignor=None,
-        owned=None,
-    )
-    assert not door.consumer_groups.groups["k"].members
+    door.coordinator.consumer_heartbeat(HeartbeatRequest("k", "a", -1, "c"))
+    group = door.coordinator.consumer_group("k")
+    assert group is not None
+    assert not group.members
     assert await _commit(door, 9, t0, group="k", member="a") == [NONE]
 
 

@@ -1,127 +1,100 @@
-"""Consumer group membership as Kafka's group coordinator runs it, in memory.
+"""The group coordinator, as Kafka 4's GroupMetadataManager: one map of groups, each group
+id a classic group (JoinGroup, SyncGroup, Heartbeat, LeaveGroup: :mod:`.classic` over
+:mod:`.groups`) or a consumer group of KIP-848 (ConsumerGroupHeartbeat: :mod:`.consumer`).
+The coordinator owns the map, the two purgatories (``Rebalance`` and ``Heartbeat``) and
+their clock; each protocol acts on the group it is handed, built with what it needs.
 
-A group moves Empty -> PreparingRebalance -> CompletingRebalance -> Stable. A rebalance is
-a DelayedJoin parked in the "Rebalance" purgatory until every known member has sent its
-JoinGroup or the longest rebalance timeout has passed (members that did not rejoin are
-removed); then the generation goes up, the leader gets every member's subscription, and
-SyncGroup hands out the leader's assignment. Each member's session is a DelayedHeartbeat
-in the "Heartbeat" purgatory: each heartbeat completes it and parks the next one, and its
-expiry removes the member and starts a rebalance. Both purgatories show in metrics and
-traces like the broker's own.
-
-With ``initial_rebalance_delay_ms`` (Kafka's ``group.initial.rebalance.delay.ms``; 0 here
-unless set, 3000 in Kafka) the first rebalance of an empty group is an InitialDelayedJoin
-instead: it waits that long for more members, and again (within the longest rebalance
-timeout) while more keep joining, before the first generation is handed out.
-
-Static membership (KIP-345): a member that joins with a ``group.instance.id`` holds it
-until it leaves by that instance id or its session ends. Such a member that comes back
-with no member id (a restarted consumer) takes over its instance's place under a new
-member id, with its assignment, and a Stable group does not rebalance for it (unless the
-protocol the group would choose changes); the old member id is fenced from then on
-(FENCED_INSTANCE_ID). A rebalance does not drop a static member that did not rejoin in
-time: only its session does.
+A group id is one kind of group or the other, with Kafka's rules (no online migration
+between the protocols is served): a ConsumerGroupHeartbeat that joins (epoch 0) an empty
+classic group turns it into a consumer group, any other to a classic group is
+GROUP_ID_NOT_FOUND ("not a consumer group"); a JoinGroup to an empty consumer group turns
+it into a classic group, one to a consumer group with members is GROUP_ID_NOT_FOUND; a
+SyncGroup, Heartbeat or LeaveGroup naming a consumer group finds no such member
+(UNKNOWN_MEMBER_ID). The operations on whole groups (DeleteGroups, OffsetDelete,
+ListGroups, DescribeGroups, the offset commit checks, offset expiry) are decided here by
+the group's type.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import math
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar, TypeVar, final
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeAlias, assert_never, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.kafka.coordinator.classic import (
+    ClassicProtocol,
+    ClassicSettings,
+    DelayedHeartbeat,
+    DelayedJoin,
+    JoinRequest,
+    SyncRequest,
+)
+from purgatory.kafka.coordinator.consumer import (
+    JOIN,
+    LEAVE,
+    STATIC_LEAVE,
+    ConsumerGroup,
+    ConsumerProtocol,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from purgatory.kafka.coordinator.groups import (
+    CLASSIC,
     CONSUMER_PROTOCOL_TYPE,
     MAX_SESSION_TIMEOUT_MS,
     MIN_SESSION_TIMEOUT_MS,
-    Group,
+    ClassicGroup,
     GroupState,
     JoinResult,
-    Member,
     SyncResult,
 )
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.sim.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
+#: a group: one of Kafka's group types, told apart by its class (``type`` names it)
+Group: TypeAlias = ClassicGroup | ConsumerGroup
 
-T = TypeVar("T")
-
-
-class DelayedJoin(DelayedOperation):
-    """Kafka's DelayedJoin: done once every member has rejoined, else at the timeout."""
-
-    __slots__ = ("coordinator", "group", "op_id")
-    kind: ClassVar[str] = "join-group"
-
-    def __init__(self, coordinator: GroupCoordinator, group: Group, timeout_ms: int) -> None:
-        super().__init__(timeout_ms)
-        self.coordinator = coordinator
-        self.group = group
-        self.op_id = f"join-{group.name}-{group.generation + 1}"
-
-    def try_complete(self) -> bool:
-        return self.group.all_joined() and self.force_complete()
-
-    def on_complete(self) -> None:
-        self.coordinator._complete_join(self.group)
+#: the newest OffsetCommit version (a commit check's default)
+_NEWEST_OFFSET_COMMIT = 10
 
 
-class InitialDelayedJoin(DelayedJoin):
-    """Kafka's InitialDelayedJoin: the first rebalance of an empty group completes only
-    when its delay runs out, not when every member has joined; if members joined
-    meanwhile and ``remaining_ms`` of the rebalance timeout is left, it waits once more."""
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    """A group as ListGroups names it."""
 
-    __slots__ = ("members", "remaining_ms", "wait_ms")
-
-    def __init__(
-        self, coordinator: GroupCoordinator, group: Group, delay_ms: int, remaining_ms: int
-    ) -> None:
-        super().__init__(coordinator, group, delay_ms)
-        self.wait_ms = delay_ms
-        self.remaining_ms = remaining_ms
-        self.members = len(group.members)
-
-    def try_complete(self) -> bool:
-        return False
-
-    def on_complete(self) -> None:
-        self.coordinator._initial_delay_over(self)
+    group_id: str
+    protocol_type: str
+    state: str
+    type: str
 
 
-class DelayedHeartbeat(DelayedOperation):
-    """Kafka's DelayedHeartbeat: done by the member's next heartbeat (or its leaving);
-    expiring ends the member's session."""
+def is_empty(group: Group) -> bool:
+    """Whether ``group`` has no members (a classic one Empty, not rebalancing)."""
+    if isinstance(group, ClassicGroup):
+        return group.state is GroupState.EMPTY and not group.members
+    if isinstance(group, ConsumerGroup):
+        return not group.members
+    assert_never(group)
 
-    __slots__ = ("coordinator", "group", "member", "op_id")
-    kind: ClassVar[str] = "heartbeat"
 
-    def __init__(
-        self, coordinator: GroupCoordinator, group: Group, member: Member, op_id: str
-    ) -> None:
-        super().__init__(member.session_timeout_ms)
-        self.coordinator = coordinator
-        self.group = group
-        self.member = member
-        self.op_id = op_id
-
-    def try_complete(self) -> bool:
-        return (self.member.beat or self.member.leaving) and self.force_complete()
-
-    def on_expiration(self) -> None:
-        self.coordinator._session_expired(self.group, self.member, self)
+def _no_topics() -> Mapping[str, tuple[uuid.UUID, int]]:
+    return {}
 
 
 @final
 class GroupCoordinator:
-    """Every group's membership; one coordinator serves every broker of the cluster.
-    ``labels`` go on its two purgatories (metrics and traces). A JoinGroup's session
-    timeout must lie in ``[min_session_timeout_ms, max_session_timeout_ms]`` (Kafka's
+    """Every group; one coordinator serves every broker of the cluster. ``labels`` go on
+    its two purgatories (metrics and traces). A JoinGroup's session timeout must lie in
+    ``[min_session_timeout_ms, max_session_timeout_ms]`` (Kafka's
     ``group.min.session.timeout.ms`` and ``group.max.session.timeout.ms``);
-    ``initial_rebalance_delay_ms`` is ``group.initial.rebalance.delay.ms``."""
+    ``initial_rebalance_delay_ms`` is ``group.initial.rebalance.delay.ms``. ``topics``
+    gives the cluster's topics (name -> (id, partition count)) to the consumer groups'
+    assignors; ``heartbeat_interval_ms`` and ``consumer_session_timeout_ms`` are
+    ``group.consumer.heartbeat.interval.ms`` and ``group.consumer.session.timeout.ms``."""
 
     def __init__(
         self,
@@ -130,10 +103,11 @@ class GroupCoordinator:
         labels: Mapping[str, str] | None = None,
         *,
         initial_rebalance_delay_ms: int = 0,
+        topics: Callable[[], Mapping[str, tuple[uuid.UUID, int]]] = _no_topics,
+        heartbeat_interval_ms: int = 5_000,
+        consumer_session_timeout_ms: int = 45_000,
     ) -> None:
-        self.min_session_timeout_ms = min_session_timeout_ms
-        self.max_session_timeout_ms = max_session_timeout_ms
-        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        #: group id -> its group, of whichever type
         self.groups: dict[str, Group] = {}
         self.rebalances: DelayedOperationPurgatory[DelayedJoin] = DelayedOperationPurgatory(
             "Rebalance", labels=labels
@@ -141,24 +115,56 @@ class GroupCoordinator:
         self.heartbeats: DelayedOperationPurgatory[DelayedHeartbeat] = DelayedOperationPurgatory(
             "Heartbeat", labels=labels
         )
-        self._ids = itertools.count(1)
-        #: the KIP-848 groups (their names are group names too), when served
-        self.consumer_groups: ConsumerGroupCoordinator | None = None
+        settings = ClassicSettings(
+            min_session_timeout_ms, max_session_timeout_ms, initial_rebalance_delay_ms
+        )
+        self.classic = ClassicProtocol(self.rebalances, self.heartbeats, settings, self._forget)
+        self.consumer = ConsumerProtocol(
+            topics,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            session_timeout_ms=consumer_session_timeout_ms,
+        )
+
+    @property
+    def min_session_timeout_ms(self) -> int:
+        return self.classic.settings.min_session_timeout_ms
+
+    @property
+    def max_session_timeout_ms(self) -> int:
+        return self.classic.settings.max_session_timeout_ms
+
+    def now_ms(self) -> float:
+        """The coordinator's clock (its purgatories' timer), in milliseconds."""
+        return self.rebalances.timer.now_ms()
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
         return {"Rebalance": self.rebalances, "Heartbeat": self.heartbeats}  # type: ignore[dict-item]
 
     async def close(self) -> None:
-        """Answer every parked JoinGroup and SyncGroup, then stop both purgatories."""
+        """Answer every parked JoinGroup and SyncGroup, end the consumer groups' sessions,
+        then stop both purgatories."""
         for group in self.groups.values():
-            for member in group.members.values():
-                _answer(member.join, JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
-                _answer(member.sync, (ErrorCode.COORDINATOR_NOT_AVAILABLE, b""))
+            if isinstance(group, ClassicGroup):
+                self.classic.close(group)
+            else:
+                self.consumer.close(group)
         await self.rebalances.shutdown()
         await self.heartbeats.shutdown()
 
-    # -- the requests ----------------------------------------------------------------------
+    def classic_group(self, group_id: str) -> ClassicGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ClassicGroup) else None
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
+
+    def _forget(self, group: ClassicGroup) -> None:
+        if self.groups.get(group.name) is group:
+            del self.groups[group.name]
+
+    # -- the classic protocol's requests ---------------------------------------------------
 
     def join(
         self,
@@ -174,141 +180,31 @@ class GroupCoordinator:
         instance_id: str | None = None,
         skip_assignment: bool = False,
     ) -> JoinResult | asyncio.Future[JoinResult]:
-        """JoinGroup: answered now, or parked until the rebalance completes.
-
-        With ``require_known_id`` (JoinGroup v4+, KIP-394), a new dynamic member is first
-        answered MEMBER_ID_REQUIRED with its id and joins with that id: a first JoinGroup
-        that the client gives up on (it moved to another coordinator, say) leaves no member
-        behind for the next rebalance to wait on, only a pending id that expires with its
-        session. A static member (``instance_id``) joins at once. ``skip_assignment``
-        (JoinGroup v9+): a static leader that rejoins a Stable group may be told to skip
-        the assignment (KIP-814).
-        """
+        """JoinGroup (:meth:`ClassicProtocol.join`): answered now, or parked until the
+        rebalance completes. The group is kept once the join is accepted, not before."""
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id)
-        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
-            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+        request = JoinRequest(
+            member_id,
+            client_id,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+            require_known_id,
+            instance_id,
+            skip_assignment,
+        )
         group = self.groups.get(group_id)
-        if member_id and group is None:
-            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-        if group is None:
-            group = Group(group_id)  # kept once the join is accepted, not before
-        if member_id and member_id not in group.pending:
-            error = group.member_error(member_id, instance_id)
-            if error is not ErrorCode.NONE:
-                return JoinResult(error, member_id)
-        if not group.supports(protocol_type, protocols, member_id):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
-        self.groups[group_id] = group
-        if not member_id and instance_id is not None and instance_id in group.static_members:
-            return self._rejoin_static(
-                group,
-                instance_id,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                protocols,
-                skip_assignment=skip_assignment,
-            )
-        if not member_id and require_known_id and instance_id is None:
-            member = Member(f"{client_id or 'member'}-{uuid.uuid4()}", client_id)
-            member.session_timeout_ms = session_timeout_ms
-            group.pending[member.member_id] = member
-            self._beat(group, member)  # the pending id expires with the session
-            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member.member_id)
-        known = group.members.get(member_id)
-        if known is None:
-            pending = group.pending.pop(member_id, None)
-            # Kafka names a static member after its instance id, a dynamic one its client id
-            member = pending or Member(
-                f"{instance_id or client_id or 'member'}-{uuid.uuid4()}", client_id, instance_id
-            )
-            if instance_id is not None:
-                group.static_members[instance_id] = member.member_id
-            group.members[member.member_id] = member
-            group.protocol_type = protocol_type
-            if not group.leader:
-                group.leader = member.member_id
-        else:
-            member = known
-        changed = member.protocols != protocols
-        member.protocols = list(protocols)
-        member.session_timeout_ms = session_timeout_ms
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        if known is not None and group.state is not GroupState.PREPARING_REBALANCE:
-            is_leader = member.member_id == group.leader
-            if not changed and (group.state is GroupState.COMPLETING_REBALANCE or not is_leader):
-                # Nothing new: the current generation stands (Kafka answers the same).
-                self._beat(group, member)
-                return group.join_result(member)
-        # Answer an earlier JoinGroup of this member still parked: this one replaces it.
-        _answer(member.join, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
-        self._beat(group, member)
-        return self._joining(group, member)
-
-    def _rejoin_static(
-        self,
-        group: Group,
-        instance_id: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocols: list[tuple[str, bytes]],
-        *,
-        skip_assignment: bool,
-    ) -> JoinResult | asyncio.Future[JoinResult]:
-        """A known static member came back without its member id (its consumer
-        restarted): as Kafka's updateStaticMemberThenRebalanceOrCompleteJoin, it takes over
-        the instance under a new member id with the old member's assignment; a JoinGroup
-        or SyncGroup the old id has parked is answered FENCED_INSTANCE_ID. A Stable group
-        whose chosen protocol stays answers at once with the current generation, and
-        rebalances only if the protocol would change; one completing a rebalance starts
-        another (the leader may have assigned to the old id)."""
-        old = group.members.pop(group.static_members[instance_id])
-        current_leader = group.leader
-        member = Member(f"{instance_id}-{uuid.uuid4()}", old.client_id, instance_id)
-        member.assignment = old.assignment
-        member.protocols = list(protocols)
-        member.session_timeout_ms = session_timeout_ms
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        group.members[member.member_id] = member
-        group.static_members[instance_id] = member.member_id
-        if group.leader == old.member_id:
-            group.leader = member.member_id
-        _answer(old.join, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old.member_id))
-        _answer(old.sync, (ErrorCode.FENCED_INSTANCE_ID, b""))
-        old.join = old.sync = None
-        old.leaving = True  # its session ends here, without effect
-        self.heartbeats.check_and_complete_nowait((group.name, old.member_id))
-        self._beat(group, member)
-        if group.state is GroupState.STABLE and group.select_protocol() == group.protocol:
-            if skip_assignment:
-                # KIP-814: the leader learns the members and keeps the current assignment.
-                leader = member.member_id == group.leader
-                return JoinResult(
-                    ErrorCode.NONE,
-                    member.member_id,
-                    group.generation,
-                    group.protocol,
-                    group.leader,
-                    group.subscriptions() if leader else (),
-                    skip_assignment=leader,
-                )
-            # Before v9 the leader named is the old id: a static leader that restarted
-            # takes itself for a follower and syncs, so no assignment is recomputed.
-            return JoinResult(
-                ErrorCode.NONE, member.member_id, group.generation, group.protocol, current_leader
-            )
-        return self._joining(group, member)
-
-    def _joining(self, group: Group, member: Member) -> asyncio.Future[JoinResult]:
-        """``member``'s JoinGroup, parked until the rebalance it starts (or is part of)
-        completes."""
-        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        member.join = future
-        if group.state is GroupState.PREPARING_REBALANCE:
-            self.rebalances.check_and_complete_nowait(group.name)
-        else:
-            self._prepare_rebalance(group)
-        return future
+        classic = group if isinstance(group, ClassicGroup) else None
+        refused = self.classic.refusal(classic, request)
+        if refused is not None:
+            return refused
+        if isinstance(group, ConsumerGroup) and group.members:
+            return JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, member_id)  # not a classic group
+        if classic is None:  # new, or in place of an empty consumer group
+            classic = self.groups[group_id] = ClassicGroup(group_id)
+        return self.classic.join(classic, request)
 
     def sync(
         self,
@@ -321,53 +217,23 @@ class GroupCoordinator:
         protocol: str | None = None,
         instance_id: str | None = None,
     ) -> SyncResult | asyncio.Future[SyncResult]:
-        """SyncGroup: the leader's assignments go out to every member once it sends them.
-        A ``protocol_type`` or ``protocol`` given (SyncGroup v5+) must be the group's."""
-        group = self.groups.get(group_id)
+        """SyncGroup (:meth:`ClassicProtocol.sync`)."""
+        group = self.classic_group(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, b""
-        error = group.member_error(member_id, instance_id)
-        if error is not ErrorCode.NONE:
-            return error, b""
-        member = group.members[member_id]
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION, b""
-        if (protocol_type is not None and protocol_type != group.protocol_type) or (
-            protocol is not None and protocol != group.protocol
-        ):
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, b""
-        if group.state is GroupState.PREPARING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS, b""
-        self._beat(group, member)
-        if group.state is GroupState.STABLE:
-            return ErrorCode.NONE, member.assignment
-        _answer(member.sync, (ErrorCode.REBALANCE_IN_PROGRESS, b""))
-        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        member.sync = future
-        if member_id == group.leader:
-            group.state = GroupState.STABLE
-            for m in group.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
-                _answer(m.sync, (ErrorCode.NONE, m.assignment))
-                m.sync = None
-        return future
+        request = SyncRequest(
+            generation, member_id, assignments, protocol_type, protocol, instance_id
+        )
+        return self.classic.sync(group, request)
 
     def heartbeat(
         self, group_id: str, generation: int, member_id: str, instance_id: str | None = None
     ) -> ErrorCode:
-        group = self.groups.get(group_id)
+        """Heartbeat (:meth:`ClassicProtocol.heartbeat`)."""
+        group = self.classic_group(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        error = group.member_error(member_id, instance_id)
-        if error is not ErrorCode.NONE:
-            return error
-        member = group.members[member_id]
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        self._beat(group, member)
-        if group.state is GroupState.PREPARING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS  # the member learns it must rejoin
-        return ErrorCode.NONE
+        return self.classic.heartbeat(group, generation, member_id, instance_id)
 
     def leave(
         self,
@@ -375,35 +241,42 @@ class GroupCoordinator:
         member_ids: list[str],
         instance_ids: list[str | None] | None = None,
     ) -> list[ErrorCode]:
-        """LeaveGroup: each member's error; those that left trigger a rebalance. A member
-        may be named by its member id, by its instance id (a static member, with member id
-        "": how an operator removes one) or both (then they must match: an old member id
-        of the instance is FENCED_INSTANCE_ID). An id still pending (MEMBER_ID_REQUIRED)
-        is simply forgotten."""
-        group = self.groups.get(group_id)
+        """LeaveGroup (:meth:`ClassicProtocol.leave`): each member's error."""
+        group = self.classic_group(group_id)
+        if group is None:
+            return [ErrorCode.UNKNOWN_MEMBER_ID] * len(member_ids)
         if instance_ids is None:
             instance_ids = [None] * len(member_ids)
-        errors = []
-        for member_id, instance_id in zip(member_ids, instance_ids, strict=True):
+        return self.classic.leave(group, member_ids, instance_ids)
+
+    # -- the consumer protocol's request ---------------------------------------------------
+
+    def consumer_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat (:meth:`ConsumerProtocol.heartbeat`), answered at
+        once; a join (epoch 0) creates the group, in place of an empty classic one."""
+        refused = self.consumer.refusal(request)
+        if refused is not None:
+            return refused
+        group_id, epoch = request.group_id, request.epoch
+        group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup):
+            if epoch != JOIN or group.members or group.pending:
+                return HeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    message=f"Group {group_id} is not a consumer group",
+                )
+            group = None  # an empty classic group becomes a consumer group
+        if epoch in (LEAVE, STATIC_LEAVE):
             if group is None:
-                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                continue
-            if not member_id and instance_id is not None:
-                member_id = group.static_members.get(instance_id, "")
-                error = ErrorCode.NONE if member_id else ErrorCode.UNKNOWN_MEMBER_ID
-            elif member_id in group.pending:
-                group.pending.pop(member_id).leaving = True
-                self.heartbeats.check_and_complete_nowait((group.name, member_id))
-                errors.append(ErrorCode.NONE)
-                continue
-            else:
-                error = group.member_error(member_id, instance_id)
-            if error is ErrorCode.NONE:
-                self._remove(group, group.members[member_id])
-            errors.append(error)
-        if group is not None and ErrorCode.NONE in errors:
-            self._members_changed(group)
-        return errors
+                return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            return self.consumer.leave(group, request.member_id, epoch)
+        if group is None:
+            if epoch != JOIN:
+                return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        return self.consumer.heartbeat(group, request)
+
+    # -- whole groups ----------------------------------------------------------------------
 
     def commit_error(
         self,
@@ -412,63 +285,44 @@ class GroupCoordinator:
         member_id: str,
         instance_id: str | None = None,
         *,
+        version: int = _NEWEST_OFFSET_COMMIT,
         committed: bool = False,
         transactional: bool = False,
     ) -> ErrorCode:
-        """Whether OffsetCommit (TxnOffsetCommit: ``transactional``) may write for this
-        group: Kafka's ClassicGroup.validateOffsetCommit, in its order. A consumer without
-        membership (``assign()``, an admin) commits with generation -1, to an Empty group
-        only; a member (a generation, a member id or an instance id given) must be in the
-        group (a static member's old member id is FENCED_INSTANCE_ID) and in its
-        generation; then, while the group completes a rebalance, a commit that is not
-        transactional is REBALANCE_IN_PROGRESS. A group nobody joined but that has
-        ``committed`` offsets is there (Empty) for Kafka: a generation given to it is
-        UNKNOWN_MEMBER_ID; to a group nobody knows, ILLEGAL_GENERATION."""
+        """Whether OffsetCommit ``version`` (TxnOffsetCommit: ``transactional``) may write
+        for ``group_id``, as its group's type checks it: a consumer group's member commits
+        with its member epoch (``generation``; :meth:`ConsumerProtocol.commit_error`), a
+        classic group's with its generation (:meth:`ClassicProtocol.commit_error`; a
+        group nobody joined but that has ``committed`` offsets is there, Empty)."""
         group = self.groups.get(group_id)
-        if group is None or group.state is GroupState.EMPTY:
-            if generation < 0:
-                return ErrorCode.NONE
-            if group is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID if committed else ErrorCode.ILLEGAL_GENERATION
-        if generation >= 0 or member_id or instance_id is not None:
-            error = group.member_error(member_id, instance_id)
-            if error is not ErrorCode.NONE:
-                return error
-            if generation != group.generation:
-                return ErrorCode.ILLEGAL_GENERATION
-        elif not transactional:
-            return ErrorCode.UNKNOWN_MEMBER_ID  # without membership, to a group with members
-        if transactional:
-            return ErrorCode.NONE
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        if group.state is not GroupState.EMPTY:
-            self._beat(group, group.members[member_id])  # Stable, PreparingRebalance
-        return ErrorCode.NONE
+        if isinstance(group, ConsumerGroup):
+            return self.consumer.commit_error(
+                group, member_id, generation, version=version, transactional=transactional
+            )
+        return self.classic.commit_error(
+            group,
+            generation,
+            member_id,
+            instance_id,
+            committed=committed,
+            transactional=transactional,
+        )
 
     def delete(self, group_id: str, offsets: OffsetStore) -> ErrorCode:
         """DeleteGroups, as Kafka's coordinator decides it: a group nobody knows (no
-        membership, no committed offsets) GROUP_ID_NOT_FOUND; one that is not Empty (it
+        membership, no committed offsets) GROUP_ID_NOT_FOUND; one that is not empty (it
         has members, or is rebalancing) NON_EMPTY_GROUP; otherwise the group and its
         committed offsets go (ids handed out with MEMBER_ID_REQUIRED but never used go
         with it), NONE."""
-        consumer = (
-            None if self.consumer_groups is None else self.consumer_groups.groups.get(group_id)
-        )
-        if consumer is not None and self.consumer_groups is not None:  # a KIP-848 group
-            if consumer.members:
-                return ErrorCode.NON_EMPTY_GROUP
-            del self.consumer_groups.groups[group_id]
-            offsets.delete_group(group_id)
-            return ErrorCode.NONE
         group = self.groups.get(group_id)
         if group is None:
             return (
                 ErrorCode.NONE if offsets.delete_group(group_id) else ErrorCode.GROUP_ID_NOT_FOUND
             )
-        if group.state is not GroupState.EMPTY or group.members:
+        if not is_empty(group):
             return ErrorCode.NON_EMPTY_GROUP
-        group.pending.clear()  # their sessions find them gone and stop
+        if isinstance(group, ClassicGroup):
+            group.pending.clear()  # their sessions find them gone and stop
         del self.groups[group_id]
         offsets.delete_group(group_id)
         return ErrorCode.NONE
@@ -477,24 +331,22 @@ class GroupCoordinator:
         self, group_id: str, partitions: dict[str, list[int]], offsets: OffsetStore
     ) -> ErrorCode | dict[str, ErrorCode]:
         """OffsetDelete, as Kafka's coordinator decides it: a group nobody knows is
-        GROUP_ID_NOT_FOUND, a live group of another protocol type than ``consumer``
-        NON_EMPTY_GROUP (both for the whole request); otherwise, per topic, one the live
-        group subscribes to is GROUP_SUBSCRIBED_TO_TOPIC and kept, the others' committed
-        offsets go (NONE, whether or not there were any)."""
+        GROUP_ID_NOT_FOUND, a live classic group of another protocol type than
+        ``consumer`` NON_EMPTY_GROUP (both for the whole request); otherwise, per topic,
+        one the group subscribes to is GROUP_SUBSCRIBED_TO_TOPIC and kept (a consumer
+        group: its members' subscriptions now, whatever its state; a classic one: as of
+        its generation's start, as in Kafka), the others' committed offsets go (NONE,
+        whether or not there were any)."""
         group = self.groups.get(group_id)
-        consumer = (
-            None if self.consumer_groups is None else self.consumer_groups.groups.get(group_id)
-        )
-        if group is None and consumer is None and group_id not in offsets.groups():
+        if group is None and group_id not in offsets.groups():
             return ErrorCode.GROUP_ID_NOT_FOUND
         subscribed: frozenset[str] | None = frozenset()
-        if consumer is not None and self.consumer_groups is not None:
-            # a KIP-848 group: its members' subscriptions now, whatever its state
-            subscribed = self.consumer_groups.subscribed_topics(consumer)
+        if isinstance(group, ConsumerGroup):
+            subscribed = self.consumer.subscribed_topics(group)
         elif group is not None and group.state is not GroupState.EMPTY:
             if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 return ErrorCode.NON_EMPTY_GROUP
-            subscribed = group.subscribed  # as of the generation's start, as in Kafka
+            subscribed = group.subscribed
         answers = {}
         for topic, indexes in partitions.items():
             if subscribed is None or topic in subscribed:
@@ -505,109 +357,57 @@ class GroupCoordinator:
             answers[topic] = ErrorCode.NONE
         return answers
 
-    # -- rebalancing -----------------------------------------------------------------------
+    def describe(self, group_id: str, offsets: OffsetStore) -> ClassicGroup | None:
+        """The classic group DescribeGroups shows (None: not found). A group that only
+        committed offsets is an Empty classic group with no protocol type, as in Kafka; a
+        consumer group is not a classic group (Kafka's describeGroups)."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup):
+            return group
+        if group is None and group_id in offsets.groups():
+            return ClassicGroup(group_id)
+        return None
 
-    def _prepare_rebalance(self, group: Group) -> None:
-        for member in group.members.values():
-            _answer(member.sync, (ErrorCode.REBALANCE_IN_PROGRESS, b""))
-            member.sync = None
-        was_empty = group.state is GroupState.EMPTY
-        group.state = GroupState.PREPARING_REBALANCE
-        timeout_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
-        delay_ms = self.initial_rebalance_delay_ms
-        if was_empty and delay_ms > 0:
-            join: DelayedJoin = InitialDelayedJoin(
-                self, group, delay_ms, max(timeout_ms - delay_ms, 0)
-            )
-        else:
-            join = DelayedJoin(self, group, timeout_ms)
-        self.rebalances.try_complete_else_watch_nowait(join, [group.name])
+    def listings(self, offsets: OffsetStore) -> list[GroupListing]:
+        """Every group as ListGroups names it, then those that only committed offsets
+        (Empty classic groups with no protocol type)."""
+        listed = [_listing(group) for group in self.groups.values()]
+        listed += [
+            GroupListing(name, "", GroupState.EMPTY.value, CLASSIC)
+            for name in offsets.groups()
+            if name not in self.groups
+        ]
+        return listed
 
-    def _initial_delay_over(self, done: InitialDelayedJoin) -> None:
-        """An initial delay ran out: wait once more if members joined meanwhile and the
-        rebalance timeout allows (as Kafka does), else complete the rebalance."""
-        group = done.group
-        if len(group.members) > done.members and done.remaining_ms > 0 and group.members:
-            delay_ms = min(done.wait_ms, done.remaining_ms)
-            again = InitialDelayedJoin(
-                self, group, delay_ms, max(done.remaining_ms - done.wait_ms, 0)
-            )
-            self.rebalances.try_complete_else_watch_nowait(again, [group.name])
-            return
-        self._complete_join(group)
+    def expire_offsets(self, offsets: OffsetStore, retention_ms: float) -> int:
+        """Kafka's offset expiry, now (:meth:`OffsetStore.expire`): a group with members
+        keeps its offsets; an empty classic group's expire ``retention_ms`` after its last
+        rebalance left it Empty (if it never was left so, after each commit), an empty
+        consumer group's and those committed without a group (``assign()`` consumers)
+        ``retention_ms`` after each commit. An empty group left with no offsets goes, as
+        in Kafka. Returns how many partitions' offsets went."""
 
-    def _complete_join(self, group: Group) -> None:
-        """The rebalance is over: dynamic members that did not rejoin are out (static
-        ones stay until their session ends, as in Kafka), the rest get the new
-        generation. If members remain but none rejoined, wait another rebalance timeout."""
-        for member in [m for m in group.members.values() if m.join is None]:
-            if member.instance_id is None:
-                self._remove(group, member)
-        joined = [m for m in group.members.values() if m.join is not None]
-        if group.members and not joined:
-            timeout_ms = max(m.rebalance_timeout_ms for m in group.members.values())
-            self.rebalances.try_complete_else_watch_nowait(
-                DelayedJoin(self, group, timeout_ms), [group.name]
-            )
-            return
-        group.generation += 1
-        if not group.members:
-            group.state = GroupState.EMPTY
-            group.empty_since_ms = self.rebalances.timer.now_ms()
-            group.protocol = group.leader = ""
-            group.subscribed = frozenset()
-            return
-        group.protocol = group.select_protocol()
-        group.subscribed = group.subscribed_topics()
-        if group.leader not in group.members or group.members[group.leader].join is None:
-            group.leader = joined[0].member_id  # a leader that did not rejoin leads no more
-        group.state = GroupState.COMPLETING_REBALANCE
-        for member in joined:
-            _answer(member.join, group.join_result(member))
-            member.join = None
-            self._beat(group, member)
+        def since(group_id: str) -> float | None:
+            group = self.groups.get(group_id)
+            if group is None:
+                return None
+            if not is_empty(group):
+                return math.inf
+            return group.empty_since_ms if isinstance(group, ClassicGroup) else None
 
-    def _members_changed(self, group: Group) -> None:
-        if group.state is GroupState.PREPARING_REBALANCE:
-            self.rebalances.check_and_complete_nowait(group.name)
-        elif group.state is not GroupState.EMPTY:
-            self._prepare_rebalance(group)
-
-    def _remove(self, group: Group, member: Member) -> None:
-        member.leaving = True
-        self.heartbeats.check_and_complete_nowait((group.name, member.member_id))
-        _answer(member.join, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
-        _answer(member.sync, (ErrorCode.UNKNOWN_MEMBER_ID, b""))
-        del group.members[member.member_id]
-        if member.instance_id is not None:
-            group.static_members.pop(member.instance_id, None)
-
-    # -- sessions --------------------------------------------------------------------------
-
-    def _beat(self, group: Group, member: Member) -> None:
-        """The member is alive: complete its DelayedHeartbeat and park the next one."""
-        key = (group.name, member.member_id)
-        member.beat = True
-        self.heartbeats.check_and_complete_nowait(key)
-        member.beat = False
-        member.heartbeat = DelayedHeartbeat(self, group, member, f"heartbeat-{next(self._ids)}")
-        self.heartbeats.try_complete_else_watch_nowait(member.heartbeat, [key])
-
-    def _session_expired(self, group: Group, member: Member, op: DelayedHeartbeat) -> None:
-        if member.heartbeat is op and group.pending.get(member.member_id) is member:
-            del group.pending[member.member_id]  # never came back with its id
-            if not group.members and not group.pending and not group.generation:
-                del self.groups[group.name]  # nobody ever joined: forget the group
-            return
-        if member.heartbeat is not op or group.members.get(member.member_id) is not member:
-            return  # a newer heartbeat, or the member left meanwhile
-        if member.join is not None or member.sync is not None:
-            self._beat(group, member)  # waiting on us is no sign of death (Kafka agrees)
-            return
-        self._remove(group, member)
-        self._members_changed(group)
+        gone = offsets.expire(retention_ms, since)
+        for name in {group_id for group_id, _, _ in gone} - set(offsets.groups()):
+            group = self.groups.get(name)
+            if group is None or not is_empty(group):
+                continue
+            if not (isinstance(group, ClassicGroup) and group.pending):
+                del self.groups[name]
+        return len(gone)
 
 
-def _answer(future: asyncio.Future[T] | None, result: T) -> None:
-    if future is not None and not future.done():
-        future.set_result(result)
+def _listing(group: Group) -> GroupListing:
+    if isinstance(group, ClassicGroup):
+        return GroupListing(group.name, group.protocol_type, group.state.value, group.type)
+    if isinstance(group, ConsumerGroup):
+        return GroupListing(group.name, group.type, group.state(), group.type)
+    assert_never(group)

@@ -1,6 +1,6 @@
-"""A consumer group as Kafka's group coordinator keeps it: its state, generation, leader,
-chosen protocol and members (each with its subscriptions, its assignment and the JoinGroup
-or SyncGroup it has parked). :mod:`~purgatory.kafka.coordinator.group_coordinator` moves it along.
+"""A classic group (JoinGroup/SyncGroup) as Kafka's group coordinator keeps it: its state,
+generation, leader, chosen protocol and members (each with its subscriptions, its
+assignment and the JoinGroup or SyncGroup it has parked). :mod:`.classic` moves it along.
 """
 
 from __future__ import annotations
@@ -9,13 +9,15 @@ import asyncio
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Final, final
+from typing import ClassVar, Final, final
 
 from purgatory import DelayedOperation
 from purgatory.sim.errors import ErrorCode
 
 #: the protocol type of Kafka consumers' groups (ConsumerProtocol.PROTOCOL_TYPE)
 CONSUMER_PROTOCOL_TYPE: Final = "consumer"
+#: the type of a group of Kafka's classic group protocol (ListGroups v5+)
+CLASSIC: Final = "classic"
 
 # Kafka's group.min.session.timeout.ms and group.max.session.timeout.ms defaults.
 MIN_SESSION_TIMEOUT_MS: Final = 6_000
@@ -70,7 +72,8 @@ class Member:
 
 @final
 @dataclass(eq=False, slots=True)
-class Group:
+class ClassicGroup:
+    type: ClassVar[str] = CLASSIC
     name: str
     state: GroupState = GroupState.EMPTY
     generation: int = 0

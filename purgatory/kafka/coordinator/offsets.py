@@ -8,11 +8,10 @@ so every broker may coordinate every group.
 from __future__ import annotations
 
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable
 from typing import NamedTuple, final
 
 from purgatory._clock import Clock
-from purgatory.kafka.coordinator.groups import Group, GroupState
 
 
 class Committed(NamedTuple):
@@ -47,35 +46,23 @@ class OffsetStore:
         self.committed[group, topic, partition] = position
         self._committed_ms[group, topic, partition] = self.clock()
 
-    def expire(self, retention_ms: float, groups: MutableMapping[str, Group]) -> int:
-        """Kafka's offset expiry, now (``clock``): a group with members keeps its offsets;
-        an Empty group's expire ``retention_ms`` after its last rebalance left it Empty
-        (or, if it never was left so, after each commit); offsets committed without a
-        membership (a group the coordinator does not know: ``assign()`` consumers)
-        ``retention_ms`` after each commit. An Empty group left with no offsets goes
-        from ``groups`` (the coordinator's), as in Kafka. Returns how many went."""
+    def expire(
+        self, retention_ms: float, since: Callable[[str], float | None]
+    ) -> list[tuple[str, str, int]]:
+        """Kafka's offset expiry, now (``clock``): a group's committed offsets go
+        ``retention_ms`` after ``since(group)`` (the group coordinator's word: None for
+        after each commit, ``math.inf`` for never). Returns the (group, topic, partition)
+        whose offsets went."""
         now = self.clock()
         gone = []
         for key, committed_ms in self._committed_ms.items():
-            group = groups.get(key[0])
-            if group is None:
-                base = committed_ms
-            elif group.state is GroupState.EMPTY and not group.members:
-                since = group.empty_since_ms
-                base = committed_ms if since is None else since
-            else:
-                continue
-            if now - base >= retention_ms:
+            base = since(key[0])
+            if now - (committed_ms if base is None else base) >= retention_ms:
                 gone.append(key)
         for key in gone:
             del self.committed[key]
             del self._committed_ms[key]
-        left = set(self.groups())
-        for name in {key[0] for key in gone} - left:
-            group = groups.get(name)
-            if group is not None and group.state is GroupState.EMPTY and not group.pending:
-                del groups[name]
-        return len(gone)
+        return gone
 
     def commit_pending(
         self, group: str, producer_id: int, topic: str, partition: int, position: Committed

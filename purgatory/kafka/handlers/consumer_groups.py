@@ -1,7 +1,7 @@
 """ConsumerGroupHeartbeat 0-1 and ConsumerGroupDescribe 0-1: the consumer group protocol
 of KIP-848 (``group.protocol=consumer``), answered by the
-:class:`~purgatory.kafka.coordinator.consumer_groups.ConsumerGroupCoordinator`. Partitions
-are named by topic id, as in Kafka.
+:class:`~purgatory.kafka.coordinator.group_coordinator.GroupCoordinator` (its consumer
+groups). Partitions are named by topic id, as in Kafka.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Final, final
 
-from purgatory.kafka.coordinator.consumer_groups import Assignment, ConsumerGroupCoordinator
+from purgatory.kafka.coordinator.consumer import Assignment, HeartbeatRequest
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -24,9 +25,10 @@ _CONSUMER_MEMBER: Final = 1
 
 @final
 class ConsumerGroupHandlers:
-    """The two KIP-848 handlers over one coordinator; ``cluster`` names topics by id."""
+    """The two KIP-848 handlers over the group coordinator; ``cluster`` names topics by
+    id."""
 
-    def __init__(self, coordinator: ConsumerGroupCoordinator, cluster: Cluster) -> None:
+    def __init__(self, coordinator: GroupCoordinator, cluster: Cluster) -> None:
         self.coordinator = coordinator
         self.cluster = cluster
 
@@ -44,18 +46,20 @@ class ConsumerGroupHandlers:
         owned: Assignment | None = None
         if request.topic_partitions is not None:
             owned = {tp.topic_id: set(tp.partitions) for tp in request.topic_partitions}
-        result = self.coordinator.heartbeat(
-            request.group_id,
-            request.member_id,
-            request.member_epoch,
-            header.client_id or "",
-            instance_id=request.instance_id,
-            rack_id=request.rack_id,
-            rebalance_timeout_ms=millis(request.rebalance_timeout),
-            topics=request.subscribed_topic_names,
-            regex=getattr(request, "subscribed_topic_regex", None),
-            assignor=request.server_assignor,
-            owned=owned,
+        result = self.coordinator.consumer_heartbeat(
+            HeartbeatRequest(
+                request.group_id,
+                request.member_id,
+                request.member_epoch,
+                header.client_id or "",
+                instance_id=request.instance_id,
+                rack_id=request.rack_id,
+                rebalance_timeout_ms=millis(request.rebalance_timeout),
+                topics=request.subscribed_topic_names,
+                regex=getattr(request, "subscribed_topic_regex", None),
+                assignor=request.server_assignor,
+                owned=owned,
+            )
         )
         assignment = None
         if result.assignment is not None:
@@ -71,7 +75,7 @@ class ConsumerGroupHandlers:
             error_message=result.message,
             member_id=result.member_id,
             member_epoch=result.epoch,
-            heartbeat_interval=self.coordinator.heartbeat_interval_ms,
+            heartbeat_interval=self.coordinator.consumer.heartbeat_interval_ms,
             assignment=assignment,
         )
 
@@ -90,7 +94,7 @@ class ConsumerGroupHandlers:
     def consumer_group_describe(self, header: RequestHeader, request: Any) -> Any:
         described = []
         for name in request.group_ids:
-            group = self.coordinator.groups.get(name)
+            group = self.coordinator.consumer_group(name)
             if group is None:
                 described.append(
                     {
@@ -147,5 +151,5 @@ def _topic_ids(cluster: Cluster) -> dict[str, tuple[uuid.UUID, int]]:
 
 
 def topics_of(cluster: Cluster) -> Any:
-    """``topics`` for a :class:`ConsumerGroupCoordinator` over ``cluster``."""
+    """``topics`` for a :class:`GroupCoordinator` over ``cluster``."""
     return lambda: _topic_ids(cluster)

@@ -12,7 +12,7 @@ As Kafka's broker answers them:
   if they are not the group's) and answers them.
 * LeaveGroup v3+ lets several members leave at once, each with its own answer, named by
   member id or (static members) by group instance id; a group the coordinator does not
-  know is answered UNKNOWN_MEMBER_ID at the top, as Kafka does.
+  know (or a consumer group) is answered UNKNOWN_MEMBER_ID at the top.
 
 Static membership (KIP-345): the ``group_instance_id`` of JoinGroup v5+, SyncGroup v3+,
 Heartbeat v3+ and LeaveGroup v3+ is checked against the member id that holds it now
@@ -77,7 +77,7 @@ class MembershipHandlers:
 
     def _joined(self, request: Any, result: JoinResult) -> Any:
         ok = result.error is ErrorCode.NONE
-        group = self.coordinator.groups.get(request.group_id)
+        group = self.coordinator.classic_group(request.group_id)
         return respond(
             request,
             error_code=result.error,
@@ -108,7 +108,7 @@ class MembershipHandlers:
         )
         # What a successful answer names (v5+): the generation's, known by now if the
         # member may sync at all; a later rebalance answers this one with an error.
-        group = self.coordinator.groups.get(request.group_id)
+        group = self.coordinator.classic_group(request.group_id)
         chosen = (None, None) if group is None else (group.protocol_type, group.protocol)
         if isinstance(answer, tuple):
             return _synced(request, answer, chosen)
@@ -127,7 +127,7 @@ class MembershipHandlers:
         if header.api_version <= 2:
             [error] = self.coordinator.leave(request.group_id, [request.member_id])
             return respond(request, error_code=error)
-        if request.group_id not in self.coordinator.groups:
+        if self.coordinator.classic_group(request.group_id) is None:
             return respond(request, error_code=ErrorCode.UNKNOWN_MEMBER_ID)
         errors = self.coordinator.leave(
             request.group_id,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol, final
 
-from purgatory.kafka.coordinator.consumer_groups import ConsumerGroupCoordinator
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.protocol import ApiKey, RequestHeader
@@ -55,12 +54,10 @@ class OffsetHandlers:
         offsets: OffsetStore,
         coordinator: GroupCoordinator,
         topics: TopicIds,
-        consumer_groups: ConsumerGroupCoordinator | None = None,
     ) -> None:
         self.offsets = offsets
         self.coordinator = coordinator
         self.topics = topics
-        self.consumer_groups = consumer_groups
 
     def apis(self) -> ApiTable:
         return {
@@ -124,15 +121,9 @@ class OffsetHandlers:
     ) -> ErrorCode:
         """A member of a group commits for its generation (its member epoch in a KIP-848
         group); assign() consumers with -1."""
-        if self.consumer_groups is not None:
-            epoch_error = self.consumer_groups.commit_error(
-                group, member_id, generation, version=version
-            )
-            if epoch_error is not None:
-                return epoch_error
         known = self.offsets.has_group(group)
         error = self.coordinator.commit_error(
-            group, generation, member_id, instance_id, committed=known
+            group, generation, member_id, instance_id, version=version, committed=known
         )
         nobody_knows = group not in self.coordinator.groups and not known
         if error is ErrorCode.ILLEGAL_GENERATION and nobody_knows and version >= 9:

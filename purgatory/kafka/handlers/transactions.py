@@ -266,18 +266,12 @@ class TransactionHandlers:
         generation = request.generation_id if version >= 3 else -1
         member_id = request.member_id if version >= 3 else ""
         instance_id = request.group_instance_id if version >= 3 else None
-        consumer_groups = self.groups.consumer_groups
-        if consumer_groups is not None:
-            error = consumer_groups.commit_error(
-                group, member_id, generation, version=version, transactional=True
-            )
-            if error is not None:
-                return error
         return self.groups.commit_error(
             group,
             generation,
             member_id,
             instance_id,
+            version=version,
             committed=self.offsets.has_group(group),
             transactional=True,
         )

@@ -11,10 +11,10 @@ released yet (it gets them at a later heartbeat, once released). A member's sess
 when it stops heartbeating for ``session_timeout_ms``; one that does not revoke within its
 rebalance timeout is fenced (removed), as in Kafka.
 
-A group name is one kind of group or the other: a heartbeat for a classic group with
-members is GROUP_ID_NOT_FOUND (Kafka's answer when it may not migrate the group), an empty
-classic group of that name becomes a consumer group. Static membership and client-side
-assignors of KIP-848 are not served.
+:class:`ConsumerProtocol` acts on the consumer group it is given; the
+:class:`~purgatory.kafka.coordinator.group_coordinator.GroupCoordinator` owns the groups
+(a group id is a classic group's or a consumer group's) and builds it. Static membership
+and client-side assignors of KIP-848 are not served.
 """
 
 from __future__ import annotations
@@ -22,15 +22,14 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, final
+from typing import ClassVar, Final, final
 
 from purgatory.sim.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
-
+#: the type (and protocol type) of a KIP-848 group (ConsumerGroupHeartbeat)
+CONSUMER: Final = "consumer"
 #: Kafka's group.consumer.assignors: the first is the default
 ASSIGNORS: Final = ("uniform", "range")
 #: a member epoch: join (0), leave (-1), static leave (-2)
@@ -70,6 +69,7 @@ class ConsumerMember:
 @final
 @dataclass(eq=False, slots=True)
 class ConsumerGroup:
+    type: ClassVar[str] = CONSUMER
     name: str
     epoch: int = 0
     assignment_epoch: int = 0
@@ -86,6 +86,24 @@ class ConsumerGroup:
         if any(m.epoch != self.assignment_epoch or m.revoking for m in self.members.values()):
             return "Reconciling"
         return "Stable"
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    """A ConsumerGroupHeartbeat as the protocol takes it: None (or -1 for the timeout)
+    where the member sends nothing new."""
+
+    group_id: str
+    member_id: str
+    epoch: int
+    client_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    topics: Sequence[str] | None = None
+    regex: str | None = None
+    assignor: str | None = None
+    owned: Assignment | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +135,11 @@ def _union(a: Assignment, b: Assignment) -> Assignment:
 
 
 @final
-class ConsumerGroupCoordinator:
-    """Every KIP-848 consumer group. ``topics`` gives the cluster's topics (name -> (id,
-    partition count)) at each assignment; ``heartbeat_interval_ms`` and
-    ``session_timeout_ms`` are Kafka's ``group.consumer.heartbeat.interval.ms`` and
-    ``group.consumer.session.timeout.ms``."""
+class ConsumerProtocol:
+    """ConsumerGroupHeartbeat on the consumer group each is given. ``topics`` gives the
+    cluster's topics (name -> (id, partition count)) at each assignment;
+    ``heartbeat_interval_ms`` and ``session_timeout_ms`` are Kafka's
+    ``group.consumer.heartbeat.interval.ms`` and ``group.consumer.session.timeout.ms``."""
 
     def __init__(
         self,
@@ -133,89 +151,68 @@ class ConsumerGroupCoordinator:
         self.topics = topics
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
-        self.groups: dict[str, ConsumerGroup] = {}
-        #: the classic groups, which share the names (a name is one kind of group or the
-        #: other), when served
-        self.classic: GroupCoordinator | None = None
 
-    def close(self) -> None:
-        for group in self.groups.values():
-            for member in group.members.values():
-                _cancel(member)
+    @staticmethod
+    def close(group: ConsumerGroup) -> None:
+        for member in group.members.values():
+            _cancel(member)
 
     # -- the heartbeat ----------------------------------------------------------------------
 
-    def heartbeat(
-        self,
-        group_id: str,
-        member_id: str,
-        epoch: int,
-        client_id: str,
-        *,
-        instance_id: str | None,
-        rack_id: str | None,
-        rebalance_timeout_ms: int,
-        topics: Iterable[str] | None,
-        regex: str | None,
-        assignor: str | None,
-        owned: Assignment | None,
-    ) -> HeartbeatResult:
-        """One ConsumerGroupHeartbeat, answered at once (Kafka's checks, in its order)."""
-        if not group_id:
+    @staticmethod
+    def refusal(request: HeartbeatRequest) -> HeartbeatResult | None:
+        """Why a heartbeat is refused whatever the group (Kafka's checks, in its order);
+        None: the group decides."""
+        if not request.group_id:
             return HeartbeatResult(ErrorCode.INVALID_REQUEST, message="GroupId can't be empty.")
-        if instance_id is not None:
+        if request.instance_id is not None:
             return HeartbeatResult(
                 ErrorCode.UNSUPPORTED_VERSION, message="Static membership is not served here."
             )
-        if assignor is not None and assignor not in ASSIGNORS:
+        if request.assignor is not None and request.assignor not in ASSIGNORS:
             return HeartbeatResult(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
-                message=f"Assignor {assignor} is not supported. Supported: {list(ASSIGNORS)}.",
+                message=f"Assignor {request.assignor} is not supported. "
+                f"Supported: {list(ASSIGNORS)}.",
             )
-        if regex is not None:
+        if request.regex is not None:
             try:
-                re.compile(regex)
+                re.compile(request.regex)
             except re.error:
                 return HeartbeatResult(ErrorCode.INVALID_REGULAR_EXPRESSION)
-        if epoch == JOIN:
-            if topics is None and regex is None:
+        if request.epoch == JOIN:
+            if request.topics is None and request.regex is None:
                 return HeartbeatResult(
                     ErrorCode.INVALID_REQUEST,
                     message="SubscribedTopicNames or SubscribedTopicRegex must be set in "
                     "first request.",
                 )
-            if rebalance_timeout_ms < 0:
+            if request.rebalance_timeout_ms < 0:
                 return HeartbeatResult(
                     ErrorCode.INVALID_REQUEST,
                     message="RebalanceTimeoutMs must be provided in first request.",
                 )
-        group = self.groups.get(group_id)
-        if epoch in (LEAVE, STATIC_LEAVE):
-            member = None if group is None else group.members.get(member_id)
-            if group is None or member is None:
-                return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
-            self._remove(group, member)
-            return HeartbeatResult(ErrorCode.NONE, member_id, epoch)
-        if group is None:
-            classic = None if self.classic is None else self.classic.groups.get(group_id)
-            if classic is not None and (classic.members or classic.pending):
-                # Kafka, with no migration between the protocols: the name is taken
-                return HeartbeatResult(
-                    ErrorCode.GROUP_ID_NOT_FOUND,
-                    message=f"Group {group_id} is not a consumer group",
-                )
-            if epoch != JOIN:
-                return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
-            if classic is not None and self.classic is not None:
-                del self.classic.groups[group_id]  # an empty classic group becomes this one
-            group = self.groups[group_id] = ConsumerGroup(group_id)
+        return None
+
+    def leave(self, group: ConsumerGroup, member_id: str, epoch: int) -> HeartbeatResult:
+        """A heartbeat with epoch -1 (or -2): the member leaves."""
         member = group.members.get(member_id)
+        if member is None:
+            return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        self._remove(group, member)
+        return HeartbeatResult(ErrorCode.NONE, member_id, epoch)
+
+    def heartbeat(self, group: ConsumerGroup, request: HeartbeatRequest) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat to ``group`` (:meth:`refusal` passed), answered at
+        once."""
+        epoch, owned = request.epoch, request.owned
+        member = group.members.get(request.member_id)
         if member is None:
             if epoch != JOIN:
                 return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
-            if not member_id:
-                member_id = str(uuid.uuid4())  # v0: the coordinator names it
-            member = ConsumerMember(member_id, client_id, rebalance_timeout_ms)
+            # v0: the coordinator names it
+            member_id = request.member_id or str(uuid.uuid4())
+            member = ConsumerMember(member_id, request.client_id, request.rebalance_timeout_ms)
             group.members[member_id] = member
             group.epoch += 1
         elif epoch != member.epoch and not (
@@ -229,18 +226,7 @@ class ConsumerGroupCoordinator:
             # a member that lost its state rejoins with its id: it owns nothing now
             member.assigned, member.revoking, member.sent = {}, {}, None
             member.epoch = 0
-        changed = False
-        if topics is not None and tuple(sorted(topics)) != member.topics:
-            member.topics, changed = tuple(sorted(topics)), True
-        if regex is not None and regex != (member.regex or ""):
-            member.regex, changed = regex or None, True
-        if assignor is not None and assignor != member.assignor:
-            member.assignor, changed = assignor, True
-        if rebalance_timeout_ms >= 0:
-            member.rebalance_timeout_ms = rebalance_timeout_ms
-        if rack_id is not None:
-            member.rack_id = rack_id
-        if changed and epoch != JOIN:
+        if _update(member, request) and epoch != JOIN:
             group.epoch += 1
         self._session(group, member)
         if group.assignment_epoch != group.epoch:
@@ -344,24 +330,21 @@ class ConsumerGroupCoordinator:
 
     # -- what other requests ask ----------------------------------------------------------
 
+    @staticmethod
     def commit_error(
-        self,
-        group_id: str,
+        group: ConsumerGroup,
         member_id: str,
         epoch: int,
         *,
         version: int,
         transactional: bool = False,
-    ) -> ErrorCode | None:
+    ) -> ErrorCode:
         """OffsetCommit at ``version`` (TxnOffsetCommit: ``transactional``) for a consumer
-        group (None: not one): Kafka's ConsumerGroup.validateOffsetCommit. A commit with
+        group: Kafka's ConsumerGroup.validateOffsetCommit. A commit with
         epoch -1 goes to an empty group, whatever member id it names; otherwise a member
         commits with its current epoch (STALE_MEMBER_EPOCH otherwise; ILLEGAL_GENERATION
         in a transaction, as Kafka's validateTransactionalOffsetCommit maps it), and with
         OffsetCommit v9+ (UNSUPPORTED_VERSION before)."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return None
         if epoch < 0 and not group.members:
             return ErrorCode.NONE
         member = group.members.get(member_id)
@@ -372,6 +355,22 @@ class ConsumerGroupCoordinator:
         if epoch != member.epoch:
             return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
+
+
+def _update(member: ConsumerMember, request: HeartbeatRequest) -> bool:
+    """Take what the heartbeat sends anew; whether the subscription changed."""
+    changed = False
+    if request.topics is not None and tuple(sorted(request.topics)) != member.topics:
+        member.topics, changed = tuple(sorted(request.topics)), True
+    if request.regex is not None and request.regex != (member.regex or ""):
+        member.regex, changed = request.regex or None, True
+    if request.assignor is not None and request.assignor != member.assignor:
+        member.assignor, changed = request.assignor, True
+    if request.rebalance_timeout_ms >= 0:
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+    if request.rack_id is not None:
+        member.rack_id = request.rack_id
+    return changed
 
 
 def _cancel_revocation(member: ConsumerMember) -> None:
