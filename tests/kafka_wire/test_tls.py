@@ -470,3 +470,41 @@ async def test_a_stalled_handshake_is_closed_after_the_handshake_timeout() -> No
 def test_the_kafka_cluster_marker_takes_ssl(kafka_cluster: EmbeddedKafka) -> None:
     config = _confluent_ssl(kafka_cluster, certificate=True)
     assert _confluent_round_trip(config, b"marked") == b"marked"
+
+
+@pytest.mark.asyncio
+async def test_ssl_enabled_protocols_bounds_the_tls_versions() -> None:
+    configs = {"ssl.enabled.protocols": "TLSv1.2"}
+    async with AsyncEmbeddedKafka(brokers=1, ssl=True, configs=configs) as kafka:
+        address = kafka.front_door.ssl_addresses[0]
+        context = kafka.client_ssl_context()
+        _, writer = await asyncio.open_connection(*address, ssl=context)
+        assert writer.get_extra_info("ssl_object").version() == "TLSv1.2"
+        writer.close()
+        await writer.wait_closed()
+        newest = kafka.client_ssl_context()
+        newest.minimum_version = ssl.TLSVersion.TLSv1_3
+        with pytest.raises((ssl.SSLError, ConnectionResetError)):  # by the loop
+            await asyncio.open_connection(*address, ssl=newest)
+        async with asyncio.timeout(5):
+            while kafka.front_door.stats.bad_input["tls handshake"] != 1:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+
+
+@pytest.mark.asyncio
+async def test_a_crashed_broker_closes_its_tls_listeners_and_restarts_them_on_their_ports() -> None:
+    async with AsyncEmbeddedKafka(
+        brokers=2, topics={"t": (1, 2)}, users=USERS, ssl_port=0, sasl_ssl_port=0
+    ) as kafka:
+        door = kafka.front_door
+        before = (dict(door.ssl_addresses), dict(door.sasl_ssl_addresses))
+        await kafka.crash_broker(1)
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection(*door.ssl_addresses[1])
+        await kafka.restart_broker(1)
+        assert (door.ssl_addresses, door.sasl_ssl_addresses) == before
+        context = kafka.client_ssl_context()
+        metadata = await _ask_tls(door.ssl_addresses[1], context, ApiKey.METADATA, 12, topics=None)
+        assert {b.node_id: b.port for b in metadata.brokers} == {
+            b: port for b, (_, port) in before[0].items()
+        }
