@@ -771,8 +771,10 @@ class _Connection(asyncio.StreamReaderProtocol):
         self._made: asyncio.Transport | None = None
         self._handler: asyncio.Task[None] | None = None
         self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        #: a TLS connection's principal once its handshake is done (None: plaintext)
+        #: a TLS connection's principal once its handshake is done (None: plaintext),
+        #: and its streams
         self._principal: str | None = None
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream server's transport (asyncio's and uvloop's have no common base class)
@@ -848,7 +850,11 @@ class _Connection(asyncio.StreamReaderProtocol):
             self._drop(socket)
             return
         self._principal = principal
-        self.connection_made(secured)  # calls _serve: a new handler, which serves it
+        self.connection_made(secured)  # calls _serve, which keeps the streams for this task
+        assert self._streams is not None
+        # served by this task, counted open since connection_made: a cancellation from
+        # here on ends in _accept, which counts it closed
+        await self._listener._accept(*self._streams, principal)
 
     def _drop(self, transport: asyncio.BaseTransport) -> None:
         """A TLS connection that will not be served: closed now. Its socket's transport
@@ -864,9 +870,10 @@ class _Connection(asyncio.StreamReaderProtocol):
             self._lost.set_result(None)
 
     def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handler = asyncio.get_running_loop().create_task(
-            self._listener._accept(reader, writer, self._principal)
-        )
+        if self._principal is not None:  # a TLS connection: its handshake's task serves it
+            self._streams = (reader, writer)
+            return
+        handler = asyncio.get_running_loop().create_task(self._listener._accept(reader, writer))
         handler.add_done_callback(self._served)
         self._handler = handler
 

@@ -508,3 +508,29 @@ async def test_a_crashed_broker_closes_its_tls_listeners_and_restarts_them_on_th
         assert {b.node_id: b.port for b in metadata.brokers} == {
             b: port for b, (_, port) in before[0].items()
         }
+
+
+@pytest.mark.asyncio
+async def test_closing_a_tls_listener_closes_connections_mid_handshake_and_served() -> None:
+    kafka = AsyncEmbeddedKafka(brokers=1, ssl=True)
+    await kafka.start()
+    door = kafka.front_door
+    address = door.ssl_addresses[0]
+    context = kafka.client_ssl_context()
+    _, stalled = await asyncio.open_connection(*address)
+    stalled.write(_client_hello(context)[:20])
+    reader, served = await asyncio.open_connection(*address, ssl=context)
+    served.write(
+        request_frame(
+            build(request_type(ApiKey.API_VERSIONS, 3), {}), correlation_id=1, client_id="t"
+        )
+    )
+    async with asyncio.timeout(5):
+        await read_frame(reader)
+        while door.stats.connections != 2:  # noqa: ASYNC110 (no event)
+            await asyncio.sleep(0.01)
+        await kafka.close()
+    assert door.stats.connections == 0
+    assert door.tls is None
+    for writer in (stalled, served):
+        writer.close()
