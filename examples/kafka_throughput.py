@@ -6,7 +6,7 @@ protocol (aiokafka) and over the HTTP long poll.
 
     python examples/kafka_throughput.py [--client aiokafka|confluent] [--records 50000]
         [--idempotence] [--transactional N] [--consume] [--wakeups 200]
-        [--replica-rtt-ms MS] [--warmup 1000]
+        [--replica-rtt-ms MS] [--warmup 1000] [--ssl]
     python examples/kafka_throughput.py --librdkafka-mock [--records 500000]
         [--idempotence] [--transactional N]
 
@@ -17,9 +17,11 @@ own, with a transactional producer that commits every N records, and with ``--co
 reads those back read_committed and read_uncommitted. Starts the server as a child process
 on loopback (``purgatory.testing.ServeProcess``: its log is kept in a temporary
 directory), produces, reads the server's CPU time from /proc (Linux), and stops it.
-``--librdkafka-mock`` runs the same librdkafka producer against librdkafka's own
-in-process mock cluster instead (``test.mock.num.brokers=3``; partition 0 of a topic of
-replication factor 3): the same figures, its brokers' CPU counted in this process's.
+``--ssl`` serves and connects over the SSL listeners instead (``--kafka-ssl-port``; the
+clients trust the server's CA from its ready file). ``--librdkafka-mock`` runs the same
+librdkafka producer against librdkafka's own in-process mock cluster instead
+(``test.mock.num.brokers=3``; partition 0 of a topic of replication factor 3): the same
+figures, its brokers' CPU counted in this process's.
 """
 
 from __future__ import annotations
@@ -27,13 +29,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import ssl
 import time
+from typing import Any
 
 import aiohttp
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from purgatory.percentiles import percentile
 from purgatory.testing import ServeProcess
+
+#: the clients' security settings: empty over plaintext; with ``--ssl``, the server's CA
+CONFLUENT_SECURITY: dict[str, object] = {}
+AIOKAFKA_SECURITY: dict[str, Any] = {}
+
+
+def use_ssl(ca_file: str) -> None:
+    CONFLUENT_SECURITY.update({"security.protocol": "SSL", "ssl.ca.location": ca_file})
+    context = ssl.create_default_context(cafile=ca_file)
+    AIOKAFKA_SECURITY.update({"security_protocol": "SSL", "ssl_context": context})
 
 
 def cpu_seconds(pid: int) -> float:
@@ -43,7 +57,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def produce(bootstrap: str, records: int) -> float:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **AIOKAFKA_SECURITY)
     await producer.start()
     try:
         value = b"x" * 100
@@ -70,6 +84,7 @@ def confluent_produce(
         "linger.ms": 5,
         "enable.idempotence": idempotence,
         "message.timeout.ms": 30_000,  # a refused record fails instead of retrying on
+        **CONFLUENT_SECURITY,
     }
     if transaction:
         config["transactional.id"] = f"throughput-{topic}"
@@ -108,7 +123,9 @@ def confluent_produce(
 
 
 async def aiokafka_consume(bootstrap: str, records: int) -> float:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, **AIOKAFKA_SECURITY
+    )
     await consumer.start()
     try:
         tp = TopicPartition("t", 0)
@@ -140,6 +157,7 @@ def confluent_consume(
             # 100,000 records is full, which a broker faster than this loop fills: that
             # measures the pause, not the broker
             "fetch.queue.backoff.ms": 10,
+            **CONFLUENT_SECURITY,
         }
     )
     try:
@@ -159,9 +177,14 @@ def confluent_consume(
 
 
 async def kafka_wakeups(bootstrap: str, rounds: int) -> list[float]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks=1, linger_ms=0, **AIOKAFKA_SECURITY
+    )
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5000
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=5000,
+        **AIOKAFKA_SECURITY,
     )
     await producer.start()
     await consumer.start()
@@ -240,6 +263,11 @@ def main() -> None:
         help="the server's simulated replication round trip (default: its own, 1 ms)",
     )
     parser.add_argument(
+        "--ssl",
+        action="store_true",
+        help="serve and connect over the SSL listeners (--kafka-ssl-port) instead",
+    )
+    parser.add_argument(
         "--librdkafka-mock",
         action="store_true",
         help="librdkafka's own mock cluster instead of purgatory serve (confluent only)",
@@ -248,16 +276,23 @@ def main() -> None:
     if args.librdkafka_mock:
         librdkafka_mock(args.records, args.warmup, args.idempotence, args.transactional)
         return
-    command = ["--kafka-port", "0", "--topic", "t:1:3", "--log-level", "WARNING"]
+    listener = "--kafka-ssl-port" if args.ssl else "--kafka-port"
+    command = [listener, "0", "--topic", "t:1:3", "--log-level", "WARNING"]
     if args.replica_rtt_ms is not None:
         command += ["--replica-rtt-ms", args.replica_rtt_ms]
     command += ["--topic", "w:1:3", "--topic", "h:1:3", "--topic", "x:1:3"]
     if args.transactional and args.client != "confluent":
         parser.error("--transactional needs --client confluent")
     with ServeProcess(*command) as server:
-        url, bootstrap = server.url, server.bootstrap_servers
+        url = server.url
+        if args.ssl:
+            tls = server.addresses.document["kafka_ssl"]
+            bootstrap = tls["bootstrap_servers"]
+            use_ssl(tls["ca_file"])
+        else:
+            bootstrap = server.bootstrap_servers
         n = args.records
-        print(f"client:             {args.client}")
+        print(f"client:             {args.client}{' over SSL' if args.ssl else ''}")
         print(f"records:            {n}")
         produce_with = (
             (lambda count: confluent_produce(bootstrap, count, args.idempotence))

@@ -27,6 +27,7 @@ from typing import Final, final
 
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, LOGIN_MODULE, parse_jaas
 from purgatory.kafka.sasl import MECHANISMS, enabled_mechanisms
+from purgatory.kafka.tls import PrincipalMapper
 
 #: Java's short, int and long bounds: SHORT, INT and LONG configs refuse anything beyond
 _SHORT_MAX: Final = (1 << 15) - 1
@@ -384,6 +385,33 @@ _CONFIGS: Final = (
         "the authorizer allows a resource no ACL matches (else denies it)",
     ),
     BrokerConfig(
+        "ssl.client.auth",
+        ConfigType.STRING,
+        "none",
+        "none",
+        "whether an SSL listener asks for a client certificate: none, requested (a client "
+        "without one is User:ANONYMOUS), required (one without is refused at the "
+        "handshake); SASL_SSL listeners ask for none, as Kafka's unless listener-prefixed",
+        Rule(choices=("none", "requested", "required")),
+    ),
+    BrokerConfig(
+        "ssl.enabled.protocols",
+        ConfigType.LIST,
+        "TLSv1.2,TLSv1.3",
+        "TLSv1.2,TLSv1.3",
+        "the TLS versions the SSL and SASL_SSL listeners take",
+        Rule(choices=("TLSv1.2", "TLSv1.3")),
+    ),
+    BrokerConfig(
+        "ssl.principal.mapping.rules",
+        ConfigType.STRING,
+        "DEFAULT",
+        "DEFAULT",
+        "how a client certificate's subject (RFC 2253, CN=...,OU=...) becomes its "
+        "principal's name: DEFAULT (as is) and RULE:pattern/replacement/[LU] rules, the "
+        "first that matches",
+    ),
+    BrokerConfig(
         "offsets.topic.num.partitions",
         ConfigType.INT,
         50,
@@ -517,6 +545,9 @@ def broker_configs(configs: Mapping[str, object] | None = None) -> BrokerConfigs
         parse_jaas(checked.text(JAAS_CONFIG))
     except ValueError as exc:
         raise ValueError(f"{JAAS_CONFIG}: {exc}") from None
+    if not checked.text("ssl.enabled.protocols"):
+        raise ValueError("ssl.enabled.protocols: enable TLSv1.2, TLSv1.3 or both")
+    PrincipalMapper(checked.text("ssl.principal.mapping.rules"))  # ValueError if it is bad
     low = checked.number("group.min.session.timeout.ms")
     high = checked.number("group.max.session.timeout.ms")
     if low > high:

@@ -26,6 +26,7 @@ lost response, a dropped connection, a delay) are rules on :attr:`~AsyncEmbedded
 from __future__ import annotations
 
 import asyncio
+import ssl as _ssl
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final, Self, TypeVar, final
@@ -34,6 +35,7 @@ from purgatory._lifecycle import StartClose
 from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
+from purgatory.kafka.tls import TlsMaterial
 from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult, Latency, Record
 from purgatory.sim.log import records_in
 from purgatory.sim.messages import PartitionMetadata
@@ -67,6 +69,14 @@ class AsyncEmbeddedKafka(StartClose):
     ``sasl_port`` (0: free ports) adds a SASL_PLAINTEXT listener to every broker (at
     :attr:`sasl_bootstrap_servers`), beside the plaintext one; its clients log in as one
     of ``users`` (name -> password) with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+
+    ``ssl_port`` (0: free ports; ``ssl=True`` is ``ssl_port=0``) adds an SSL listener to
+    every broker (at :attr:`ssl_bootstrap_servers`), ``sasl_ssl_port`` a SASL_SSL one (at
+    :attr:`sasl_ssl_bootstrap_servers`). The cluster makes its CA, broker certificates
+    and a client certificate at start (:attr:`ca_file`, :attr:`client_cert_file`,
+    :attr:`client_key_file`, removed at close); :meth:`client_ssl_context` is a client's
+    context. ``ssl.client.auth``, ``ssl.principal.mapping.rules`` and
+    ``ssl.enabled.protocols`` are broker ``configs`` (:mod:`purgatory.kafka.tls`).
     """
 
     def __init__(
@@ -81,9 +91,12 @@ class AsyncEmbeddedKafka(StartClose):
         configs: Mapping[str, object] | None = None,
         users: Mapping[str, str] | None = None,
         sasl_port: int | None = None,
+        ssl: bool = False,
+        ssl_port: int | None = None,
+        sasl_ssl_port: int | None = None,
     ) -> None:
         checked = _checked_configs(brokers, configs, min_insync_replicas, cluster_options)
-        _check_sasl(users, sasl_port)
+        ssl_port = _check_ports(users, sasl_port, ssl, ssl_port, sasl_ssl_port)
         options = dict(cluster_options or {})
         options["min_insync_replicas"] = checked.number("min.insync.replicas")
         for name, option in _CLUSTER_CONFIGS.items():
@@ -92,7 +105,14 @@ class AsyncEmbeddedKafka(StartClose):
         self.cluster = Cluster(brokers, seed=seed, **options)
         self.configs = checked
         self.front_door = KafkaFrontDoor(
-            self.cluster, host, 0, configs=checked, users=users, sasl_port=sasl_port
+            self.cluster,
+            host,
+            0,
+            configs=checked,
+            users=users,
+            sasl_port=sasl_port,
+            ssl_port=ssl_port,
+            sasl_ssl_port=sasl_ssl_port,
         )
         self._topics = dict(topics or {})
         self._started = False
@@ -130,6 +150,46 @@ class AsyncEmbeddedKafka(StartClose):
         """``host:port,...`` of every broker's SASL_PLAINTEXT listener ("" without
         ``sasl_port``)."""
         return self.front_door.sasl_bootstrap
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        """``host:port,...`` of every broker's SSL listener ("" without ``ssl_port``)."""
+        return self.front_door.ssl_bootstrap
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        """``host:port,...`` of every broker's SASL_SSL listener ("" without
+        ``sasl_ssl_port``)."""
+        return self.front_door.sasl_ssl_bootstrap
+
+    def client_ssl_context(self, certificate: bool = True) -> _ssl.SSLContext:
+        """A client's :class:`ssl.SSLContext` for the SSL and SASL_SSL listeners: it
+        trusts the cluster's CA (and checks the broker's host name) and, with
+        ``certificate``, presents the client certificate for mutual TLS."""
+        return self.front_door.client_ssl_context(certificate)
+
+    @property
+    def ca_file(self) -> str:
+        """The CA's certificate (PEM), for a client's ``ssl.ca.location`` / ``ssl_cafile``."""
+        return self._tls.ca_file
+
+    @property
+    def client_cert_file(self) -> str:
+        """The client certificate (PEM), signed by the CA; its principal is
+        ``User:CN=purgatory-client,OU=clients,O=purgatory``."""
+        return self._tls.client_cert_file
+
+    @property
+    def client_key_file(self) -> str:
+        """The client certificate's private key (PEM, unencrypted)."""
+        return self._tls.client_key_file
+
+    @property
+    def _tls(self) -> TlsMaterial:
+        tls = self.front_door.tls
+        if tls is None:
+            raise RuntimeError("no TLS listeners running: give ssl_port or sasl_ssl_port")
+        return tls
 
     @property
     def addresses(self) -> dict[int, tuple[str, int]]:
@@ -295,11 +355,14 @@ class EmbeddedKafka:
         configs: Mapping[str, object] | None = None,
         users: Mapping[str, str] | None = None,
         sasl_port: int | None = None,
+        ssl: bool = False,
+        ssl_port: int | None = None,
+        sasl_ssl_port: int | None = None,
         loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
     ) -> None:
         # checked here, so that a bad config raises before any thread starts
         _checked_configs(brokers, configs, min_insync_replicas, cluster_options)
-        _check_sasl(users, sasl_port)
+        _check_ports(users, sasl_port, ssl, ssl_port, sasl_ssl_port)
 
         def build() -> AsyncEmbeddedKafka:
             return AsyncEmbeddedKafka(
@@ -312,6 +375,9 @@ class EmbeddedKafka:
                 configs=configs,
                 users=users,
                 sasl_port=sasl_port,
+                ssl=ssl,
+                ssl_port=ssl_port,
+                sasl_ssl_port=sasl_ssl_port,
             )
 
         self._build = build
@@ -422,6 +488,29 @@ class EmbeddedKafka:
         return self._async.sasl_bootstrap_servers
 
     @property
+    def ssl_bootstrap_servers(self) -> str:
+        return self._async.ssl_bootstrap_servers
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        return self._async.sasl_ssl_bootstrap_servers
+
+    def client_ssl_context(self, certificate: bool = True) -> _ssl.SSLContext:
+        return self._async.client_ssl_context(certificate)
+
+    @property
+    def ca_file(self) -> str:
+        return self._async.ca_file
+
+    @property
+    def client_cert_file(self) -> str:
+        return self._async.client_cert_file
+
+    @property
+    def client_key_file(self) -> str:
+        return self._async.client_key_file
+
+    @property
     def addresses(self) -> dict[int, tuple[str, int]]:
         return self._get(lambda k: k.addresses)
 
@@ -523,13 +612,28 @@ def _checked_configs(
     return BrokerConfigs(explicit)
 
 
-def _check_sasl(users: Mapping[str, str] | None, sasl_port: int | None) -> None:
-    """ValueError for a user without a name or password, or a port out of range."""
+def _check_ports(
+    users: Mapping[str, str] | None,
+    sasl_port: int | None,
+    ssl: bool,
+    ssl_port: int | None,
+    sasl_ssl_port: int | None,
+) -> int | None:
+    """The SSL listeners' first port (``ssl=True``: 0 unless ``ssl_port`` says);
+    ValueError for a user without a name or password, or a port out of range."""
     for name, password in (users or {}).items():
         if not isinstance(name, str) or not isinstance(password, str) or not name or not password:
             raise ValueError(f"users: a user needs a name and a password, got {name!r}")
-    if sasl_port is not None and not 0 <= sasl_port <= 65535:
-        raise ValueError(f"sasl_port must be in 0..65535, got {sasl_port}")
+    if ssl and ssl_port is None:
+        ssl_port = 0
+    for flag, port in (
+        ("sasl_port", sasl_port),
+        ("ssl_port", ssl_port),
+        ("sasl_ssl_port", sasl_ssl_port),
+    ):
+        if port is not None and not 0 <= port <= 65535:
+            raise ValueError(f"{flag} must be in 0..65535, got {port}")
+    return ssl_port
 
 
 async def _finish_tasks() -> None:

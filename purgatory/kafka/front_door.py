@@ -1,5 +1,7 @@
-"""One Kafka listener per simulated broker: broker ``i`` on ``host:base_port + i``, and with
-``sasl_port`` a SASL_PLAINTEXT listener beside it on ``host:sasl_port + i``.
+"""One Kafka listener per simulated broker and security protocol: broker ``i`` on
+``host:base_port + i`` (PLAINTEXT), and with ``sasl_port`` a SASL_PLAINTEXT listener beside
+it on ``host:sasl_port + i``, with ``ssl_port`` an SSL one, with ``sasl_ssl_port`` a
+SASL_SSL one.
 
 The front door owns what the brokers share (the group coordinator, the offset store, the
 producer ids, the counters) and gives every listener the same handler tables: its
@@ -10,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import Callable, Mapping
-from typing import Any, final
+from dataclasses import dataclass, field
+from typing import Any, Final, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
@@ -51,8 +55,37 @@ from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.sasl import Credentials, SaslListener, enabled_mechanisms
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
+from purgatory.kafka.tls import TlsListener, TlsMaterial, TlsSettings, tls_settings
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
+
+#: the security protocols, in the order the front door starts their listeners
+PLAINTEXT: Final = "PLAINTEXT"
+SASL_PLAINTEXT: Final = "SASL_PLAINTEXT"
+SSL: Final = "SSL"
+SASL_SSL: Final = "SASL_SSL"
+
+Addresses = dict[int, tuple[str, int]]
+
+
+@final
+@dataclass(eq=False, slots=True)
+class _Listeners:
+    """Every broker's listener of one security protocol: the first port (0: free
+    ports), the addresses bound and the servers running, by broker id."""
+
+    protocol: str
+    port: int
+    addresses: Addresses = field(default_factory=dict)
+    servers: dict[int, KafkaProtocolServer] = field(default_factory=dict)
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol.endswith("SSL")
 
 
 @final
@@ -73,9 +106,14 @@ class KafkaFrontDoor:
     ``base_port`` None leaves out the plaintext ones (:attr:`addresses` is then the SASL
     listeners').
 
+    With ``ssl_port`` each broker has an SSL listener (:attr:`ssl_addresses`), with
+    ``sasl_ssl_port`` a SASL_SSL one (:attr:`sasl_ssl_addresses`): :meth:`start` makes
+    the certificates they serve (:attr:`tls`, :mod:`purgatory.kafka.tls`), removed at
+    :meth:`close`. Every listener tells its clients its own protocol's addresses.
+
     With ``authorizer.class.name`` set, :attr:`authorizer` enforces :attr:`acls` on every
     listener (:mod:`purgatory.kafka.authorization`): SASL clients as ``User:NAME``,
-    plaintext ones as ``User:ANONYMOUS``."""
+    SSL ones as their certificate's mapped subject, others as ``User:ANONYMOUS``."""
 
     def __init__(
         self,
@@ -87,19 +125,50 @@ class KafkaFrontDoor:
         configs: BrokerConfigs | None = None,
         users: Mapping[str, str] | None = None,
         sasl_port: int | None = None,
+        ssl_port: int | None = None,
+        sasl_ssl_port: int | None = None,
     ) -> None:
-        if base_port is None and sasl_port is None:
-            raise ValueError("no listener: give base_port, sasl_port or both")
+        ports = {
+            PLAINTEXT: base_port,
+            SASL_PLAINTEXT: sasl_port,
+            SSL: ssl_port,
+            SASL_SSL: sasl_ssl_port,
+        }
+        #: the listeners by security protocol, those asked for only
+        self.listeners = {
+            protocol: _Listeners(protocol, port)
+            for protocol, port in ports.items()
+            if port is not None
+        }
+        if not self.listeners:
+            raise ValueError("no listener: give base_port, sasl_port, ssl_port or sasl_ssl_port")
         self.cluster = cluster
         self.host = host
         self.base_port = base_port
         self.sasl_port = sasl_port
+        self.ssl_port = ssl_port
+        self.sasl_ssl_port = sasl_ssl_port
         self.limits = ListenerLimits() if limits is None else limits
         self.stats = ProtocolStats()
-        #: broker id -> (host, port) of its plaintext listener (of its SASL one if none)
-        self.addresses: dict[int, tuple[str, int]] = {}
+        first = next(iter(self.listeners.values()))
+        #: broker id -> (host, port) of its plaintext listener (of the first of its
+        #: SASL_PLAINTEXT, SSL, SASL_SSL ones if none)
+        self.addresses: Addresses = first.addresses
+
+        def of(protocol: str) -> Addresses:
+            listeners = self.listeners.get(protocol)
+            return {} if listeners is None else listeners.addresses
+
         #: broker id -> (host, port) of its SASL_PLAINTEXT listener
-        self.sasl_addresses = self.addresses if base_port is None else {}
+        self.sasl_addresses = of(SASL_PLAINTEXT)
+        #: broker id -> (host, port) of its SSL listener
+        self.ssl_addresses = of(SSL)
+        #: broker id -> (host, port) of its SASL_SSL listener
+        self.sasl_ssl_addresses = of(SASL_SSL)
+        #: the certificates of the TLS listeners, made at :meth:`start` (None before, and
+        #: without TLS listeners)
+        self.tls: TlsMaterial | None = None
+        self.tls_settings: TlsSettings | None = None
         # One group coordinator serves every broker.
         self.configs = BrokerConfigs() if configs is None else configs
         self.coordinator = _group_coordinator(cluster, self.configs)
@@ -155,8 +224,13 @@ class KafkaFrontDoor:
         #: the client quotas AlterClientQuotas sets
         self.client_quotas = ClientQuotaHandlers()
         self._shared = self._shared_apis(cluster)
-        self._servers: dict[int, KafkaProtocolServer] = {}
-        self._sasl_servers: dict[int, KafkaProtocolServer] = {}
+        if ssl_port is not None or sasl_ssl_port is not None:
+            self.tls_settings = tls_settings(
+                self.configs.text("ssl.client.auth"),
+                self.configs.text("ssl.enabled.protocols"),
+                self.configs.text("ssl.principal.mapping.rules"),
+            )
+        self._tls_contexts: dict[tuple[int, bool], ssl.SSLContext] = {}
         #: per-request fault rules, for every listener (none by default)
         self.faults = Faults(self._faults_active, cluster.topic_name)
 
@@ -186,9 +260,17 @@ class KafkaFrontDoor:
         coordinators' (TxnTimeout, TxnSettle, TxnIdExpiration); the cluster has its own."""
         return {**self.coordinator.purgatories, **self.transactions.purgatories}
 
+    def _make_tls(self) -> None:
+        """The certificates, made once (before the first TLS listener starts)."""
+        if self.tls is None and self.tls_settings is not None:
+            self.tls = TlsMaterial(sorted(self.cluster.brokers), [self.host])
+
     async def start(self) -> None:
+        self._make_tls()
         for broker_id in sorted(self.cluster.brokers):
-            port = self.base_port + broker_id if self.base_port else 0
+            port = None
+            if self.base_port is not None:
+                port = self.base_port + broker_id if self.base_port else 0
             await self.start_listener(broker_id, port)
         if self._expiry is None:
             self._expiry = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
@@ -208,44 +290,63 @@ class KafkaFrontDoor:
             self.expire_offsets()
 
     async def start_listener(
-        self, broker_id: int, port: int | None = None, sasl_port: int | None = None
+        self,
+        broker_id: int,
+        port: int | None = None,
+        sasl_port: int | None = None,
+        ssl_port: int | None = None,
+        sasl_ssl_port: int | None = None,
     ) -> None:
         """Listen for broker ``broker_id`` again (after :meth:`stop_listener`), on
         ``port`` (default: the port it had, so clients find it where Metadata said), and
-        with SASL listeners on ``sasl_port`` (default: the one it had, else
-        ``sasl_port + broker_id`` of the front door's, else a free one)."""
+        with SASL, SSL and SASL_SSL listeners on ``sasl_port``, ``ssl_port`` and
+        ``sasl_ssl_port`` (each by default: the one it had, else the front door's first
+        port of that protocol + ``broker_id``, else a free one)."""
         if self.listening(broker_id):
             raise RuntimeError(f"broker {broker_id} is listening already")
-        if self.base_port is not None:
-            if port is None:
-                port = self.addresses[broker_id][1]
-            server = self._server(broker_id, self.addresses, None)
-            bound = await server.start(self.host, port)
-            self.addresses[broker_id] = (self.host, bound)
-            self._servers[broker_id] = server
-        if self.sasl_port is not None:
-            if sasl_port is None:
-                known = self.sasl_addresses.get(broker_id)
-                first = self.sasl_port
-                sasl_port = known[1] if known else first + broker_id if first else 0
-            server = self._server(broker_id, self.sasl_addresses, self.sasl)
+        self._make_tls()
+        asked = {PLAINTEXT: port, SASL_PLAINTEXT: sasl_port, SSL: ssl_port, SASL_SSL: sasl_ssl_port}
+        for protocol, listeners in self.listeners.items():
+            bind = asked[protocol]
+            if bind is None:
+                known = listeners.addresses.get(broker_id)
+                first = listeners.port
+                bind = known[1] if known else first + broker_id if first else 0
+            server = self._server(broker_id, listeners)
             try:
-                bound = await server.start(self.host, sasl_port)
+                bound = await server.start(self.host, bind)
             except BaseException:
                 await self.stop_listener(broker_id)
                 raise
-            self.sasl_addresses[broker_id] = (self.host, bound)
-            self._sasl_servers[broker_id] = server
+            listeners.addresses[broker_id] = (self.host, bound)
+            listeners.servers[broker_id] = server
 
-    def _server(
-        self,
-        broker_id: int,
-        addresses: dict[int, tuple[str, int]],
-        sasl: SaslListener | None,
-    ) -> KafkaProtocolServer:
-        """Broker ``broker_id``'s listener, not started: advertising ``addresses``, and
-        authenticating its clients with ``sasl``."""
-        server = KafkaProtocolServer(self.stats, self.limits, broker_id, sasl=sasl)
+    def _tls_listener(self, broker_id: int, sasl: bool) -> TlsListener:
+        """What broker ``broker_id``'s SSL (SASL_SSL with ``sasl``) listener serves."""
+        assert self.tls is not None
+        assert self.tls_settings is not None
+        settings = self.tls_settings
+        key = (broker_id, sasl)
+        context = self._tls_contexts.get(key)
+        if context is None:
+            # Kafka asks a SASL_SSL client for no certificate unless the listener's own
+            # ssl.client.auth says so (KIP-684): the SASL login says who it is
+            own = TlsSettings("none", settings.protocols) if sasl else settings
+            context = self._tls_contexts[key] = self.tls.server_context(broker_id, own)
+        return TlsListener(context, settings.mapper, settings.handshake_timeout_s)
+
+    def _server(self, broker_id: int, listeners: _Listeners) -> KafkaProtocolServer:
+        """Broker ``broker_id``'s listener of ``listeners``' protocol, not started:
+        advertising that protocol's addresses, authenticating its clients with SASL
+        and/or TLS as the protocol says."""
+        addresses = listeners.addresses
+        server = KafkaProtocolServer(
+            self.stats,
+            self.limits,
+            broker_id,
+            sasl=self.sasl if listeners.sasl else None,
+            tls=self._tls_listener(broker_id, listeners.sasl) if listeners.tls else None,
+        )
         partitions = PartitionHandlers(
             self.cluster,
             broker_id,
@@ -285,11 +386,13 @@ class KafkaFrontDoor:
         ]:
             server.register_all(apis)
         if addresses is not self.addresses:
-            # the SASL listeners beside plaintext ones name their own addresses
+            # the other listeners beside the first name their own addresses
+
+            async def coordinator_for(key: str) -> tuple[int, str, int] | None:
+                return await self._coordinator_at(addresses, key)
+
             server.register_all(
-                CoordinatorHandlers(
-                    self._sasl_coordinator_for, self.transactions, self.sasl_addresses
-                ).apis()
+                CoordinatorHandlers(coordinator_for, self.transactions, addresses).apis()
             )
             server.register_all(DescribeClusterHandlers(self.cluster, addresses).apis())
         missing = unruled(server.supported())
@@ -320,22 +423,25 @@ class KafkaFrontDoor:
         """Close broker ``broker_id``'s listeners and every connection to them: a client's
         next connect is refused at once, as from a crashed broker. Metadata still names
         it (with its port), as Kafka's does until the broker's session expires."""
-        for servers in (self._servers, self._sasl_servers):
-            server = servers.pop(broker_id, None)
+        for listeners in self.listeners.values():
+            server = listeners.servers.pop(broker_id, None)
             if server is not None:
                 await server.close()
 
+    def _all_servers(self) -> list[KafkaProtocolServer]:
+        return [s for listeners in self.listeners.values() for s in listeners.servers.values()]
+
     def advertised(self) -> dict[ApiKey, tuple[int, int]]:
         """The APIs and versions every listener answers (what ApiVersions says)."""
-        server = next(iter([*self._servers.values(), *self._sasl_servers.values()]), None)
+        server = next(iter(self._all_servers()), None)
         return {} if server is None else server.supported()
 
     def listening(self, broker_id: int) -> bool:
-        return broker_id in self._servers or broker_id in self._sasl_servers
+        return any(broker_id in listeners.servers for listeners in self.listeners.values())
 
     def _faults_active(self, active: bool) -> None:
         # maybe called from another thread
-        for server in [*self._servers.values(), *self._sasl_servers.values()]:
+        for server in self._all_servers():
             server.interceptor = self.faults if active else None
 
     async def _coordinator_for(self, key: str) -> tuple[int, str, int] | None:
@@ -344,10 +450,6 @@ class KafkaFrontDoor:
         answers group requests (one coordinator holds every group), but the answer must
         not depend on the broker asked, or a client that asks several keeps moving."""
         return await self._coordinator_at(self.addresses, key)
-
-    async def _sasl_coordinator_for(self, key: str) -> tuple[int, str, int] | None:
-        """The same coordinator, at its SASL listener."""
-        return await self._coordinator_at(self.sasl_addresses, key)
 
     async def _coordinator_at(
         self, addresses: dict[int, tuple[str, int]], key: str
@@ -368,10 +470,14 @@ class KafkaFrontDoor:
             self._expiry = None
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
         await self.transactions.close()
-        for server in [*self._servers.values(), *self._sasl_servers.values()]:
+        for server in self._all_servers():
             await server.close()
-        self._servers.clear()
-        self._sasl_servers.clear()
+        for listeners in self.listeners.values():
+            listeners.servers.clear()
+        if self.tls is not None:
+            self.tls.close()
+            self.tls = None
+            self._tls_contexts.clear()
 
     @property
     def bootstrap(self) -> str:
@@ -382,7 +488,29 @@ class KafkaFrontDoor:
     @property
     def sasl_bootstrap(self) -> str:
         """``host:port,...`` of the SASL_PLAINTEXT listeners ("" without them)."""
-        return ",".join(f"{host}:{port}" for host, port in self.sasl_addresses.values())
+        return _joined(self.sasl_addresses)
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """``host:port,...`` of the SSL listeners ("" without them)."""
+        return _joined(self.ssl_addresses)
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """``host:port,...`` of the SASL_SSL listeners ("" without them)."""
+        return _joined(self.sasl_ssl_addresses)
+
+    def client_ssl_context(self, certificate: bool = True) -> ssl.SSLContext:
+        """An :class:`ssl.SSLContext` for a client of the TLS listeners: it trusts the
+        cluster's CA and, with ``certificate``, presents the client certificate (mutual
+        TLS). RuntimeError before :meth:`start` or without TLS listeners."""
+        if self.tls is None:
+            raise RuntimeError("no TLS listeners running: give ssl_port or sasl_ssl_port")
+        return self.tls.client_context(certificate)
+
+
+def _joined(addresses: Addresses) -> str:
+    return ",".join(f"{host}:{port}" for host, port in addresses.values())
 
 
 def _group_coordinator(cluster: Cluster, configs: BrokerConfigs) -> GroupCoordinator:

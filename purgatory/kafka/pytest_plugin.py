@@ -19,6 +19,12 @@ SCRAM-SHA-256, SCRAM-SHA-512), at ``kafka_cluster.sasl_bootstrap_servers``::
 
     @pytest.mark.kafka_cluster(users={"alice": "alice-secret"}, sasl_port=0)
 
+SSL listeners (``ssl=True``, or ``ssl_port``; SASL_SSL ones with ``sasl_ssl_port``), at
+``kafka_cluster.ssl_bootstrap_servers``, with the cluster's CA at
+``kafka_cluster.ca_file`` and a client's context from ``kafka_cluster.client_ssl_context()``::
+
+    @pytest.mark.kafka_cluster(ssl=True, configs={"ssl.client.auth": "required"})
+
 The cluster runs on its own loop thread, so the fixture serves synchronous tests
 (kafka-python, confluent-kafka) and asyncio tests (aiokafka) alike.
 """
@@ -41,9 +47,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{NAME}(brokers=3, topics=None, min_insync_replicas=1, cluster_options=None, "
-        "configs=None, users=None, sasl_port=None): the embedded Kafka cluster of the "
-        "kafka_cluster fixture (EmbeddedKafka's arguments; configs: broker configs by "
-        "Kafka's names; users: name -> password for the SASL listeners on sasl_port)",
+        "configs=None, users=None, sasl_port=None, ssl=False, ssl_port=None, "
+        "sasl_ssl_port=None): the embedded Kafka cluster of the kafka_cluster fixture "
+        "(EmbeddedKafka's arguments; configs: broker configs by Kafka's names; users: "
+        "name -> password for the SASL listeners on sasl_port and sasl_ssl_port; ssl: SSL "
+        "listeners on free ports)",
     )
 
 

@@ -18,11 +18,12 @@ import contextlib
 import inspect
 import logging
 import math
+import ssl
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, Protocol, cast, final
+from typing import Any, Final, Generic, NamedTuple, Protocol, TypeVar, cast, final
 
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
@@ -43,9 +44,12 @@ from purgatory.kafka.schemas import (
     response_type,
     versions,
 )
+from purgatory.kafka.tls import NoMatchingRule, TlsListener
 from purgatory.sim.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: A handler takes the request header and the request body (kio's dataclass for the
 #: request's version) and returns the response (kio's dataclass for the same version),
@@ -203,10 +207,12 @@ class _Peer:
     """Who is at the other end of one connection: its address, and the client software
     it announced (ApiVersions v3+, KIP-511), logged once per connection."""
 
-    __slots__ = ("address", "software")
+    __slots__ = ("address", "principal", "software")
 
-    def __init__(self, address: object) -> None:
+    def __init__(self, address: object, principal: str = ANONYMOUS) -> None:
         self.address = address
+        #: who the client is when no SASL login says (an SSL listener's certificate)
+        self.principal = principal
         self.software: tuple[str, str] | None = None
 
     @property
@@ -271,7 +277,9 @@ class KafkaProtocolServer:
     broker ``broker_id``. While :attr:`interceptor` is set, every request but ApiVersions
     goes through it (fault injection); None, the default, costs one attribute test. With
     ``sasl`` it is a SASL_PLAINTEXT listener: a connection is served once it has
-    authenticated (:mod:`purgatory.kafka.sasl`)."""
+    authenticated (:mod:`purgatory.kafka.sasl`). With ``tls`` it is an SSL listener (with
+    ``sasl`` too, SASL_SSL): a connection is served once its TLS handshake is done
+    (:mod:`purgatory.kafka.tls`); a failed one is counted and closes it."""
 
     def __init__(
         self,
@@ -280,11 +288,13 @@ class KafkaProtocolServer:
         broker_id: int = 0,
         *,
         sasl: SaslListener | None = None,
+        tls: TlsListener | None = None,
     ) -> None:
         self.stats = stats or ProtocolStats()
         self.limits = ListenerLimits() if limits is None else limits
         self.broker_id = broker_id
         self.sasl = sasl
+        self.tls = tls
         self.interceptor: Interceptor | None = None
         self.guard: Guard | None = None
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
@@ -343,15 +353,31 @@ class KafkaProtocolServer:
         if server is not None:
             await server.wait_closed()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _admit(self) -> bool:
+        """Whether one more connection may open (it is then counted open)."""
         stats = self.stats
         if stats.connections >= self.limits.max_connections:
             stats.close("limit", f"{stats.connections} open, the most allowed")
-            writer.close()
-            return
+            return False
         stats.connections += 1
+        return True
+
+    async def _accept(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        principal: str | None = None,
+    ) -> None:
+        """Serve one connection; ``principal`` (a TLS connection's, admitted at its
+        handshake) None for a plaintext one, admitted here."""
+        stats = self.stats
+        if principal is None:
+            if not self._admit():
+                writer.close()
+                return
+            principal = ANONYMOUS
         try:
-            await self._serve(reader, writer)
+            await self._serve(reader, writer, principal)
         except asyncio.CancelledError:
             pass  # only close() cancels a connection: it ends here, quietly
         finally:
@@ -360,12 +386,14 @@ class KafkaProtocolServer:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, principal: str
+    ) -> None:
         responses = _Responses()
         responder = asyncio.create_task(self._respond(responses, writer))
         session = None if self.sasl is None else SaslSession(self.sasl)
         try:
-            peer = _Peer(writer.get_extra_info("peername"))
+            peer = _Peer(writer.get_extra_info("peername"), principal)
             while (frame := await self._read_frame(reader, responses, session)) is not None:
                 if session is None or (session.authenticated and not _sasl_api(frame)):
                     item = self._dispatch(frame, peer, session)
@@ -497,7 +525,7 @@ class KafkaProtocolServer:
             if guard is None:
                 result = run(body)
             else:
-                principal = ANONYMOUS if session is None else session.principal
+                principal = peer.principal if session is None else session.principal
                 result = guard(principal, peer.host, body, run)
         except CloseConnection:
             return None
@@ -666,6 +694,56 @@ def _sasl_api(frame: bytes) -> bool:
     )
 
 
+@final
+class _Begun(Generic[T]):
+    """A coroutine run now up to its first wait (as Python 3.12's eager tasks start
+    one), the rest when this is awaited: what it waits on, its result or its exception,
+    and a cancellation thrown into it, pass through as through ``await``."""
+
+    __slots__ = ("_coroutine", "_first", "_outcome")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, T]) -> None:
+        self._coroutine = coroutine
+        self._first: Any = None
+        self._outcome: tuple[T] | BaseException | None = None
+        try:
+            self._first = coroutine.send(None)
+        except StopIteration as stop:
+            self._outcome = (stop.value,)
+        except Exception as exc:
+            self._outcome = exc
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        outcome = self._outcome
+        if isinstance(outcome, BaseException):
+            raise outcome
+        if outcome is not None:
+            return outcome[0]
+        coroutine, waited = self._coroutine, self._first
+        while True:
+            try:
+                try:
+                    sent = yield waited
+                except BaseException as exc:  # a cancellation: the coroutine's to handle
+                    waited = coroutine.throw(exc)
+                else:
+                    waited = coroutine.send(sent)
+            except StopIteration as stop:
+                result: T = stop.value
+                return result
+
+
+#: the reasons of a TLS handshake refused for the client's certificate (none sent when
+#: ``ssl.client.auth=required``, or one the CA did not sign): failed authentications
+_CERTIFICATE_REFUSED: Final = frozenset(
+    {"PEER_DID_NOT_RETURN_A_CERTIFICATE", "CERTIFICATE_VERIFY_FAILED", "NO_CERTIFICATE_RETURNED"}
+)
+
+
+def _address(transport: asyncio.BaseTransport) -> object:
+    return transport.get_extra_info("peername")
+
+
 def _stop_accepting(server: asyncio.Server) -> None:
     """Stop taking connections off ``server``'s listening sockets, leaving them open and
     the server attachable. A selector loop accepts from a reader callback, removed here;
@@ -692,17 +770,108 @@ class _Connection(asyncio.StreamReaderProtocol):
         self._made: asyncio.Transport | None = None
         self._handler: asyncio.Task[None] | None = None
         self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        #: a TLS connection's principal once its handshake is done (None: plaintext),
+        #: and its streams
+        self._principal: str | None = None
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream server's transport (asyncio's and uvloop's have no common base class)
-        self._made = made = cast(asyncio.Transport, transport)
-        self._listener._connections.add(self)
-        if self._listener._closing:
-            made.abort()  # accepted as the listener closed: never served
-            return
+        made = cast(asyncio.Transport, transport)
+        listener = self._listener
+        if self._made is None:
+            self._made = made
+            listener._connections.add(self)
+            if listener._closing:
+                made.abort()  # accepted as the listener closed: never served
+                return
+            tls = listener.tls
+            if tls is not None:
+                if not listener._admit():
+                    self._drop(made)
+                    return
+                # The TLS layer takes the socket's transport over now, before this
+                # callback returns: uvloop starts reading once it has, and a byte read
+                # by this protocol would be lost to the handshake.
+                started = _Begun(
+                    asyncio.get_running_loop().start_tls(
+                        made,
+                        self,
+                        tls.context,
+                        server_side=True,
+                        ssl_handshake_timeout=tls.handshake_timeout_s,
+                    )
+                )
+                handshake = asyncio.get_running_loop().create_task(
+                    self._handshake(made, tls, started)
+                )
+                handshake.add_done_callback(self._served)
+                self._handler = handshake
+                return
+        else:
+            self._made = made  # the TLS transport, over the socket's
         super().connection_made(transport)  # calls _serve
 
+    async def _handshake(
+        self, socket: asyncio.Transport, tls: TlsListener, started: _Begun[asyncio.Transport | None]
+    ) -> None:
+        """A TLS listener's connection: admitted, its handshake done (within
+        ``tls.handshake_timeout_s``), its client certificate's principal found, then
+        served. asyncio's own TLS (``loop.start_tls``, what ``create_server(ssl=...)``
+        runs) does the handshake: started here rather than by the server, a failed one
+        reaches this listener, to be counted and logged (asyncio's server only logs it,
+        in debug mode). Bad input (plaintext, garbage, a handshake cut off or too slow)
+        closes the connection, counted as ``tls handshake``; a certificate refused counts
+        as a failed ``SSL`` authentication."""
+        stats = self._listener.stats
+        secured: asyncio.BaseTransport | None = None
+        try:
+            secured = await started
+            if secured is None:
+                raise ConnectionResetError("connection lost during the handshake")
+            principal = tls.principal(secured.get_extra_info("ssl_object"))
+        except asyncio.CancelledError:
+            stats.connections -= 1
+            self._drop(socket if secured is None else secured)
+            return  # the listener is closing
+        except NoMatchingRule as exc:
+            stats.connections -= 1
+            stats.authentication_failed("SSL", str(exc))
+            self._drop(socket if secured is None else secured)
+            return
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            stats.connections -= 1
+            reason = getattr(exc, "reason", None)
+            if isinstance(exc, ssl.SSLError) and reason in _CERTIFICATE_REFUSED:
+                stats.authentication_failed("SSL", f"{reason} from {_address(socket)}")
+            else:
+                stats.bad("tls handshake", f"{_address(socket)}: {type(exc).__name__}: {exc}")
+            self._drop(socket)
+            return
+        self._principal = principal
+        self.connection_made(secured)  # calls _serve, which keeps the streams for this task
+        assert self._streams is not None
+        # served by this task, counted open since connection_made: a cancellation from
+        # here on ends in _accept, which counts it closed
+        await self._listener._accept(*self._streams, principal)
+
+    def _drop(self, transport: asyncio.BaseTransport) -> None:
+        """A TLS connection that will not be served: closed now. Its socket's transport
+        tells the TLS layer, not this protocol, that it is lost: this does."""
+        transport.abort() if isinstance(transport, asyncio.Transport) else transport.close()
+        self._listener._connections.discard(self)
+        if not self._lost.done():
+            # the socket closes in a callback the loop runs before the next step
+            asyncio.get_running_loop().call_soon(self._set_lost)
+
+    def _set_lost(self) -> None:
+        if not self._lost.done():
+            self._lost.set_result(None)
+
     def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._principal is not None:  # a TLS connection: its handshake's task serves it
+            self._streams = (reader, writer)
+            return
         handler = asyncio.get_running_loop().create_task(self._listener._accept(reader, writer))
         handler.add_done_callback(self._served)
         self._handler = handler

@@ -198,18 +198,36 @@ def _add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
         "i on HOST:P+i, beside or instead of --kafka-port (0 picks free ports; default: off)",
     )
     parser.add_argument(
+        "--kafka-ssl-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="SSL Kafka listeners: broker i on HOST:P+i, beside or instead of the others "
+        "(0 picks free ports; default: off); the server makes a CA, broker certificates and "
+        "a client certificate at start (the ready file names the files); mutual TLS with "
+        "--kafka-config ssl.client.auth=required",
+    )
+    parser.add_argument(
+        "--kafka-sasl-ssl-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="SASL_SSL Kafka listeners (SASL over TLS): broker i on HOST:P+i (0 picks free "
+        "ports; default: off)",
+    )
+    parser.add_argument(
         "--kafka-user",
         action="append",
         default=[],
         metavar="NAME:PASSWORD",
-        help="a user who may log in on the SASL listeners with every mechanism "
+        help="a user who may log in on the SASL (and SASL_SSL) listeners with every mechanism "
         "(repeatable); more SCRAM users by AlterUserScramCredentials",
     )
     parser.add_argument(
         "--kafka-allow-anonymous",
         action="store_true",
-        help="allow the plaintext Kafka listeners (--kafka-port), which authenticate "
-        "nobody, on a HOST that is not loopback",
+        help="allow the plaintext Kafka listeners (--kafka-port), and SSL ones without "
+        "ssl.client.auth=required, which authenticate nobody, on a HOST that is not loopback",
     )
     parser.add_argument(
         "--kafka-max-connections",
@@ -329,6 +347,8 @@ class ServeSettings:
     replica_rtt_ms: float | None = None
     kafka_port: int | None = None
     kafka_sasl_port: int | None = None
+    kafka_ssl_port: int | None = None
+    kafka_sasl_ssl_port: int | None = None
     kafka_users: tuple[tuple[str, str], ...] = ()
     kafka_limits: ListenerLimits | None = None
     kafka_auto_create_topics: bool = False
@@ -370,6 +390,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     _check_cluster_flags(args)
     users = _kafka_users(args)
     kafka_configs = _kafka_configs(args, storage)
+    _check_ssl_anonymous(args, kafka_configs)
     _check_ready_file(args.ready_file)
     trace = None if args.trace is None else TraceWriter(args.trace)  # last: nothing to undo
     return ServeSettings(
@@ -385,6 +406,8 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         replica_rtt_ms=args.replica_rtt_ms,
         kafka_port=args.kafka_port,
         kafka_sasl_port=args.kafka_sasl_port,
+        kafka_ssl_port=args.kafka_ssl_port,
+        kafka_sasl_ssl_port=args.kafka_sasl_ssl_port,
         kafka_users=users,
         kafka_limits=kafka_limits,
         kafka_auto_create_topics=args.kafka_auto_create_topics,
@@ -439,8 +462,11 @@ def _kafka_users(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
         if name in users:
             raise ValueError(f"--kafka-user {name} given twice")
         users[name] = password
-    if users and args.kafka_sasl_port is None:
-        raise ValueError("--kafka-user needs --kafka-sasl-port: users log in on SASL listeners")
+    if users and args.kafka_sasl_port is None and args.kafka_sasl_ssl_port is None:
+        raise ValueError(
+            "--kafka-user needs --kafka-sasl-port or --kafka-sasl-ssl-port: users log in "
+            "on SASL listeners"
+        )
     return tuple(users.items())
 
 
@@ -474,20 +500,25 @@ def _check_cluster_flags(args: argparse.Namespace) -> None:
     rtt = args.replica_rtt_ms
     if rtt is not None and not (math.isfinite(rtt) and rtt >= 0):
         raise ValueError(f"--replica-rtt-ms must be a finite number >= 0, got {rtt}")
-    for flag, port in (
+    ports = [
         ("--kafka-port", args.kafka_port),
         ("--kafka-sasl-port", args.kafka_sasl_port),
-    ):
+        ("--kafka-ssl-port", args.kafka_ssl_port),
+        ("--kafka-sasl-ssl-port", args.kafka_sasl_ssl_port),
+    ]
+    for flag, port in ports:
         if port is not None and not (port == 0 or 1 <= port <= 65536 - args.brokers):
             raise ValueError(
                 f"{flag} must leave room for {args.brokers} ports below 65536, got {port}"
             )
-    plain, sasl = args.kafka_port, args.kafka_sasl_port
-    if plain and sasl and abs(plain - sasl) < args.brokers:
-        raise ValueError(
-            f"--kafka-port {plain} and --kafka-sasl-port {sasl} overlap: "
-            f"each takes {args.brokers} consecutive ports"
-        )
+    for i, (flag, port) in enumerate(ports):
+        for other, other_port in ports[i + 1 :]:
+            if port and other_port and abs(port - other_port) < args.brokers:
+                raise ValueError(
+                    f"{flag} {port} and {other} {other_port} overlap: "
+                    f"each takes {args.brokers} consecutive ports"
+                )
+    plain = args.kafka_port
     if plain is not None and not args.kafka_allow_anonymous and not is_loopback(args.host):
         raise ValueError(
             f"--kafka-port on --host {args.host}: a plaintext Kafka listener authenticates "
@@ -495,6 +526,32 @@ def _check_cluster_flags(args: argparse.Namespace) -> None:
             "serve Kafka on a loopback host, or on SASL listeners (--kafka-sasl-port with "
             "--kafka-user), or accept that with --kafka-allow-anonymous"
         )
+
+
+def _check_ssl_anonymous(args: argparse.Namespace, configs: BrokerConfigs) -> None:
+    """SSL listeners that do not require a client certificate authenticate nobody: on a
+    host that is not loopback only with ``--kafka-allow-anonymous``."""
+    if args.kafka_ssl_port is None or args.kafka_allow_anonymous or is_loopback(args.host):
+        return
+    if configs.text("ssl.client.auth") != "required":
+        raise ValueError(
+            f"--kafka-ssl-port on --host {args.host} without --kafka-config "
+            "ssl.client.auth=required: its clients are anonymous, and anyone who reaches "
+            "it may produce, consume and delete topics; require client certificates, or "
+            "accept that with --kafka-allow-anonymous"
+        )
+
+
+def _serves_kafka(settings: ServeSettings) -> bool:
+    return any(
+        port is not None
+        for port in (
+            settings.kafka_port,
+            settings.kafka_sasl_port,
+            settings.kafka_ssl_port,
+            settings.kafka_sasl_ssl_port,
+        )
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -511,9 +568,7 @@ def run(args: argparse.Namespace) -> int:
         settings.connections.max_connections,
         max_pending,
         max_pending - write_reserve(max_pending),
-        ""
-        if settings.kafka_port is None and settings.kafka_sasl_port is None
-        else f", {kafka_limits.max_connections} Kafka connections",
+        f", {kafka_limits.max_connections} Kafka connections" if _serves_kafka(settings) else "",
     )
     try:
         with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
@@ -548,7 +603,7 @@ async def serve(settings: ServeSettings) -> int:
     for name, partitions, replication_factor in settings.topics:
         await cluster.create_topic(name, partitions, replication_factor)
     kafka = None
-    if settings.kafka_port is not None or settings.kafka_sasl_port is not None:
+    if _serves_kafka(settings):
         kafka = KafkaFrontDoor(
             cluster,
             settings.host,
@@ -557,6 +612,8 @@ async def serve(settings: ServeSettings) -> int:
             configs=configs,
             users=dict(settings.kafka_users),
             sasl_port=settings.kafka_sasl_port,
+            ssl_port=settings.kafka_ssl_port,
+            sasl_ssl_port=settings.kafka_sasl_ssl_port,
         )
     app = _observed_app(cluster, settings.config, settings.access, kafka, settings.trace)
     runner = ServiceRunner(
@@ -637,15 +694,15 @@ async def _serve_until_signalled(
                 print(f"kafka bootstrap.servers={kafka.bootstrap}", flush=True)
             if settings.kafka_sasl_port is not None:
                 print(f"kafka sasl bootstrap.servers={kafka.sasl_bootstrap}", flush=True)
+            if settings.kafka_ssl_port is not None:
+                print(f"kafka ssl bootstrap.servers={kafka.ssl_bootstrap}", flush=True)
+            if settings.kafka_sasl_ssl_port is not None:
+                print(f"kafka sasl_ssl bootstrap.servers={kafka.sasl_ssl_bootstrap}", flush=True)
         if ready is not None:
-            brokers = sasl = None
-            mechanisms: tuple[str, ...] = MECHANISMS
-            if kafka is not None and settings.kafka_port is not None:
-                brokers = dict(kafka.addresses)
-            if kafka is not None and settings.kafka_sasl_port is not None:
-                sasl = dict(kafka.sasl_addresses)
-                mechanisms = kafka.sasl.mechanisms
-            write_ready_file(ready, ready_document(http, brokers, sasl, mechanisms))
+            mechanisms = MECHANISMS if kafka is None else kafka.sasl.mechanisms
+            write_ready_file(
+                ready, ready_document(http, *_kafka_listeners(settings, kafka), mechanisms)
+            )
         await stop.wait()
         print("shutting down", flush=True)
     finally:
@@ -658,6 +715,30 @@ async def _serve_until_signalled(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
     return 0
+
+
+def _kafka_listeners(
+    settings: ServeSettings, kafka: KafkaFrontDoor | None
+) -> tuple[
+    dict[int, tuple[str, int]] | None,
+    dict[int, tuple[str, int]] | None,
+    dict[str, Any] | None,
+    dict[str, Any] | None,
+]:
+    """The ready file's Kafka listeners: plaintext, SASL_PLAINTEXT, SSL and SASL_SSL
+    (with their certificates' files), each None when not served."""
+    if kafka is None:
+        return None, None, None, None
+    brokers = dict(kafka.addresses) if settings.kafka_port is not None else None
+    sasl = dict(kafka.sasl_addresses) if settings.kafka_sasl_port is not None else None
+    files = {} if kafka.tls is None else kafka.tls.files()
+    tls: dict[str, Any] | None = None
+    sasl_tls: dict[str, Any] | None = None
+    if settings.kafka_ssl_port is not None:
+        tls = {"addresses": dict(kafka.ssl_addresses), **files}
+    if settings.kafka_sasl_ssl_port is not None:
+        sasl_tls = {"addresses": dict(kafka.sasl_ssl_addresses), **files}
+    return brokers, sasl, tls, sasl_tls
 
 
 async def _start_on_consecutive_ports(kafka: KafkaFrontDoor, attempts: int = 50) -> None:
@@ -693,12 +774,16 @@ def ready_document(
     http: list[tuple[str, int]],
     kafka: dict[int, tuple[str, int]] | None,
     kafka_sasl: dict[int, tuple[str, int]] | None = None,
+    kafka_ssl: dict[str, Any] | None = None,
+    kafka_sasl_ssl: dict[str, Any] | None = None,
     mechanisms: tuple[str, ...] = MECHANISMS,
 ) -> dict[str, Any]:
     """What the ready file says: the HTTP listeners (``http``: (host, port) as bound) and,
     with Kafka, each broker's plaintext listener (``kafka``: broker id -> (host, port))
-    and SASL_PLAINTEXT listener (``kafka_sasl``, offering ``mechanisms``); the format is
-    in docs/serve.md."""
+    and SASL_PLAINTEXT listener (``kafka_sasl``), and its SSL and SASL_SSL ones
+    (``kafka_ssl``, ``kafka_sasl_ssl``: ``addresses`` as those, and the files of the CA
+    and the client certificate); the SASL ones offer ``mechanisms``; the format is in
+    docs/serve.md."""
     document: dict[str, Any] = {
         "version": READY_FILE_VERSION,
         "pid": os.getpid(),
@@ -717,6 +802,21 @@ def ready_document(
             "security_protocol": "SASL_PLAINTEXT",
             "mechanisms": list(mechanisms),
         }
+    # TLS listeners: "addresses" (broker id -> (host, port)) and the certificates' files
+    for key, listener, protocol in (
+        ("kafka_ssl", kafka_ssl, "SSL"),
+        ("kafka_sasl_ssl", kafka_sasl_ssl, "SASL_SSL"),
+    ):
+        document[key] = None
+        if listener is not None:
+            files = {name: value for name, value in listener.items() if name != "addresses"}
+            document[key] = {
+                **_listeners(listener["addresses"]),
+                "security_protocol": protocol,
+                **files,
+            }
+            if protocol == "SASL_SSL":
+                document[key]["mechanisms"] = list(mechanisms)
     return document
 
 

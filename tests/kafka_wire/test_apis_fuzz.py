@@ -159,7 +159,7 @@ async def _feed(case: Case, handler: Callable[..., Any], faults: Faults | None) 
 async def test_generated_and_mutated_requests_only_decode_error_or_an_encodable_answer() -> None:
     async with AsyncEmbeddedKafka(brokers=3, seed=1, topics={"t": (2, 3)}) as kafka:
         # the handlers one listener of the front door serves, as it registered them
-        handlers = kafka.front_door._servers[0]._handlers
+        handlers = kafka.front_door.listeners["PLAINTEXT"].servers[0]._handlers
         served = {ApiKey(key): (low, high) for key, (low, high, _) in handlers.items()}
         assert set(served) == set(ApiKey) - {ApiKey.API_VERSIONS}
         cases = _cases(served)

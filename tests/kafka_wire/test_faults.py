@@ -191,7 +191,8 @@ async def test_rules_match_broker_topic_version_and_client_and_can_be_kept(kafka
     assert set(faults.rules) == set(elsewhere)
     faults.clear()
     assert faults.rules == ()
-    assert kafka.front_door._servers[0].interceptor is None  # no rules: nothing looked at
+    listener = kafka.front_door.listeners["PLAINTEXT"].servers[0]
+    assert listener.interceptor is None  # no rules: nothing looked at
 
 
 async def _ask(
