@@ -4,12 +4,18 @@ purgatory's virtual-time loop instead (timers there fire instantly, in order).""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Callable, Mapping
 
 import pytest
 
+from purgatory.kafka.schemas import CHECK_NAMES_ENV
 from purgatory.testing import virtual_loop_factory
+
+# A misspelt kio field name given to the response builder raises instead of silently
+# becoming the field's default (in this process and in the `purgatory serve` it starts).
+os.environ[CHECK_NAMES_ENV] = "1"
 
 # The kafka_cluster fixture; an install registers it through the pytest11 entry point
 # too, under this same name, so it is loaded once either way.

@@ -19,7 +19,10 @@ module is the one place the front door meets it:
 from __future__ import annotations
 
 import datetime
+import importlib
 import io
+import os
+import pkgutil
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -210,16 +213,56 @@ def _convert(field: FieldShape, value: Any) -> Any:
 def build(cls: type, values: Mapping[str, Any]) -> Any:
     """An instance of kio class ``cls`` from ``values``: nested structs and arrays of
     them may be given as mappings; names the class (this version) lacks are left out;
-    fields not given take their default, or a zero value. (Names are not checked against
-    every version of the API: that would load every version's module on first use, half
-    a second per API; the tests build every API at every version instead.)"""
+    fields not given take their default, or a zero value.
+
+    A name no version of the API has is a misspelling, which would silently become the
+    field's default. Checking that loads every version's module (half a second per API),
+    so it is done only where :data:`CHECK_NAMES_ENV` is set: the project's tests set it,
+    and a misspelt name then raises TypeError."""
     kwargs: dict[str, Any] = {}
+    given = 0
     for field in shape_of(cls).every:
         if field.name in values:
             kwargs[field.name] = _convert(field, values[field.name])
+            given += 1
         elif field.default is MISSING:
             kwargs[field.name] = _zero(field)
+    if given != len(values) and _checking_names():
+        _check_names(cls, values)
     return cls(**kwargs)
+
+
+#: the environment variable that turns on :func:`build`'s check of field names
+CHECK_NAMES_ENV: Final = "PURGATORY_CHECK_KIO_NAMES"
+
+
+@cache
+def _checking_names() -> bool:
+    return os.environ.get(CHECK_NAMES_ENV, "") not in ("", "0")
+
+
+def _check_names(cls: type, values: Mapping[str, Any]) -> None:
+    unknown = sorted(set(values) - _names_in_any_version(cls.__module__))
+    if unknown:
+        raise TypeError(f"{cls.__module__}.{cls.__name__}: no version has the field(s) {unknown}")
+
+
+@cache
+def _names_in_any_version(module: str) -> frozenset[str]:
+    """Every field name of every struct of ``module``'s API and direction, in every
+    version (``kio.schema.<api>.v<N>.<request|response>``): the structs are named
+    differently across versions, so a name is checked against them all."""
+    api, _, kind = module.rsplit(".", 2)
+    names: set[str] = set()
+    for version in pkgutil.iter_modules(importlib.import_module(api).__path__):
+        try:
+            other = importlib.import_module(f"{api}.{version.name}.{kind}")
+        except ModuleNotFoundError:
+            continue
+        for entity in vars(other).values():
+            if isinstance(entity, type) and entity.__module__ == other.__name__:
+                names.update(field.name for field in shape_of(entity).every)
+    return frozenset(names)
 
 
 def respond(request: Any, **values: Any) -> Any:

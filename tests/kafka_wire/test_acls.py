@@ -283,7 +283,7 @@ async def test_metadata_hides_what_may_not_be_described_and_refuses_what_is_name
     # per topic: the refused topic answered, the allowed one deleted
     kafka.front_door.acls.add(_acl("User:ANONYMOUS", Operation.DELETE, name="orders"))
     deleted = await _ask(
-        kafka, ApiKey.DELETE_TOPICS, 5, topic_names=["orders", "secret"], timeout_ms=5000
+        kafka, ApiKey.DELETE_TOPICS, 5, topic_names=["orders", "secret"], timeout=5000
     )
     assert {r.name: r.error_code for r in deleted.responses} == {
         "orders": KioError.none,

@@ -157,7 +157,9 @@ def _request(key: ApiKey, version: int, topic_id: uuid.UUID) -> Any:
         for resource in values["resources"]:
             resource.update(resource_type=2, resource_name="t")
             for config in resource.get("configs", ()):
-                config.update(name="retention.ms", value="1", config_operation=0)
+                config.update(name="retention.ms", value="1")
+                if key is ApiKey.INCREMENTAL_ALTER_CONFIGS:
+                    config["config_operation"] = 0  # SET
     return build(cls, values)
 
 

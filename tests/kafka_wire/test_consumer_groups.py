@@ -151,7 +151,7 @@ async def test_members_join_revoke_before_reassignment_and_leave(
         "group_id": "g",
         "member_id": "b",
         "group_instance_id": None,
-        "retention_time_ms": -1,
+        "retention_time": -1,
         "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
     }
     stale = await wire.kio(ApiKey.OFFSET_COMMIT, 9, generation_id_or_member_epoch=1, **commit)

@@ -76,7 +76,7 @@ async def _commit(
     if version >= 7:
         values["group_instance_id"] = instance
     if 2 <= version <= 4:
-        values["retention_time_ms"] = -1
+        values["retention_time"] = -1
     answer = await _call(door, ApiKey.OFFSET_COMMIT, version, **values)
     return [p.error_code for t in answer.topics for p in t.partitions]
 

@@ -460,6 +460,28 @@ def test_build_drops_the_fields_a_version_lacks_and_defaults_the_rest() -> None:
         assert _decode_response(ApiKey.METADATA, response.__version__, frame) == (3, response)
 
 
+def test_build_refuses_a_name_no_version_has_only_where_the_names_are_checked() -> None:
+    # the tests check names (tests/conftest.py sets the variable); a misspelt one would
+    # otherwise become the field's default without a word
+    v0 = response_type(ApiKey.METADATA, 0)
+    build(v0, {"cluster_id": "c", "topics": [{"topic_id": TOPIC_ID}]})  # names of v2+, v10+
+    with pytest.raises(TypeError, match=r"no version has the field\(s\) \['clusterid'\]"):
+        build(v0, {"clusterid": "c"})
+    with pytest.raises(TypeError, match=r"\['topic_ids'\]"):
+        build(v0, {"topics": [{"topic_ids": TOPIC_ID}]})  # nested structs too
+    unchecked = """
+        import os
+        os.environ.pop("PURGATORY_CHECK_KIO_NAMES", None)
+        from purgatory.kafka.protocol import ApiKey
+        from purgatory.kafka.schemas import build, response_type
+        print(build(response_type(ApiKey.METADATA, 0), {"clusterid": "c"}).brokers)
+    """
+    ran = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(unchecked)], capture_output=True, text=True
+    )
+    assert (ran.returncode, ran.stdout) == (0, "()\n"), ran.stderr
+
+
 def test_kio_writes_what_build_makes_for_every_request_and_read_request_reads_it() -> None:
     """The request side of the same schemas, end to end: built, written by kio behind a
     header, read back by read_request as built."""

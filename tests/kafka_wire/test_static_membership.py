@@ -330,7 +330,7 @@ async def test_static_membership_on_the_wire(
         generation_id_or_member_epoch=first.generation_id,
         member_id=first.member_id,
         group_instance_id="i-1",
-        retention_time_ms=-1,
+        retention_time=-1,
         topics=[
             {
                 "name": "t",
