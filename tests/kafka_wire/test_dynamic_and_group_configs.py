@@ -414,7 +414,7 @@ async def test_serve_reports_its_retention_as_a_static_broker_config() -> None:
         server.stop()
     [(_, _, _, _, configs)] = answer.resources
     entries = {c[0]: c for c in configs}
-    name, value, _read_only, source, _sensitive, synonyms = entries["retention.ms"][:6]
+    _, value, _, source, _, synonyms = entries["retention.ms"][:6]
     # one hour, set by purgatory serve as server.properties would set it
     assert (value, source) == ("3600000", STATIC)
     assert [tuple(s) for s in synonyms] == [
