@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Final, final
+from typing import Final, Literal, final
 
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, LOGIN_MODULE, parse_jaas
 from purgatory.kafka.sasl import MECHANISMS, enabled_mechanisms
@@ -37,6 +37,9 @@ _LONG_MAX: Final = (1 << 63) - 1
 #: a config's value, typed: INT/LONG int, BOOLEAN bool, DOUBLE float, STRING/LIST str
 #: (a LIST as Kafka prints it: its items joined by commas)
 Value = int | bool | float | str
+
+#: where a dynamic broker config may be set (see :class:`BrokerConfig`)
+Scope = Literal["cluster", "broker", "listener"]
 
 #: the authorizers ``authorizer.class.name`` may name (both enforce ACLs the same way here)
 STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -53,6 +56,8 @@ class ConfigType(IntEnum):
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    CLASS = 8
+    PASSWORD = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,20 +74,21 @@ class Rule:
     pattern: str | None = None
 
     def parse(self, name: str, kind: ConfigType, value: object) -> Value:
-        """``value`` (Kafka's text or typed) checked and typed; ValueError naming ``name``."""
+        """``value`` (Kafka's text or typed) checked and typed; ValueError naming ``name``,
+        in the words of Kafka's ConfigDef ("Invalid value X for configuration NAME: ...")."""
         if kind is ConfigType.BOOLEAN:
             if isinstance(value, bool):
                 return value
             text = value.strip().lower() if isinstance(value, str) else None
             if text not in ("true", "false"):
-                raise ValueError(f"{name}: expected true or false, got {value!r}")
+                raise _invalid(name, value, "Expected value to be either true or false")
             return text == "true"
-        if kind is ConfigType.STRING:
+        if kind in (ConfigType.STRING, ConfigType.CLASS, ConfigType.PASSWORD):
             if not isinstance(value, str):
-                raise ValueError(f"{name}: expected a string, got {value!r}")
+                raise _invalid(name, value, "Expected value to be a string")
             text = value.strip()
             if self.choices and text not in self.choices:
-                raise ValueError(f"{name}: must be one of {list(self.choices)}, got {value!r}")
+                raise _invalid(name, value, f"String must be one of: {', '.join(self.choices)}")
             return text
         if kind is ConfigType.LIST:
             return self._list(name, value)
@@ -92,15 +98,19 @@ class Rule:
 
     def _list(self, name: str, value: object) -> str:
         if not isinstance(value, str):
-            raise ValueError(f"{name}: expected a comma-separated list, got {value!r}")
+            raise _invalid(name, value, "Expected a comma separated list")
         items = [item.strip() for item in value.split(",")] if value.strip() else []
         for item in items:
             bad = (self.choices and item not in self.choices) or (
                 self.pattern is not None and re.fullmatch(self.pattern, item) is None
             )
             if bad or not item:
-                what = list(self.choices) if self.choices else "see its documentation"
-                raise ValueError(f"{name}: item {item!r} of {value!r} is not allowed ({what})")
+                what = (
+                    f"String must be one of: {', '.join(self.choices)}"
+                    if self.choices
+                    else f"item {item!r} is not allowed"
+                )
+                raise _invalid(name, value, what)
         return ",".join(items)
 
     def _double(self, name: str, value: object) -> float:
@@ -108,38 +118,52 @@ class Rule:
             try:
                 number = float(value.strip())
             except ValueError:
-                raise ValueError(f"{name}: expected a number, got {value!r}") from None
+                raise _invalid(name, value, "Not a number of type DOUBLE") from None
         elif isinstance(value, int | float) and not isinstance(value, bool):
             number = float(value)
         else:
-            raise ValueError(f"{name}: expected a number, got {value!r}")
-        low = -math.inf if self.minimum is None else self.minimum
-        high = math.inf if self.maximum is None else self.maximum
-        if not low <= number <= high:  # NaN too
-            raise ValueError(f"{name}: must be in {low}..{high}, got {value!r}")
+            raise _invalid(name, value, "Not a number of type DOUBLE")
+        if math.isnan(number):
+            raise _invalid(name, value, "Not a number of type DOUBLE")
+        if self.minimum is not None and number < self.minimum:
+            raise _invalid(name, value, f"Value must be at least {float(self.minimum)}")
+        if self.maximum is not None and number > self.maximum:
+            raise _invalid(name, value, f"Value must be no more than {float(self.maximum)}")
         return number
 
     def _integer(self, name: str, kind: ConfigType, value: object) -> int:
+        bound = {ConfigType.SHORT: _SHORT_MAX, ConfigType.LONG: _LONG_MAX}.get(kind, _INT_MAX)
+        not_a_number = f"Not a number of type {kind.name}"
         if isinstance(value, str):
             try:
                 number = int(value.strip())
             except ValueError:
-                raise ValueError(f"{name}: expected an integer, got {value!r}") from None
+                raise _invalid(name, value, not_a_number) from None
         elif isinstance(value, int) and not isinstance(value, bool):
             number = value
         else:
-            raise ValueError(f"{name}: expected an integer, got {value!r}")
-        bound = {ConfigType.SHORT: _SHORT_MAX, ConfigType.LONG: _LONG_MAX}.get(kind, _INT_MAX)
-        low = -bound - 1 if self.minimum is None else int(self.minimum)
-        high = bound if self.maximum is None else int(self.maximum)
-        if not low <= number <= high and number not in self.also:
-            also = f" or one of {list(self.also)}" if self.also else ""
-            raise ValueError(f"{name}: must be in {low}..{high}{also}, got {number}")
+            raise _invalid(name, value, not_a_number)
+        if not -bound - 1 <= number <= bound:  # Java's parse refuses it
+            raise _invalid(name, value, not_a_number)
+        if number in self.also:
+            return number
+        if self.minimum is not None and number < self.minimum:
+            raise _invalid(name, number, f"Value must be at least {int(self.minimum)}")
+        if self.maximum is not None and number > self.maximum:
+            raise _invalid(name, number, f"Value must be no more than {int(self.maximum)}")
         return number
 
 
-def as_text(value: Value) -> str:
-    """A value as Kafka prints it (``true``, ``0.5``, ``delete,compact``)."""
+def _invalid(name: str, value: object, why: str) -> ValueError:
+    """Kafka's ConfigException message for a bad value."""
+    shown = as_text(value) if isinstance(value, int | float | str) else value
+    return ValueError(f"Invalid value {shown} for configuration {name}: {why}")
+
+
+def as_text(value: Value | None) -> str | None:
+    """A value as Kafka prints it (``true``, ``0.5``, ``delete,compact``; null: None)."""
+    if value is None:
+        return None
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -153,16 +177,20 @@ class BrokerConfig:
     ``purgatory serve`` and ``Cluster`` default apart); ``effect``, what it does here;
     ``rule``, the values allowed (for numbers, by default: at least 0, at most Java's
     bound); ``dynamic``: Kafka lets AlterConfigs change it while the broker runs (its
-    DynamicBrokerConfig list), else it is read-only; ``doc``: what DescribeConfigs says
-    of it when asked (by default, ``effect``)."""
+    DynamicBrokerConfig list), else it is read-only; ``scope``, where AlterConfigs may set
+    a dynamic one, as Kafka's DynamicBrokerConfig says: ``cluster`` for one broker or
+    every broker (resource ``""``), ``broker`` for one broker only, ``listener`` only
+    under a listener prefix (``listener.name.NAME.``, one broker). A ``kafka_default`` of
+    None is Kafka's null (DescribeConfigs reports no value)."""
 
     name: str
     type: ConfigType
-    kafka_default: Value
+    kafka_default: Value | None
     default: Value | None
     effect: str
     rule: Rule = Rule(minimum=0)
     dynamic: bool = False
+    scope: Scope = "cluster"
 
     def parse(self, value: object) -> Value:
         """``value`` (Kafka's text or typed) checked; ValueError naming the config."""
@@ -349,6 +377,8 @@ _CONFIGS: Final = (
         "some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default, "
         "GSSAPI, is not served here)",
         Rule(),
+        dynamic=True,
+        scope="broker",
     ),
     BrokerConfig(
         JAAS_CONFIG,
@@ -393,6 +423,8 @@ _CONFIGS: Final = (
         "without one is User:ANONYMOUS), required (one without is refused at the "
         "handshake); SASL_SSL listeners ask for none, as Kafka's unless listener-prefixed",
         Rule(choices=("none", "requested", "required")),
+        dynamic=True,
+        scope="broker",
     ),
     BrokerConfig(
         "ssl.enabled.protocols",
@@ -401,6 +433,8 @@ _CONFIGS: Final = (
         "TLSv1.2,TLSv1.3",
         "the TLS versions the SSL and SASL_SSL listeners take",
         Rule(choices=("TLSv1.2", "TLSv1.3")),
+        dynamic=True,
+        scope="broker",
     ),
     BrokerConfig(
         "ssl.principal.mapping.rules",
@@ -455,6 +489,7 @@ _CONFIGS: Final = (
         15_000,
         "how often each broker's log cleaner looks for compacted logs due a clean",
         Rule(1),
+        dynamic=True,
     ),
     BrokerConfig(
         "producer.id.expiration.ms",
@@ -465,6 +500,7 @@ _CONFIGS: Final = (
         "partition) is forgotten by each partition this long after its last write there "
         "(checked every 10 minutes); DeleteRecords and retention keep it",
         Rule(1),
+        dynamic=True,
     ),
     BrokerConfig(
         "transaction.state.log.num.partitions",
@@ -490,11 +526,314 @@ _CONFIGS: Final = (
         True,
         "KIP-890: a transactional produce to a partition not added to the transaction is "
         "refused (INVALID_TXN_STATE)",
+        dynamic=True,
+    ),
+)
+
+#: what a broker config the simulation keeps but does not act on says it does
+KEPT_BROKER: Final = (
+    "kept and reported (Kafka changes it while it runs); the simulation does not act on it"
+)
+
+#: dynamic broker configs the simulation acts on only as it starts: a change through
+#: AlterConfigs is kept and reported, and the running cluster keeps its start value
+APPLIED_AT_START: Final = frozenset(
+    {
+        "log.cleaner.backoff.ms",
+        "producer.id.expiration.ms",
+        "transaction.partition.verification.enable",
+        "sasl.enabled.mechanisms",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+    }
+)
+
+
+def _kept(
+    name: str,
+    kind: ConfigType,
+    default: Value | None,
+    rule: Rule = Rule(),
+    scope: Scope = "cluster",
+) -> BrokerConfig:
+    """A config of Kafka 4's dynamic broker config set the simulation keeps and reports."""
+    return BrokerConfig(name, kind, default, default, KEPT_BROKER, rule, True, scope)
+
+
+def _group(name: str, default: int, effect: str, rule: Rule = Rule(1)) -> BrokerConfig:
+    """A static group coordinator config (its value bounds or defaults a group config)."""
+    return BrokerConfig(name, ConfigType.INT, default, default, effect, rule)
+
+
+_S, _I, _L, _D, _B = (
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.BOOLEAN,
+)
+_P, _C, _LS, _SH = ConfigType.PASSWORD, ConfigType.CLASS, ConfigType.LIST, ConfigType.SHORT
+_BOUNDS = "bounds the group config {} (IncrementalAlterConfigs on a GROUP resource)"
+_DEFAULTS = "the default of the group config {} (a group that sets none)"
+
+#: Kafka 4's dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs and the broker
+#: quota configs) that the table above does not act on: taken, validated, kept, reported
+_KEPT: Final = (
+    # DynamicLogConfig: the broker synonyms of the topic configs
+    _kept("log.segment.bytes", _I, 1 << 30, Rule(1 << 20)),
+    _kept("log.roll.ms", _L, 604_800_000, Rule(1)),
+    _kept("log.roll.jitter.ms", _L, 0, Rule(0)),
+    _kept("log.index.size.max.bytes", _I, 10 << 20, Rule(4)),
+    _kept("log.flush.interval.messages", _L, _LONG_MAX, Rule(1)),
+    _kept("log.flush.interval.ms", _L, _LONG_MAX, Rule(0)),
+    _kept("log.index.interval.bytes", _I, 4096, Rule(0)),
+    _kept("log.cleaner.delete.retention.ms", _L, 86_400_000, Rule(0)),
+    _kept("log.cleaner.min.compaction.lag.ms", _L, 0, Rule(0)),
+    _kept("log.cleaner.max.compaction.lag.ms", _L, _LONG_MAX, Rule(1)),
+    _kept("log.segment.delete.delay.ms", _L, 60_000, Rule(0)),
+    _kept("log.cleaner.min.cleanable.ratio", _D, 0.5, Rule(0, 1)),
+    _kept("unclean.leader.election.enable", _B, False),
+    _kept("compression.gzip.level", _I, -1, Rule(1, 9, also=(-1,))),
+    _kept("compression.lz4.level", _I, 9, Rule(1, 17)),
+    _kept("compression.zstd.level", _I, 3, Rule(-131072, 22)),
+    _kept("log.preallocate", _B, False),
+    _kept("log.message.timestamp.difference.max.ms", _L, _LONG_MAX, Rule(0)),
+    _kept("log.message.timestamp.before.max.ms", _L, _LONG_MAX, Rule(0)),
+    _kept("log.message.timestamp.after.max.ms", _L, 3_600_000, Rule(0)),
+    _kept("log.local.retention.ms", _L, -2, Rule(-2)),
+    _kept("log.local.retention.bytes", _L, -2, Rule(-2)),
+    # LogCleaner
+    _kept("log.cleaner.threads", _I, 1, Rule(0)),
+    _kept("log.cleaner.dedupe.buffer.size", _L, 128 << 20),
+    _kept("log.cleaner.io.buffer.load.factor", _D, 0.9),
+    _kept("log.cleaner.io.buffer.size", _I, 512 << 10, Rule(0)),
+    _kept("log.cleaner.io.max.bytes.per.second", _D, 1.7976931348623157e308),
+    # DynamicThreadPool (a change at most doubles or halves the value in force)
+    _kept("num.io.threads", _I, 8, Rule(1)),
+    _kept("num.replica.fetchers", _I, 1, Rule()),
+    _kept("num.recovery.threads.per.data.dir", _I, 2, Rule(1)),
+    _kept("background.threads", _I, 10, Rule(1)),
+    _kept("metric.reporters", _LS, "org.apache.kafka.common.metrics.JmxReporter"),
+    # DynamicListenerConfig: per broker, never for every broker
+    _kept(
+        "listener.security.protocol.map",
+        _S,
+        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        scope="broker",
+    ),
+    _kept(
+        "principal.builder.class",
+        _C,
+        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+        scope="broker",
+    ),
+    _kept("ssl.protocol", _S, "TLSv1.3", scope="broker"),
+    _kept("ssl.provider", _S, None, scope="broker"),
+    _kept("ssl.cipher.suites", _LS, "", scope="broker"),
+    _kept("ssl.keymanager.algorithm", _S, "SunX509", scope="broker"),
+    _kept("ssl.trustmanager.algorithm", _S, "PKIX", scope="broker"),
+    _kept("ssl.endpoint.identification.algorithm", _S, "https", scope="broker"),
+    _kept("ssl.secure.random.implementation", _S, None, scope="broker"),
+    _kept("ssl.engine.factory.class", _C, None, scope="broker"),
+    _kept("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", scope="broker"),
+    _kept("sasl.jaas.config", _P, None, scope="broker"),
+    _kept("sasl.kerberos.service.name", _S, None, scope="broker"),
+    _kept("sasl.kerberos.kinit.cmd", _S, "/usr/bin/kinit", scope="broker"),
+    _kept("sasl.kerberos.ticket.renew.window.factor", _D, 0.8, scope="broker"),
+    _kept("sasl.kerberos.ticket.renew.jitter", _D, 0.05, scope="broker"),
+    _kept("sasl.kerberos.min.time.before.relogin", _L, 60_000, scope="broker"),
+    _kept("sasl.kerberos.principal.to.local.rules", _LS, "DEFAULT", scope="broker"),
+    _kept("sasl.login.refresh.window.factor", _D, 0.8, Rule(0.5, 1.0), scope="broker"),
+    _kept("sasl.login.refresh.window.jitter", _D, 0.05, Rule(0.0, 0.25), scope="broker"),
+    _kept("sasl.login.refresh.min.period.seconds", _SH, 60, Rule(0, 900), scope="broker"),
+    _kept("sasl.login.refresh.buffer.seconds", _SH, 300, Rule(0, 3600), scope="broker"),
+    # SslConfigs.RECONFIGURABLE_CONFIGS: only under a listener prefix
+    _kept("ssl.keystore.type", _S, "JKS", scope="listener"),
+    _kept("ssl.keystore.location", _S, None, scope="listener"),
+    _kept("ssl.keystore.password", _P, None, scope="listener"),
+    _kept("ssl.key.password", _P, None, scope="listener"),
+    _kept("ssl.keystore.certificate.chain", _P, None, scope="listener"),
+    _kept("ssl.keystore.key", _P, None, scope="listener"),
+    _kept("ssl.truststore.type", _S, "JKS", scope="listener"),
+    _kept("ssl.truststore.location", _S, None, scope="listener"),
+    _kept("ssl.truststore.password", _P, None, scope="listener"),
+    _kept("ssl.truststore.certificates", _P, None, scope="listener"),
+    # SocketServer and DynamicConnectionQuota (num.network.threads: DynamicListenerConfig)
+    _kept("max.connections.per.ip", _I, _INT_MAX),
+    _kept("max.connections.per.ip.overrides", _S, ""),
+    _kept("max.connections", _I, _INT_MAX),
+    _kept("max.connection.creation.rate", _I, _INT_MAX),
+    _kept("num.network.threads", _I, 3, Rule(1)),
+    # DynamicRemoteLogConfig
+    _kept("remote.log.index.file.cache.total.size.bytes", _L, 1 << 30, Rule(1)),
+    _kept("remote.fetch.max.wait.ms", _I, 500, Rule(1)),
+    _kept("remote.log.manager.copy.max.bytes.per.second", _L, _LONG_MAX, Rule(1)),
+    _kept("remote.log.manager.fetch.max.bytes.per.second", _L, _LONG_MAX, Rule(1)),
+    _kept("remote.list.offsets.request.timeout.ms", _L, 30_000, Rule(1)),
+    # the broker quota configs (DynamicConfig.Broker)
+    _kept("leader.replication.throttled.rate", _L, _LONG_MAX),
+    _kept("follower.replication.throttled.rate", _L, _LONG_MAX),
+    _kept("replica.alter.log.dirs.io.max.bytes.per.second", _L, _LONG_MAX),
+)
+
+#: the group coordinator's bounds and defaults of the group configs (read-only)
+_GROUPS: Final = (
+    _group(
+        "group.consumer.min.session.timeout.ms",
+        45_000,
+        _BOUNDS.format("consumer.session.timeout.ms"),
+    ),
+    _group(
+        "group.consumer.max.session.timeout.ms",
+        60_000,
+        _BOUNDS.format("consumer.session.timeout.ms"),
+    ),
+    _group(
+        "group.consumer.min.heartbeat.interval.ms",
+        5_000,
+        _BOUNDS.format("consumer.heartbeat.interval.ms"),
+    ),
+    _group(
+        "group.consumer.max.heartbeat.interval.ms",
+        15_000,
+        _BOUNDS.format("consumer.heartbeat.interval.ms"),
+    ),
+    _group("group.share.session.timeout.ms", 45_000, _DEFAULTS.format("share.session.timeout.ms")),
+    _group(
+        "group.share.min.session.timeout.ms", 45_000, _BOUNDS.format("share.session.timeout.ms")
+    ),
+    _group(
+        "group.share.max.session.timeout.ms", 60_000, _BOUNDS.format("share.session.timeout.ms")
+    ),
+    _group(
+        "group.share.heartbeat.interval.ms", 5_000, _DEFAULTS.format("share.heartbeat.interval.ms")
+    ),
+    _group(
+        "group.share.min.heartbeat.interval.ms",
+        5_000,
+        _BOUNDS.format("share.heartbeat.interval.ms"),
+    ),
+    _group(
+        "group.share.max.heartbeat.interval.ms",
+        15_000,
+        _BOUNDS.format("share.heartbeat.interval.ms"),
+    ),
+    _group(
+        "group.share.record.lock.duration.ms",
+        30_000,
+        _DEFAULTS.format("share.record.lock.duration.ms"),
+        Rule(1000),
+    ),
+    _group(
+        "group.share.min.record.lock.duration.ms",
+        15_000,
+        _BOUNDS.format("share.record.lock.duration.ms"),
+        Rule(1000),
+    ),
+    _group(
+        "group.share.max.record.lock.duration.ms",
+        60_000,
+        _BOUNDS.format("share.record.lock.duration.ms"),
+        Rule(1000),
+    ),
+    _group(
+        "group.share.delivery.count.limit",
+        5,
+        _DEFAULTS.format("share.delivery.count.limit"),
+        Rule(2, 10),
+    ),
+    _group(
+        "group.share.min.delivery.count.limit",
+        2,
+        _BOUNDS.format("share.delivery.count.limit"),
+        Rule(2, 10),
+    ),
+    _group(
+        "group.share.max.delivery.count.limit",
+        10,
+        _BOUNDS.format("share.delivery.count.limit"),
+        Rule(2, 10),
+    ),
+    _group(
+        "group.share.partition.max.record.locks",
+        2_000,
+        _DEFAULTS.format("share.partition.max.record.locks"),
+        Rule(100, 10_000),
+    ),
+    _group(
+        "group.share.min.partition.max.record.locks",
+        100,
+        _BOUNDS.format("share.partition.max.record.locks"),
+        Rule(100, 10_000),
+    ),
+    _group(
+        "group.share.max.partition.max.record.locks",
+        4_000,
+        _BOUNDS.format("share.partition.max.record.locks"),
+        Rule(100, 10_000),
+    ),
+    _group(
+        "group.streams.session.timeout.ms", 45_000, _DEFAULTS.format("streams.session.timeout.ms")
+    ),
+    _group(
+        "group.streams.min.session.timeout.ms", 45_000, _BOUNDS.format("streams.session.timeout.ms")
+    ),
+    _group(
+        "group.streams.max.session.timeout.ms", 60_000, _BOUNDS.format("streams.session.timeout.ms")
+    ),
+    _group(
+        "group.streams.heartbeat.interval.ms",
+        5_000,
+        _DEFAULTS.format("streams.heartbeat.interval.ms"),
+    ),
+    _group(
+        "group.streams.min.heartbeat.interval.ms",
+        5_000,
+        _BOUNDS.format("streams.heartbeat.interval.ms"),
+    ),
+    _group(
+        "group.streams.max.heartbeat.interval.ms",
+        15_000,
+        _BOUNDS.format("streams.heartbeat.interval.ms"),
+    ),
+    _group(
+        "group.streams.num.standby.replicas",
+        0,
+        _DEFAULTS.format("streams.num.standby.replicas"),
+        Rule(0),
+    ),
+    _group(
+        "group.streams.max.standby.replicas",
+        2,
+        _BOUNDS.format("streams.num.standby.replicas"),
+        Rule(0),
+    ),
+    _group(
+        "group.streams.initial.rebalance.delay.ms",
+        3_000,
+        _DEFAULTS.format("streams.initial.rebalance.delay.ms"),
+        Rule(0),
     ),
 )
 
 #: every config taken, by name, in the order DescribeConfigs lists them
-BROKER_CONFIGS: Final[Mapping[str, BrokerConfig]] = {c.name: c for c in _CONFIGS}
+BROKER_CONFIGS: Final[Mapping[str, BrokerConfig]] = {
+    c.name: c for c in (*_CONFIGS, *_GROUPS, *_KEPT)
+}
+
+#: the thread pools whose size a dynamic change at most doubles or halves (Kafka's
+#: DynamicThreadPool)
+THREAD_POOLS: Final = frozenset(
+    {
+        "num.io.threads",
+        "num.replica.fetchers",
+        "num.recovery.threads.per.data.dir",
+        "background.threads",
+    }
+)
+
+#: ``listener.name.NAME.CONFIG``: a listener's own value of a broker config
+LISTENER_PREFIXED: Final = re.compile(r"listener\.name\.([^.]*)\.(.*)")
 
 
 @final
@@ -603,7 +942,9 @@ class TopicConfig:
         if self.default is not None:
             return self.default
         assert self.synonym is not None
-        return BROKER_CONFIGS[self.synonym].kafka_default
+        default = BROKER_CONFIGS[self.synonym].kafka_default
+        assert default is not None, self.name
+        return default
 
 
 _T = ConfigType

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final, Self, TypeVar, final
 
 from purgatory._lifecycle import StartClose
-from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs
+from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs, broker_configs
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.tls import TlsMaterial
@@ -102,6 +102,8 @@ class AsyncEmbeddedKafka(StartClose):
         for name, option in _CLUSTER_CONFIGS.items():
             if checked.is_set(name):
                 options[option] = checked.explicit[name]
+        # Kafka's log.retention.ms (seven days) unless set, as DescribeConfigs reports it
+        options.setdefault("log_retention_ms", BROKER_CONFIGS["log.retention.ms"].kafka_default)
         self.cluster = Cluster(brokers, seed=seed, **options)
         self.configs = checked
         self.front_door = KafkaFrontDoor(

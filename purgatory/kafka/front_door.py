@@ -20,7 +20,8 @@ from typing import Any, Final, final
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
 from purgatory.kafka.authorization import Caller, authorized, unruled
-from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs
+from purgatory.kafka.coordinator.group_configs import KAFKA_BROKER_DEFAULTS
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
@@ -364,7 +365,7 @@ class KafkaFrontDoor:
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)
         groups = GroupHandlers(self.coordinator, self.offsets, broker_id, self.offsets_topic)
-        configs = ConfigHandlers(self.cluster_configs, broker_id, self.addresses)
+        configs = ConfigHandlers(self.cluster_configs, broker_id, self.addresses, self.coordinator)
         transactions = TransactionHandlers(
             self.transactions,
             broker_id,
@@ -524,4 +525,7 @@ def _group_coordinator(cluster: Cluster, configs: BrokerConfigs) -> GroupCoordin
         topics=topics_of(cluster),
         heartbeat_interval_ms=configs.number("group.consumer.heartbeat.interval.ms"),
         consumer_session_timeout_ms=configs.number("group.consumer.session.timeout.ms"),
+        group_broker_configs={
+            name: configs.number(name) for name in KAFKA_BROKER_DEFAULTS if name in BROKER_CONFIGS
+        },
     )

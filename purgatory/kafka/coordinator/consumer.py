@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Final, final
 
+from purgatory.kafka.coordinator.group_configs import GroupConfig
 from purgatory.sim.errors import ErrorCode
 
 #: the type (and protocol type) of a KIP-848 group (ConsumerGroupHeartbeat)
@@ -139,7 +140,8 @@ class ConsumerProtocol:
     """ConsumerGroupHeartbeat on the consumer group each is given. ``topics`` gives the
     cluster's topics (name -> (id, partition count)) at each assignment;
     ``heartbeat_interval_ms`` and ``session_timeout_ms`` are Kafka's
-    ``group.consumer.heartbeat.interval.ms`` and ``group.consumer.session.timeout.ms``."""
+    ``group.consumer.heartbeat.interval.ms`` and ``group.consumer.session.timeout.ms``;
+    ``group_config`` gives a group's configs, whose ``consumer.*`` ones win over them."""
 
     def __init__(
         self,
@@ -147,10 +149,26 @@ class ConsumerProtocol:
         *,
         heartbeat_interval_ms: int = 5_000,
         session_timeout_ms: int = 45_000,
+        group_config: Callable[[str], GroupConfig] | None = None,
     ) -> None:
         self.topics = topics
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
+        self._group_config = group_config
+
+    def heartbeat_interval(self, group: str) -> int:
+        """The heartbeat interval group ``group``'s members are told: its
+        ``consumer.heartbeat.interval.ms``, else the broker's."""
+        if self._group_config is None:
+            return self.heartbeat_interval_ms
+        return self._group_config(group).consumer_heartbeat_interval_ms
+
+    def session_timeout(self, group: str) -> int:
+        """How long a member of group ``group`` may stay silent: its
+        ``consumer.session.timeout.ms``, else the broker's."""
+        if self._group_config is None:
+            return self.session_timeout_ms
+        return self._group_config(group).consumer_session_timeout_ms
 
     @staticmethod
     def close(group: ConsumerGroup) -> None:
@@ -306,7 +324,7 @@ class ConsumerProtocol:
         if member.session is not None:
             member.session.cancel()
         member.session = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms / 1000, self._expired, group, member
+            self.session_timeout(group.name) / 1000, self._expired, group, member
         )
 
     def _expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:

@@ -42,6 +42,12 @@ from purgatory.kafka.coordinator.consumer import (
     HeartbeatRequest,
     HeartbeatResult,
 )
+from purgatory.kafka.coordinator.group_configs import (
+    KAFKA_BROKER_DEFAULTS,
+    GroupConfig,
+    GroupValue,
+    check_group_configs,
+)
 from purgatory.kafka.coordinator.groups import (
     CLASSIC,
     CONSUMER_PROTOCOL_TYPE,
@@ -94,7 +100,14 @@ class GroupCoordinator:
     ``initial_rebalance_delay_ms`` is ``group.initial.rebalance.delay.ms``. ``topics``
     gives the cluster's topics (name -> (id, partition count)) to the consumer groups'
     assignors; ``heartbeat_interval_ms`` and ``consumer_session_timeout_ms`` are
-    ``group.consumer.heartbeat.interval.ms`` and ``group.consumer.session.timeout.ms``."""
+    ``group.consumer.heartbeat.interval.ms`` and ``group.consumer.session.timeout.ms``;
+    ``group_broker_configs``, the other broker configs the group configs fall back on or
+    are bounded by (Kafka's names; unset: Kafka's defaults).
+
+    Beside the groups it keeps each group id's own configs (the GROUP config resource),
+    for groups that exist or not yet, as Kafka keeps them: :meth:`group_config` is a
+    group's configs in force, which a KIP-848 consumer group's session timeout and
+    heartbeat interval come from."""
 
     def __init__(
         self,
@@ -106,9 +119,19 @@ class GroupCoordinator:
         topics: Callable[[], Mapping[str, tuple[uuid.UUID, int]]] = _no_topics,
         heartbeat_interval_ms: int = 5_000,
         consumer_session_timeout_ms: int = 45_000,
+        group_broker_configs: Mapping[str, GroupValue] | None = None,
     ) -> None:
         #: group id -> its group, of whichever type
         self.groups: dict[str, Group] = {}
+        #: group id -> the group configs set for it (a group that may not exist yet)
+        self.group_configs: dict[str, dict[str, GroupValue]] = {}
+        #: the broker configs group configs fall back on, and their bounds
+        self.group_broker_configs: dict[str, GroupValue] = {
+            **KAFKA_BROKER_DEFAULTS,
+            **(group_broker_configs or {}),
+            "group.consumer.heartbeat.interval.ms": heartbeat_interval_ms,
+            "group.consumer.session.timeout.ms": consumer_session_timeout_ms,
+        }
         self.rebalances: DelayedOperationPurgatory[DelayedJoin] = DelayedOperationPurgatory(
             "Rebalance", labels=labels
         )
@@ -123,7 +146,26 @@ class GroupCoordinator:
             topics,
             heartbeat_interval_ms=heartbeat_interval_ms,
             session_timeout_ms=consumer_session_timeout_ms,
+            group_config=self.group_config,
         )
+
+    # -- group configs ----------------------------------------------------------------------
+
+    def group_config(self, group_id: str) -> GroupConfig:
+        """Group ``group_id``'s configs in force: its own, else the broker's."""
+        return GroupConfig(self.group_configs.get(group_id, {}), self.group_broker_configs)
+
+    def check_group_configs(self, own: Mapping[str, object]) -> dict[str, GroupValue]:
+        """A group's configs checked as Kafka does (ValueError with Kafka's message)."""
+        return check_group_configs(own, self.group_broker_configs)
+
+    def set_group_configs(self, group_id: str, own: Mapping[str, GroupValue]) -> None:
+        """Replace group ``group_id``'s own configs with ``own`` (checked); none: it has
+        none left. A consumer group's members read them at their next heartbeat."""
+        if own:
+            self.group_configs[group_id] = dict(own)
+        else:
+            self.group_configs.pop(group_id, None)
 
     @property
     def min_session_timeout_ms(self) -> int:

@@ -25,9 +25,15 @@ does not change while it runs, a config named twice, a null value, an unknown op
 a resource named twice INVALID_REQUEST. ``validate_only`` checks and changes nothing. A
 change takes effect at once: a lower ``retention.ms`` drops records on the next retention
 pass, a higher ``min.insync.replicas`` answers acks=all produces NOT_ENOUGH_REPLICAS, a
-broker config reaches the topics that inherit it. Group configs (Kafka's
-``consumer.*``, ``share.*`` and ``streams.*`` of KIP-848, KIP-932 and KIP-1071 groups) are
-answered INVALID_CONFIG: only classic groups are served.
+broker config reaches the topics that inherit it.
+
+A GROUP resource (Kafka 4.0+) has the group configs of
+:data:`~purgatory.kafka.coordinator.group_configs.GROUP_CONFIGS`, kept by the group
+coordinator for any group id (a group that does not exist yet too, as Kafka keeps them):
+DescribeConfigs lists them all (``GROUP_CONFIG`` when set for the group, else the broker's
+value as ``DEFAULT_CONFIG``), AlterConfigs and IncrementalAlterConfigs set them, checked as
+Kafka's GroupConfig does (INVALID_CONFIG with its message); a KIP-848 consumer group's
+session timeout and heartbeat interval follow its ``consumer.*`` ones.
 """
 
 from __future__ import annotations
@@ -44,7 +50,19 @@ from purgatory.kafka.broker_configs import (
     TopicConfig,
     Value,
 )
-from purgatory.kafka.handlers.settings import ClusterConfigs, Config, Source
+from purgatory.kafka.coordinator.group_configs import (
+    GROUP_CONFIGS,
+    GROUP_EFFECTS,
+    KEPT_GROUP,
+)
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.handlers.settings import (
+    LISTENER_ADDRESSES,
+    LISTENER_PREFIXED,
+    ClusterConfigs,
+    Config,
+    Source,
+)
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -71,20 +89,6 @@ class Op(IntEnum):
     SUBTRACT = 3
 
 
-#: the group configs of Kafka 4.1 (GroupConfig): for groups not served here
-_GROUP_CONFIGS: Final = (
-    "consumer.session.timeout.ms",
-    "consumer.heartbeat.interval.ms",
-    "share.session.timeout.ms",
-    "share.heartbeat.interval.ms",
-    "share.record.lock.duration.ms",
-    "share.auto.offset.reset",
-    "share.isolation.level",
-    "streams.session.timeout.ms",
-    "streams.heartbeat.interval.ms",
-    "streams.num.standby.replicas",
-)
-
 #: ListConfigResources v1's resource types (Kafka 4.1's; none asked: all of them)
 _LISTED: Final = (
     Resource.TOPIC,
@@ -98,15 +102,22 @@ _LISTED: Final = (
 @final
 class ConfigHandlers:
     """The config requests of broker ``broker_id``; ``configs``: the cluster's configs;
-    ``addresses``: where each broker's listener is bound."""
+    ``addresses``: where each broker's listener is bound; ``coordinator``: the group
+    coordinator, which keeps the group configs (None: a coordinator of Kafka's defaults
+    of its own)."""
 
     def __init__(
-        self, configs: ClusterConfigs, broker_id: int, addresses: Mapping[int, tuple[str, int]]
+        self,
+        configs: ClusterConfigs,
+        broker_id: int,
+        addresses: Mapping[int, tuple[str, int]],
+        coordinator: GroupCoordinator | None = None,
     ) -> None:
         self.configs = configs
         self.cluster = configs.cluster
         self.broker_id = broker_id
         self.addresses = addresses
+        self.coordinator = GroupCoordinator() if coordinator is None else coordinator
 
     def apis(self) -> ApiTable:
         return {
@@ -122,17 +133,46 @@ class ConfigHandlers:
     # -- DescribeConfigs -------------------------------------------------------------------
 
     def _listeners(self) -> list[Config]:
-        """``listeners`` and ``advertised.listeners``: the one listener, as bound."""
+        """``listeners`` and ``advertised.listeners``: the one listener, as bound (a value
+        AlterConfigs set for the broker is reported before it, and not acted on)."""
         host, port = self.addresses.get(self.broker_id, ("", 0))
         value = f"PLAINTEXT://{host}:{port}"
-        source = Source.STATIC_BROKER_CONFIG
-        return [
-            Config(name, value, source, ConfigType.LIST, ((name, value, source),), True, what)
-            for name, what in (
-                ("advertised.listeners", "the listener Metadata advertises: the one bound"),
-                ("listeners", "the listener this broker is bound to (one, plaintext)"),
+        out = []
+        for name, what in zip(
+            LISTENER_ADDRESSES,
+            (
+                "the listener Metadata advertises: the one bound",
+                "the listener this broker is bound to (one, plaintext)",
+            ),
+            strict=True,
+        ):
+            synonyms: list[tuple[str, str | None, Source]] = [
+                (n, str(v), s)
+                for n, v, s in self.configs.broker_chain(name, self.broker_id)
+                if s is not Source.DEFAULT_CONFIG
+            ]
+            synonyms.append((name, value, Source.STATIC_BROKER_CONFIG))
+            _, shown, source = synonyms[0]
+            out.append(Config(name, shown, source, ConfigType.LIST, tuple(synonyms), False, what))
+        return out
+
+    def _group_configs(self, name: str) -> list[Config]:
+        """Every group config of group ``name``, as Kafka's ConfigHelper lists them."""
+        if not name:
+            raise SimulationError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        config = self.coordinator.group_config(name)
+        out = []
+        for key in GROUP_CONFIGS.values():
+            value = config.value(key.name)
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            source = Source.GROUP_CONFIG if key.name in config.own else Source.DEFAULT_CONFIG
+            kind = {"INT": ConfigType.INT, "BOOLEAN": ConfigType.BOOLEAN}.get(
+                key.type, ConfigType.STRING
             )
-        ]
+            doc = GROUP_EFFECTS.get(key.name, KEPT_GROUP)
+            synonym = (key.name, text, source)
+            out.append(Config(key.name, text, source, kind, (synonym,), False, doc))
+        return out
 
     def _described(self, resource_type: int, name: str) -> list[Config]:
         if resource_type == Resource.TOPIC:
@@ -154,6 +194,8 @@ class ConfigHandlers:
                     f"received {name}",
                 )
             return self.configs.broker_configs(self.broker_id) + self._listeners()
+        if resource_type == Resource.GROUP:
+            return self._group_configs(name)
         raise _unsupported(resource_type)
 
     def describe_configs(self, header: RequestHeader, request: Any) -> Any:
@@ -271,17 +313,24 @@ class ConfigHandlers:
             changes.update(wanted)
             self.configs.alter_broker(broker, changes, validate_only)
         elif kind == Resource.GROUP:
-            for config in resource.configs:
-                if config.name in _GROUP_CONFIGS:
-                    raise SimulationError(
-                        ErrorCode.INVALID_CONFIG,
-                        f"group config {config.name}: consumer, share and streams groups "
-                        "(KIP-848, KIP-932, KIP-1071) are not served here, only classic groups",
-                    )
+            if not name:
                 raise SimulationError(
-                    ErrorCode.INVALID_CONFIG, f"Unknown group config name: {config.name}"
+                    ErrorCode.INVALID_REQUEST, "Default group resources are not allowed."
                 )
-            raise _unsupported(kind)
+            own = dict(self.coordinator.group_config(name).own)
+            wanted = new_configs(resource, own)
+            nulls = [n for n, v in wanted.items() if v is None]
+            if nulls:
+                raise SimulationError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Null value not supported for group configs: {','.join(nulls)}",
+                )
+            try:
+                checked = self.coordinator.check_group_configs(wanted)
+            except ValueError as exc:
+                raise SimulationError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            if not validate_only:
+                self.coordinator.set_group_configs(name, checked)
         else:
             raise _unsupported(kind)
 
@@ -313,6 +362,8 @@ class ConfigHandlers:
                 names = self.configs.topics_with_configs()
             elif kind == Resource.BROKER:
                 names = [str(b) for b in sorted(self.cluster.brokers)]
+            elif kind == Resource.GROUP:  # the group ids with configs of their own
+                names = sorted(self.coordinator.group_configs)
             else:
                 names = []
             resources += [{"resource_name": n, "resource_type": kind} for n in names]
@@ -352,8 +403,14 @@ def _incremental(resource_type: int, config: Any, current: dict[str, object]) ->
     if op == Op.SET:
         out[name] = value
         return out
+    if resource_type == Resource.GROUP:  # no group config is a list
+        raise SimulationError(
+            ErrorCode.INVALID_CONFIG,
+            f"Can't {Op(op).name} to key {name} because its type is not LIST.",
+        )
     known = TOPIC_CONFIGS if resource_type == Resource.TOPIC else BROKER_CONFIGS
-    entry = known.get(name)
+    prefixed = LISTENER_PREFIXED.fullmatch(name)
+    entry = known.get(prefixed[2] if prefixed and resource_type == Resource.BROKER else name)
     if entry is None:
         raise SimulationError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
     if entry.type is not ConfigType.LIST:
@@ -375,15 +432,16 @@ def _incremental(resource_type: int, config: Any, current: dict[str, object]) ->
 
 
 def _entry(config: Config, synonyms: bool, documented: bool) -> dict[str, Any]:
-    """One DescribeConfigs entry (nothing here is sensitive)."""
+    """One DescribeConfigs entry; a password's value (and its synonyms') is not shown."""
+    hidden = config.sensitive
     return {
         "name": config.name,
-        "value": config.value,
+        "value": None if hidden else config.value,
         "read_only": config.read_only,
         "config_source": config.source,
-        "is_sensitive": False,
+        "is_sensitive": hidden,
         "synonyms": [
-            {"name": name, "value": value, "source": source}
+            {"name": name, "value": None if hidden else value, "source": source}
             for name, value, source in (config.synonyms if synonyms else ())
         ],
         "config_type": config.type,

@@ -75,7 +75,7 @@ class ConsumerGroupHandlers:
             error_message=result.message,
             member_id=result.member_id,
             member_epoch=result.epoch,
-            heartbeat_interval=self.coordinator.consumer.heartbeat_interval_ms,
+            heartbeat_interval=self.coordinator.consumer.heartbeat_interval(request.group_id),
             assignment=assignment,
         )
 

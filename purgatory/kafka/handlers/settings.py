@@ -15,11 +15,15 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
 from functools import partial
-from typing import NamedTuple, final
+from typing import Final, NamedTuple, final
 
 from purgatory.kafka.broker_configs import (
+    APPLIED_AT_START,
     BROKER_CONFIGS,
+    LISTENER_PREFIXED,
+    THREAD_POOLS,
     TOPIC_CONFIGS,
+    BrokerConfig,
     BrokerConfigs,
     ConfigType,
     TopicConfig,
@@ -33,7 +37,14 @@ from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.log import LogConfig
 
-__all__ = ["ClusterConfigs", "Config", "ConfigType", "Source"]
+__all__ = [
+    "LISTENER_ADDRESSES",
+    "LISTENER_PREFIXED",
+    "ClusterConfigs",
+    "Config",
+    "ConfigType",
+    "Source",
+]
 
 #: compression.type -> the codec of a record batch's attributes (producer: none forced)
 _CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -47,10 +58,22 @@ class Source(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
-#: a synonym of a config entry: (name, value, source)
-Synonym = tuple[str, str, Source]
+#: a synonym of a config entry: (name, value, source); a value None is Kafka's null
+Synonym = tuple[str, str | None, Source]
+
+#: the listeners a broker is bound to: per-broker dynamic configs, reported as bound
+#: unless AlterConfigs set them
+LISTENER_ADDRESSES: Final = ("advertised.listeners", "listeners")
+
+#: the listener-prefixed configs Kafka sets for every broker too (the others: per broker)
+_CLUSTER_LEVEL_LISTENER: Final = frozenset(
+    {"max.connections", "max.connection.creation.rate", "num.network.threads"}
+)
 
 
 class Config(NamedTuple):
@@ -58,12 +81,17 @@ class Config(NamedTuple):
     value is set, in Kafka's order of precedence (the first one is in force)."""
 
     name: str
-    value: str
+    value: str | None
     source: Source
     type: ConfigType
     synonyms: tuple[Synonym, ...]
     read_only: bool
     doc: str
+
+    @property
+    def sensitive(self) -> bool:
+        """A password: DescribeConfigs reports no value."""
+        return self.type is ConfigType.PASSWORD
 
 
 @final
@@ -89,7 +117,8 @@ class ClusterConfigs:
         self.static_set: set[str] = set()
         for name, config in BROKER_CONFIGS.items():
             value = own[name] if name in own else static.value(name)
-            assert value is not None, name
+            if value is None:  # Kafka's null, not set
+                continue
             self.static[name] = value
             if static.is_set(name) or value != config.kafka_default:
                 self.static_set.add(name)
@@ -105,11 +134,11 @@ class ClusterConfigs:
 
     # -- brokers ---------------------------------------------------------------------------
 
-    def broker_chain(self, name: str, broker: int) -> list[tuple[str, Value, Source]]:
+    def broker_chain(self, name: str, broker: int) -> list[tuple[str, Value | None, Source]]:
         """Every value broker config ``name`` has on ``broker``, most binding first:
         AlterConfigs' for the broker, for every broker, the static one, Kafka's
-        default."""
-        chain: list[tuple[str, Value, Source]] = []
+        default; a listener's own (``listener.name.NAME.CONFIG``), then the config's."""
+        chain: list[tuple[str, Value | None, Source]] = []
         own = self.dynamic.get(broker, {})
         if name in own:
             chain.append((name, own[name], Source.DYNAMIC_BROKER_CONFIG))
@@ -120,53 +149,132 @@ class ClusterConfigs:
             if name in self.static_set:
                 chain.append((name, self.static[name], Source.STATIC_BROKER_CONFIG))
             chain.append((name, config.kafka_default, Source.DEFAULT_CONFIG))
+        else:
+            prefixed = LISTENER_PREFIXED.fullmatch(name)
+            if prefixed is not None and prefixed[2] in BROKER_CONFIGS:
+                chain += self.broker_chain(prefixed[2], broker)
         return chain
 
     def broker_value(self, name: str, broker: int) -> Value:
-        """A broker config's value in force on ``broker``."""
-        return self.broker_chain(name, broker)[0][1]
+        """A broker config's value in force on ``broker`` (one whose default is not null)."""
+        value = self.broker_chain(name, broker)[0][1]
+        assert value is not None, name
+        return value
+
+    def _broker_config(self, name: str, config: BrokerConfig, broker: int) -> Config:
+        chain = self.broker_chain(name, broker)
+        synonyms = tuple((n, as_text(v), s) for n, v, s in chain)
+        _, value, source = chain[0]
+        doc = config.effect
+        if name in APPLIED_AT_START:
+            doc += " (applied at start: a dynamic change is kept and reported only)"
+        return Config(name, as_text(value), source, config.type, synonyms, not config.dynamic, doc)
 
     def broker_configs(self, broker: int) -> list[Config]:
-        """Every broker config of ``broker``, as DescribeConfigs lists them."""
-        out = []
-        for name, config in BROKER_CONFIGS.items():
-            chain = self.broker_chain(name, broker)
-            synonyms = tuple((n, as_text(v), s) for n, v, s in chain)
-            _, value, source = chain[0]
-            out.append(
-                Config(
-                    name,
-                    as_text(value),
-                    source,
-                    config.type,
-                    synonyms,
-                    not config.dynamic,
-                    config.effect,
-                )
-            )
+        """Every broker config of ``broker``, as DescribeConfigs lists them: Kafka's, then
+        the listener-prefixed ones AlterConfigs set for it or for every broker."""
+        out = [self._broker_config(n, c, broker) for n, c in BROKER_CONFIGS.items()]
+        for name in dict.fromkeys([*self.dynamic.get(broker, {}), *self.dynamic_default]):
+            prefixed = LISTENER_PREFIXED.fullmatch(name)
+            if prefixed is not None and name not in BROKER_CONFIGS:
+                out.append(self._broker_config(name, BROKER_CONFIGS[prefixed[2]], broker))
         return out
 
-    def alter_broker(
-        self, broker: int | None, changes: Mapping[str, object], validate_only: bool
-    ) -> None:
-        """Set (a value) or remove (None) dynamic broker configs of ``broker`` (None: of
-        every broker), checked first as Kafka does: SimulationError INVALID_CONFIG for an
-        unknown name or a bad value, INVALID_REQUEST for one Kafka does not change while it
-        runs. Takes effect at once: the topics that inherit it follow."""
+    def _known(self, name: str) -> tuple[BrokerConfig | None, bool]:
+        """The broker config ``name`` sets (None: none) and whether it names a listener."""
+        config = BROKER_CONFIGS.get(name)
+        if config is not None:
+            return config, False
+        prefixed = LISTENER_PREFIXED.fullmatch(name)
+        if prefixed is not None:
+            return BROKER_CONFIGS.get(prefixed[2]), True
+        return None, False
+
+    def check_broker(
+        self, broker: int | None, changes: Mapping[str, object]
+    ) -> dict[str, Value | None]:
+        """``changes`` (a value, or None to remove) checked as Kafka's DynamicBrokerConfig
+        checks them: SimulationError INVALID_CONFIG for an unknown name; INVALID_REQUEST
+        (Kafka's ConfigAdminManager turns every ConfigException into it) for one Kafka
+        does not change while it runs, a security config without its listener prefix, a
+        bad value, a per-broker config for every broker, a thread pool more than doubled
+        or halved."""
         checked: dict[str, Value | None] = {}
-        for name, value in changes.items():
-            config = BROKER_CONFIGS.get(name)
+        fixed, unprefixed, per_broker = [], [], []
+        for name in changes:
+            if name in LISTENER_ADDRESSES:
+                continue
+            config, prefixed = self._known(name)
             if config is None:
                 raise SimulationError(
                     ErrorCode.INVALID_CONFIG,
                     f"unknown broker config {name!r} (known here: {', '.join(BROKER_CONFIGS)})",
                 )
-            if not config.dynamic:
-                raise SimulationError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"Cannot update these configs dynamically: Set({name})",
-                )
-            checked[name] = None if value is None else _parsed(config.parse, value)
+            if not config.dynamic and not prefixed:
+                fixed.append(name)
+            elif config.scope == "listener" and not prefixed:
+                unprefixed.append(name)
+        _refuse(fixed, "Cannot update these configs dynamically")
+        _refuse(
+            unprefixed,
+            "These security configs can be dynamically updated only per-listener using the "
+            "listener prefix",
+        )
+        for name, value in changes.items():
+            if value is None:
+                checked[name] = None
+                continue
+            config, prefixed = self._known(name)
+            if config is None:  # listeners, advertised.listeners
+                checked[name] = _parsed(_listeners, value, ErrorCode.INVALID_REQUEST)
+                per_broker.append(name)
+                continue
+            checked[name] = _parsed(config.parse, value, ErrorCode.INVALID_REQUEST)
+            if (
+                (config.name not in _CLUSTER_LEVEL_LISTENER)
+                if prefixed
+                else config.scope != "cluster"
+            ):
+                per_broker.append(name)
+        if broker is None:
+            _refuse(
+                [n for n in per_broker if checked[n] is not None],
+                "Cannot update these configs at default cluster level, broker id must be specified",
+            )
+        for name in THREAD_POOLS & checked.keys():
+            self._check_pool(name, checked[name], broker)
+        return checked
+
+    def _check_pool(self, name: str, value: Value | None, broker: int | None) -> None:
+        """Kafka's DynamicThreadPool check, against the value in force on ``broker``."""
+        old = self.broker_value(name, 0 if broker is None else broker)
+        assert isinstance(old, int)
+        if value is None or value == old:
+            return
+        assert isinstance(value, int)
+        why = f"Dynamic thread count update validation failed for {name}={value}, "
+        if value <= 0:
+            why += "value should be at least 1"
+        elif value < old / 2:
+            why += f"value should be at least half the current value {old}"
+        elif value > old * 2:
+            why += f"value should not be greater than double the current value {old}"
+        else:
+            return
+        # as Kafka words it: its ConfigException wrapped in another's (name, value) form
+        raise SimulationError(
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid value org.apache.kafka.common.config.ConfigException: {why} for "
+            "configuration Invalid dynamic configuration",
+        )
+
+    def alter_broker(
+        self, broker: int | None, changes: Mapping[str, object], validate_only: bool
+    ) -> None:
+        """Set (a value) or remove (None) dynamic broker configs of ``broker`` (None: of
+        every broker), checked first as Kafka does (:meth:`check_broker`). Takes effect
+        at once: the topics that inherit it follow."""
+        checked = self.check_broker(broker, changes)
         if validate_only:
             return
         for name in list(self.cluster.topics):  # what each topic has of its own, first
@@ -212,10 +320,10 @@ class ClusterConfigs:
 
     def topic_chain(
         self, config: TopicConfig, own: Mapping[str, Value], broker: int
-    ) -> list[tuple[str, Value, Source]]:
+    ) -> list[tuple[str, Value | None, Source]]:
         """Every value topic config ``config`` has for a topic with configs ``own`` on
         ``broker``, most binding first: the topic's, then its broker synonym's."""
-        chain: list[tuple[str, Value, Source]] = []
+        chain: list[tuple[str, Value | None, Source]] = []
         if config.name in own:
             chain.append((config.name, own[config.name], Source.DYNAMIC_TOPIC_CONFIG))
         if config.synonym is not None:
@@ -228,7 +336,9 @@ class ClusterConfigs:
         """Topic config ``name``'s value in force on ``broker``."""
         config = TOPIC_CONFIGS[name]
         chain = self.topic_chain(config, own, broker)
-        return chain[0][1] if chain else config.kafka_default()
+        value = chain[0][1] if chain else config.kafka_default()
+        assert value is not None, name
+        return value
 
     def topic_configs(self, own: Mapping[str, Value], broker: int) -> list[Config]:
         """Every topic config of a topic with configs ``own``, on ``broker``, as
@@ -366,9 +476,31 @@ class ClusterConfigs:
         return max(value, lowest) if lowest is not None else value
 
 
-def _parsed(parse: Callable[[object], Value], value: object) -> Value:
-    """``parse(value)``, its ValueError as INVALID_CONFIG."""
+def _parsed(
+    parse: Callable[[object], Value],
+    value: object,
+    code: ErrorCode = ErrorCode.INVALID_CONFIG,
+) -> Value:
+    """``parse(value)``, its ValueError as ``code`` (INVALID_CONFIG unless said)."""
     try:
         return parse(value)
     except ValueError as exc:
-        raise SimulationError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        raise SimulationError(code, str(exc)) from None
+
+
+def _refuse(names: list[str], why: str) -> None:
+    """INVALID_REQUEST naming ``names`` as Kafka does (a Scala Set), if there are any."""
+    if names:
+        raise SimulationError(ErrorCode.INVALID_REQUEST, f"{why}: Set({', '.join(names)})")
+
+
+def _listeners(value: object) -> Value:
+    """``listeners`` or ``advertised.listeners``: NAME://HOST:PORT, comma separated."""
+    text = str(value).strip()
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        if "://" not in item:
+            raise ValueError(
+                f"Invalid value {text} for configuration listeners: Unable to parse {item} "
+                "to a broker endpoint"
+            )
+    return text
