@@ -171,6 +171,7 @@ class ShareProtocol:
                     f"{self.max_size} members.",
                 )
             member = ShareMember(request.member_id, request.client_id)
+            member.topics = tuple(request.topics or ())
             group.members[member.member_id] = member
             group.epoch += 1
         elif epoch == JOIN:
