@@ -87,6 +87,7 @@ class ErrorCode(enum.StrEnum):
     UNSUPPORTED_COMPRESSION_TYPE = enum.auto(), 76
     MEMBER_ID_REQUIRED = enum.auto(), 79
     PREFERRED_LEADER_NOT_AVAILABLE = enum.auto(), 80
+    GROUP_MAX_SIZE_REACHED = enum.auto(), 81
     FENCED_INSTANCE_ID = enum.auto(), 82
     ELIGIBLE_LEADERS_NOT_AVAILABLE = enum.auto(), 83
     ELECTION_NOT_NEEDED = enum.auto(), 84
@@ -106,4 +107,8 @@ class ErrorCode(enum.StrEnum):
     MISMATCHED_ENDPOINT_TYPE = enum.auto(), 114
     UNSUPPORTED_ENDPOINT_TYPE = enum.auto(), 115
     TRANSACTION_ABORTABLE = enum.auto(), 120
+    INVALID_RECORD_STATE = enum.auto(), 121
+    SHARE_SESSION_NOT_FOUND = enum.auto(), 122
+    INVALID_SHARE_SESSION_EPOCH = enum.auto(), 123
     INVALID_REGULAR_EXPRESSION = enum.auto(), 128
+    SHARE_SESSION_LIMIT_REACHED = enum.auto(), 133

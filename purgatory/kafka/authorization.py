@@ -384,7 +384,7 @@ GROUP_TOPICS_REFUSED: Final = (
 def _group_topics(member: Any) -> set[str]:
     """The topics a described member subscribes to or is (to be) assigned."""
     names = set(member.subscribed_topic_names or ())
-    for assignment in (member.assignment, member.target_assignment):
+    for assignment in (member.assignment, getattr(member, "target_assignment", None)):
         if assignment is not None:
             names.update(t.topic_name for t in assignment.topic_partitions)
     return names
@@ -507,6 +507,23 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
         Each("group_ids", _group(Operation.DESCRIBE)),
         Fill(lambda _: True, _groups_with_refused_topics),
         Fill(_asked("include_authorized_operations"), _group_operations),
+    ),
+    ApiKey.SHARE_GROUP_HEARTBEAT: (
+        Whole(_group(Operation.READ)),
+        Whole(_subscribed_topics),
+    ),
+    ApiKey.SHARE_GROUP_DESCRIBE: (
+        Each("group_ids", _group(Operation.DESCRIBE)),
+        Fill(lambda _: True, _groups_with_refused_topics),
+        Fill(_asked("include_authorized_operations"), _group_operations),
+    ),
+    ApiKey.SHARE_FETCH: (
+        Whole(_group(Operation.READ)),
+        Each("topics", _topic(Operation.READ)),
+    ),
+    ApiKey.SHARE_ACKNOWLEDGE: (
+        Whole(_group(Operation.READ)),
+        Each("topics", _topic(Operation.READ)),
     ),
     ApiKey.CREATE_PARTITIONS: (Each("topics", _topic(Operation.ALTER)),),
     ApiKey.DELETE_GROUPS: (Each("groups_names", _group(Operation.DELETE)),),

@@ -242,6 +242,13 @@ class AsyncEmbeddedKafka(StartClose):
         topic."""
         await self.cluster.delete_topic(name)
 
+    def expire_share_locks(self) -> int:
+        """Expire every share group's acquisition locks now, as if
+        ``group.share.record.lock.duration.ms`` had passed: the records held are
+        Available again (Archived past ``group.share.delivery.count.limit``) and parked
+        ShareFetch requests may take them. Returns how many locks expired."""
+        return self.front_door.shares.expire_locks()
+
     def topics(self) -> dict[str, int]:
         """Topic name -> partition count; internal topics (``__consumer_offsets``) left
         out, as Kafka's admin ``listTopics`` leaves them out."""
@@ -534,6 +541,9 @@ class EmbeddedKafka:
 
     def delete_topic(self, name: str) -> None:
         self._await(lambda k: k.delete_topic(name))
+
+    def expire_share_locks(self) -> int:
+        return self._get(lambda k: k.expire_share_locks())
 
     def topics(self) -> dict[str, int]:
         return self._get(lambda k: k.topics())

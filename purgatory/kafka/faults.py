@@ -776,6 +776,8 @@ _PARTITIONED: Final = frozenset(
         ApiKey.OFFSET_FETCH,
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
         ApiKey.PRODUCE,
+        ApiKey.SHARE_ACKNOWLEDGE,
+        ApiKey.SHARE_FETCH,
         ApiKey.TXN_OFFSET_COMMIT,
     }
 )

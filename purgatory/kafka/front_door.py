@@ -22,10 +22,11 @@ from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
 from purgatory.kafka.authorization import Caller, authorized, unruled
 from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs
 from purgatory.kafka.coordinator.group_configs import KAFKA_BROKER_DEFAULTS
-from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator, ShareSettings
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.coordinator.share_partitions import ShareConfig, SharePartitions
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators, TxnSettings
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.acls import AclHandlers
@@ -50,6 +51,7 @@ from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.reassignments import ReassignmentHandlers
 from purgatory.kafka.handlers.sasl import SaslHandlers
 from purgatory.kafka.handlers.settings import ClusterConfigs
+from purgatory.kafka.handlers.share_groups import ShareGroupHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.handlers.transactions import TransactionHandlers
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
@@ -172,7 +174,9 @@ class KafkaFrontDoor:
         self.tls_settings: TlsSettings | None = None
         # One group coordinator serves every broker.
         self.configs = BrokerConfigs() if configs is None else configs
-        self.coordinator = _group_coordinator(cluster, self.configs)
+        #: the share-partitions of every share group (KIP-932), shared by the brokers
+        self.shares = _share_partitions(cluster, self.configs)
+        self.coordinator = _group_coordinator(cluster, self.configs, self.shares)
         # commits are timed by the coordinator's clock, as groups turning Empty are
         self.offsets = OffsetStore(self.coordinator.now_ms)
         #: __consumer_offsets: its partitions' leaders coordinate the groups
@@ -257,9 +261,14 @@ class KafkaFrontDoor:
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
-        """The group coordinator's (Rebalance, Heartbeat) and the transaction
-        coordinators' (TxnTimeout, TxnSettle, TxnIdExpiration); the cluster has its own."""
-        return {**self.coordinator.purgatories, **self.transactions.purgatories}
+        """The group coordinator's (Rebalance, Heartbeat), the transaction
+        coordinators' (TxnTimeout, TxnSettle, TxnIdExpiration) and the share groups'
+        (ShareFetch); the cluster has its own."""
+        return {
+            **self.coordinator.purgatories,
+            **self.transactions.purgatories,
+            "ShareFetch": self.shares.fetches,  # type: ignore[dict-item]
+        }
 
     def _make_tls(self) -> None:
         """The certificates, made once (before the first TLS listener starts)."""
@@ -275,6 +284,7 @@ class KafkaFrontDoor:
             await self.start_listener(broker_id, port)
         if self._expiry is None:
             self._expiry = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
+        await self.shares.start()
 
     def expire_offsets(self) -> int:
         """One pass of Kafka's offset expiry: committed offsets of groups without members
@@ -383,6 +393,9 @@ class KafkaFrontDoor:
             LogDirHandlers(self.cluster, broker_id).apis(),
             DescribeProducersHandlers(self.cluster, broker_id).apis(),
             transactions.apis(),
+            ShareGroupHandlers(
+                self.coordinator, self.shares, self.cluster, broker_id, addresses
+            ).apis(),
             *self._shared,
         ]:
             server.register_all(apis)
@@ -470,6 +483,7 @@ class KafkaFrontDoor:
                 await self._expiry
             self._expiry = None
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
+        await self.shares.close()
         await self.transactions.close()
         for server in self._all_servers():
             await server.close()
@@ -514,7 +528,26 @@ def _joined(addresses: Addresses) -> str:
     return ",".join(f"{host}:{port}" for host, port in addresses.values())
 
 
-def _group_coordinator(cluster: Cluster, configs: BrokerConfigs) -> GroupCoordinator:
+def _share_partitions(cluster: Cluster, configs: BrokerConfigs) -> SharePartitions:
+    """The share-partitions, set as the broker configs say; the ShareFetch purgatory
+    carries the label the brokers' purgatories do."""
+    return SharePartitions(
+        cluster,
+        ShareConfig(
+            delivery_count_limit=configs.number("group.share.delivery.count.limit"),
+            lock_duration_ms=configs.number("group.share.record.lock.duration.ms"),
+            max_record_locks=configs.number("group.share.partition.max.record.locks"),
+            max_sessions=configs.number("group.share.max.share.sessions"),
+            auto_offset_reset=configs.text("share.auto.offset.reset"),
+            read_committed=configs.text("share.isolation.level") == "read_committed",
+        ),
+        labels={"broker": "all"},
+    )
+
+
+def _group_coordinator(
+    cluster: Cluster, configs: BrokerConfigs, shares: SharePartitions
+) -> GroupCoordinator:
     """The one group coordinator, set as the broker configs say. Its purgatories carry the
     label the brokers' do, so that they share the metric families."""
     return GroupCoordinator(
@@ -528,4 +561,11 @@ def _group_coordinator(cluster: Cluster, configs: BrokerConfigs) -> GroupCoordin
         group_broker_configs={
             name: configs.number(name) for name in KAFKA_BROKER_DEFAULTS if name in BROKER_CONFIGS
         },
+        share=ShareSettings(
+            heartbeat_interval_ms=configs.number("group.share.heartbeat.interval.ms"),
+            session_timeout_ms=configs.number("group.share.session.timeout.ms"),
+            max_size=configs.number("group.share.max.size"),
+            removed=shares.member_removed,
+            deleted=shares.group_deleted,
+        ),
     )

@@ -19,7 +19,7 @@ from typing import Final, NamedTuple, final
 from purgatory.kafka.codec import DecodeError, Reader, Writer
 from purgatory.kafka.compression import deflate, inflate
 from purgatory.kafka.crc32c import crc32c
-from purgatory.sim.log import CONTROL, TRANSACTIONAL, BatchAttributes
+from purgatory.sim.log import CONTROL, TRANSACTIONAL, BatchAttributes, RecordBatch
 
 # Attributes bit 4 (TRANSACTIONAL): the batch belongs to a transaction; bit 5 (CONTROL): a
 # control batch (a transaction marker), which only a broker writes. Defined by the log,
@@ -432,3 +432,44 @@ def _put_varbytes(out: Writer, data: bytes | None) -> None:
         out.varint(-1)
     else:
         out.varint(len(data)).raw(data)
+
+
+def records_section(
+    batches: list[RecordBatch], offset: int, hw: int, now_ms: int
+) -> tuple[bytes, set[int]]:
+    """A fetch answer's records from ``offset`` up to ``hw`` (the HW, or read_committed
+    the LSO): a batch a Kafka client produced goes back as it came (whole, as Kafka sends
+    it, with the offset and epoch the log gave it); records written over HTTP, a batch a
+    truncation cut, and transaction markers are encoded afresh, with their producer and
+    attributes. Also says which compression codecs the section holds."""
+    codecs: set[int] = set()
+    out = bytearray()
+    for batch in batches:
+        if batch.wire is not None:
+            if batch.end_offset > hw:
+                break  # followers hold whole batches, so the HW passes this one whole
+            out += batch.wire  # its offset and epoch were written when it was stored
+            codecs.add(compression_of(batch.wire))
+            continue
+        base = batch.base_offset
+        start = max(offset, base)
+        if batch.sparse:  # cleaned: its records' offsets have gaps
+            records = tuple(r for r in batch.records if start <= r.offset < hw)
+            start = records[0].offset if records else start
+        else:
+            records = batch.records[start - base : hw - base]
+        if records:
+            producer = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
+            if batch.base_sequence >= 0 and start > base:
+                # the first record's sequence, wrapping as sequences do
+                producer = (*producer[:2], (batch.base_sequence + start - base) & 0x7FFFFFFF)
+            out += encode_batch(
+                start,
+                batch.epoch,
+                [(r.key, r.value) for r in records],
+                now_ms,
+                producer,
+                batch.attributes,
+                [r.offset for r in records] if batch.sparse else None,
+            )
+    return bytes(out), codecs

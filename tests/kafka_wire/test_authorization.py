@@ -112,6 +112,10 @@ NEEDS: Mapping[ApiKey, Grants | Callable[[int], Grants]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: ((Op.DESCRIBE, G),),
     ApiKey.LIST_CONFIG_RESOURCES: ((Op.DESCRIBE_CONFIGS, C),),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: ((Op.DESCRIBE, T),),
+    ApiKey.SHARE_GROUP_HEARTBEAT: ((Op.READ, G), (Op.DESCRIBE, T)),
+    ApiKey.SHARE_GROUP_DESCRIBE: ((Op.DESCRIBE, G),),
+    ApiKey.SHARE_FETCH: ((Op.READ, G), (Op.READ, T)),
+    ApiKey.SHARE_ACKNOWLEDGE: ((Op.READ, G), (Op.READ, T)),
 }
 
 RECORDS = encode_batch(0, 0, [(None, b"r")], 0)

@@ -206,6 +206,8 @@ _VALUES: dict[ApiKey, dict[str, Any]] = {
         ],
     },
     ApiKey.TXN_OFFSET_COMMIT: {"topics": [_TOPIC]},
+    ApiKey.SHARE_FETCH: {"group_id": "g", "member_id": "m", "topics": [_TOPIC]},
+    ApiKey.SHARE_ACKNOWLEDGE: {"group_id": "g", "member_id": "m", "topics": [_TOPIC]},
 }
 
 

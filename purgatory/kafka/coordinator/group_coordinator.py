@@ -59,13 +59,33 @@ from purgatory.kafka.coordinator.groups import (
     SyncResult,
 )
 from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.coordinator.share import (
+    ShareGroup,
+    ShareHeartbeatRequest,
+    ShareHeartbeatResult,
+    ShareProtocol,
+)
 from purgatory.sim.errors import ErrorCode
 
 #: a group: one of Kafka's group types, told apart by its class (``type`` names it)
-Group: TypeAlias = ClassicGroup | ConsumerGroup
+Group: TypeAlias = ClassicGroup | ConsumerGroup | ShareGroup
 
 #: the newest OffsetCommit version (a commit check's default)
 _NEWEST_OFFSET_COMMIT = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSettings:
+    """The share groups' broker configs (``group.share.heartbeat.interval.ms``,
+    ``group.share.session.timeout.ms``, ``group.share.max.size``) and who is told of a
+    member that leaves (its share sessions and records go)."""
+
+    heartbeat_interval_ms: int = 5_000
+    session_timeout_ms: int = 45_000
+    max_size: int = 200
+    removed: Callable[[str, str], None] | None = None
+    #: told of a share group DeleteGroups took (its share-partitions go)
+    deleted: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +102,7 @@ def is_empty(group: Group) -> bool:
     """Whether ``group`` has no members (a classic one Empty, not rebalancing)."""
     if isinstance(group, ClassicGroup):
         return group.state is GroupState.EMPTY and not group.members
-    if isinstance(group, ConsumerGroup):
+    if isinstance(group, ConsumerGroup | ShareGroup):
         return not group.members
     assert_never(group)
 
@@ -120,6 +140,7 @@ class GroupCoordinator:
         heartbeat_interval_ms: int = 5_000,
         consumer_session_timeout_ms: int = 45_000,
         group_broker_configs: Mapping[str, GroupValue] | None = None,
+        share: ShareSettings | None = None,
     ) -> None:
         #: group id -> its group, of whichever type
         self.groups: dict[str, Group] = {}
@@ -147,6 +168,15 @@ class GroupCoordinator:
             heartbeat_interval_ms=heartbeat_interval_ms,
             session_timeout_ms=consumer_session_timeout_ms,
             group_config=self.group_config,
+        )
+        share = ShareSettings() if share is None else share
+        self._share_deleted = share.deleted
+        self.share = ShareProtocol(
+            topics,
+            heartbeat_interval_ms=share.heartbeat_interval_ms,
+            session_timeout_ms=share.session_timeout_ms,
+            max_size=share.max_size,
+            removed=share.removed,
         )
 
     # -- group configs ----------------------------------------------------------------------
@@ -189,8 +219,10 @@ class GroupCoordinator:
         for group in self.groups.values():
             if isinstance(group, ClassicGroup):
                 self.classic.close(group)
-            else:
+            elif isinstance(group, ConsumerGroup):
                 self.consumer.close(group)
+            else:
+                self.share.close(group)
         await self.rebalances.shutdown()
         await self.heartbeats.shutdown()
 
@@ -201,6 +233,10 @@ class GroupCoordinator:
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         group = self.groups.get(group_id)
         return group if isinstance(group, ConsumerGroup) else None
+
+    def share_group(self, group_id: str) -> ShareGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ShareGroup) else None
 
     def _forget(self, group: ClassicGroup) -> None:
         if self.groups.get(group.name) is group:
@@ -242,7 +278,7 @@ class GroupCoordinator:
         refused = self.classic.refusal(classic, request)
         if refused is not None:
             return refused
-        if isinstance(group, ConsumerGroup) and group.members:
+        if (isinstance(group, ConsumerGroup) and group.members) or isinstance(group, ShareGroup):
             return JoinResult(ErrorCode.GROUP_ID_NOT_FOUND, member_id)  # not a classic group
         if classic is None:  # new, or in place of an empty consumer group
             classic = self.groups[group_id] = ClassicGroup(group_id)
@@ -301,6 +337,10 @@ class GroupCoordinator:
             return refused
         group_id, epoch = request.group_id, request.epoch
         group = self.groups.get(group_id)
+        if isinstance(group, ShareGroup):
+            return HeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, message=f"Group {group_id} is not a consumer group."
+            )
         if isinstance(group, ClassicGroup):
             if epoch != JOIN or group.members or group.pending:
                 return HeartbeatResult(
@@ -317,6 +357,33 @@ class GroupCoordinator:
                 return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
             group = self.groups[group_id] = ConsumerGroup(group_id)
         return self.consumer.heartbeat(group, request)
+
+    # -- the share protocol's request ------------------------------------------------------
+
+    def share_heartbeat(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+        """One ShareGroupHeartbeat (:meth:`ShareProtocol.heartbeat`), answered at once; a
+        join (epoch 0) creates the group. A group id of another type is
+        GROUP_ID_NOT_FOUND, as in Kafka (no conversion to or from share groups)."""
+        refused = self.share.refusal(request)
+        if refused is not None:
+            return refused
+        group_id = request.group_id
+        group = self.groups.get(group_id)
+        if group is not None and not isinstance(group, ShareGroup):
+            return ShareHeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, message=f"Group {group_id} is not a share group."
+            )
+        if request.epoch == LEAVE:
+            if group is None:
+                return ShareHeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            return self.share.leave(group, request.member_id)
+        if group is None:
+            if request.epoch != JOIN:
+                return ShareHeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND, message=f"Group {group_id} not found."
+                )
+            group = self.groups[group_id] = ShareGroup(group_id)
+        return self.share.heartbeat(group, request)
 
     # -- whole groups ----------------------------------------------------------------------
 
@@ -337,6 +404,8 @@ class GroupCoordinator:
         classic group's with its generation (:meth:`ClassicProtocol.commit_error`; a
         group nobody joined but that has ``committed`` offsets is there, Empty)."""
         group = self.groups.get(group_id)
+        if isinstance(group, ShareGroup):
+            return ErrorCode.GROUP_ID_NOT_FOUND  # Kafka: "is not a consumer group"
         if isinstance(group, ConsumerGroup):
             return self.consumer.commit_error(
                 group, member_id, generation, version=version, transactional=transactional
@@ -365,6 +434,8 @@ class GroupCoordinator:
             return ErrorCode.NON_EMPTY_GROUP
         if isinstance(group, ClassicGroup):
             group.pending.clear()  # their sessions find them gone and stop
+        if isinstance(group, ShareGroup) and self._share_deleted is not None:
+            self._share_deleted(group_id)
         del self.groups[group_id]
         offsets.delete_group(group_id)
         return ErrorCode.NONE
@@ -383,6 +454,8 @@ class GroupCoordinator:
         if group is None and group_id not in offsets.groups():
             return ErrorCode.GROUP_ID_NOT_FOUND
         subscribed: frozenset[str] | None = frozenset()
+        if isinstance(group, ShareGroup):
+            return ErrorCode.GROUP_ID_NOT_FOUND  # Kafka: "is not a consumer group"
         if isinstance(group, ConsumerGroup):
             subscribed = self.consumer.subscribed_topics(group)
         elif group is not None and group.state is not GroupState.EMPTY:
@@ -450,6 +523,6 @@ class GroupCoordinator:
 def _listing(group: Group) -> GroupListing:
     if isinstance(group, ClassicGroup):
         return GroupListing(group.name, group.protocol_type, group.state.value, group.type)
-    if isinstance(group, ConsumerGroup):
+    if isinstance(group, ConsumerGroup | ShareGroup):
         return GroupListing(group.name, group.type, group.state(), group.type)
     assert_never(group)

@@ -25,10 +25,9 @@ from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import (
     TruncatedBatch,
     WireBatch,
-    compression_of,
-    encode_batch,
     max_timestamp_of,
     recompressed,
+    records_section,
     split_batches,
     stamp,
 )
@@ -36,7 +35,6 @@ from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable, ProtocolStats
 from purgatory.sim import Cluster, SimulationError
 from purgatory.sim.errors import ErrorCode
-from purgatory.sim.log import RecordBatch
 from purgatory.sim.messages import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
@@ -542,7 +540,7 @@ class PartitionHandlers:
             codecs: set[int] = set()
             if result.batches:
                 end = _readable_end(result, isolation)
-                section, codecs = _records_section(result.batches, w.offset, end, now_ms)
+                section, codecs = records_section(result.batches, w.offset, end, now_ms)
             if ZSTD in codecs and version < 10:
                 # Kafka serves zstd batches to Fetch v10 and later only (KIP-110).
                 error, section = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None
@@ -587,47 +585,6 @@ class PartitionHandlers:
 def _readable_end(result: FetchResult, isolation: int) -> int:
     """Where a consumer's read stops: the HW, or read_committed the LSO."""
     return result.last_stable_offset if isolation == READ_COMMITTED else result.high_watermark
-
-
-def _records_section(
-    batches: list[RecordBatch], offset: int, hw: int, now_ms: int
-) -> tuple[bytes, set[int]]:
-    """A fetch answer's records from ``offset`` up to ``hw`` (the HW, or read_committed
-    the LSO): a batch a Kafka client produced goes back as it came (whole, as Kafka sends
-    it, with the offset and epoch the log gave it); records written over HTTP, a batch a
-    truncation cut, and transaction markers are encoded afresh, with their producer and
-    attributes. Also says which compression codecs the section holds."""
-    codecs: set[int] = set()
-    out = bytearray()
-    for batch in batches:
-        if batch.wire is not None:
-            if batch.end_offset > hw:
-                break  # followers hold whole batches, so the HW passes this one whole
-            out += batch.wire  # its offset and epoch were written when it was stored
-            codecs.add(compression_of(batch.wire))
-            continue
-        base = batch.base_offset
-        start = max(offset, base)
-        if batch.sparse:  # cleaned: its records' offsets have gaps
-            records = tuple(r for r in batch.records if start <= r.offset < hw)
-            start = records[0].offset if records else start
-        else:
-            records = batch.records[start - base : hw - base]
-        if records:
-            producer = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
-            if batch.base_sequence >= 0 and start > base:
-                # the first record's sequence, wrapping as sequences do
-                producer = (*producer[:2], (batch.base_sequence + start - base) & 0x7FFFFFFF)
-            out += encode_batch(
-                start,
-                batch.epoch,
-                [(r.key, r.value) for r in records],
-                now_ms,
-                producer,
-                batch.attributes,
-                [r.offset for r in records] if batch.sparse else None,
-            )
-    return bytes(out), codecs
 
 
 def _stamped_at(append_ms: int) -> datetime.datetime:

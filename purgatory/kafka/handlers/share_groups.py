@@ -1,0 +1,400 @@
+"""Share groups of KIP-932 (Kafka 4.2's queues): ShareGroupHeartbeat and
+ShareGroupDescribe, answered by the
+:class:`~purgatory.kafka.coordinator.group_coordinator.GroupCoordinator` (its share
+groups), and ShareFetch and ShareAcknowledge, answered by broker ``broker_id`` for the
+partitions it leads from the :class:`~purgatory.kafka.coordinator.share_partitions.SharePartitions`.
+Every version kio has; partitions are named by topic id, as in Kafka.
+
+A ShareFetch opens (epoch 0), continues (the session's next epoch) or closes (-1) its
+member's share session; its acknowledgements are applied first, then it acquires up to
+``max_records`` records (whole batches) across the session's partitions, or parks in the
+``ShareFetch`` purgatory for ``max_wait_ms``. ``min_bytes`` is taken as "any record",
+``max_bytes`` is not held to (the batches acquired are sent whole).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable
+from typing import Any, Final, final
+
+from purgatory import OperationCancelled
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.coordinator.share import Assignment, ShareHeartbeatRequest
+from purgatory.kafka.coordinator.share_partitions import (
+    FINAL,
+    Acknowledgement,
+    PartitionFetch,
+    SharePartitions,
+    ShareSession,
+    TopicPartition,
+)
+from purgatory.kafka.handlers.leadership import leads
+from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.record_batches import records_section
+from purgatory.kafka.schemas import millis, respond, versions
+from purgatory.kafka.server import Api, ApiTable
+from purgatory.sim import Cluster
+from purgatory.sim.errors import ErrorCode
+
+#: "not computed": no authorizer runs here
+_NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
+
+
+@final
+class ShareGroupHandlers:
+    """The four share-group APIs as broker ``broker_id`` answers them; ``addresses`` maps
+    each broker id to the (host, port) it is advertised at."""
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        shares: SharePartitions,
+        cluster: Cluster,
+        broker_id: int,
+        addresses: dict[int, tuple[str, int]],
+    ) -> None:
+        self.coordinator = coordinator
+        self.shares = shares
+        self.cluster = cluster
+        self.broker_id = broker_id
+        self.addresses = addresses
+
+    def apis(self) -> ApiTable:
+        return {
+            key: Api(*versions(key), handler)
+            for key, handler in [
+                (ApiKey.SHARE_GROUP_HEARTBEAT, self.share_group_heartbeat),
+                (ApiKey.SHARE_GROUP_DESCRIBE, self.share_group_describe),
+                (ApiKey.SHARE_FETCH, self.share_fetch),
+                (ApiKey.SHARE_ACKNOWLEDGE, self.share_acknowledge),
+            ]
+        }
+
+    # -- the group ---------------------------------------------------------------------------
+
+    def share_group_heartbeat(self, header: RequestHeader, request: Any) -> Any:
+        result = self.coordinator.share_heartbeat(
+            ShareHeartbeatRequest(
+                request.group_id,
+                request.member_id,
+                request.member_epoch,
+                header.client_id or "",
+                rack_id=request.rack_id,
+                topics=request.subscribed_topic_names,
+            )
+        )
+        assignment = None
+        if result.assignment is not None:
+            assignment = {
+                "topic_partitions": [
+                    {"topic_id": topic_id, "partitions": sorted(parts)}
+                    for topic_id, parts in sorted(result.assignment.items())
+                ]
+            }
+        return respond(
+            request,
+            error_code=result.error,
+            error_message=result.message,
+            member_id=result.member_id,
+            member_epoch=result.epoch,
+            heartbeat_interval=self.coordinator.share.heartbeat_interval_ms,
+            assignment=assignment,
+        )
+
+    def _named(self, assignment: Assignment) -> dict[str, Any]:
+        return {
+            "topic_partitions": [
+                {
+                    "topic_id": topic_id,
+                    "topic_name": self.cluster.topic_name(topic_id) or "",
+                    "partitions": sorted(parts),
+                }
+                for topic_id, parts in sorted(assignment.items())
+            ]
+        }
+
+    def share_group_describe(self, header: RequestHeader, request: Any) -> Any:
+        described = []
+        for name in request.group_ids:
+            group = self.coordinator.share_group(name)
+            if group is None:
+                other = name in self.coordinator.groups
+                described.append(
+                    {
+                        "group_id": name,
+                        "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                        "error_message": f"Group {name} is not a share group."
+                        if other
+                        else f"Group {name} not found.",
+                        "group_state": "Dead",
+                        "group_epoch": -1,
+                        "assignment_epoch": -1,
+                        "assignor_name": "",
+                        "members": [],
+                        "authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                    }
+                )
+                continue
+            described.append(
+                {
+                    "group_id": name,
+                    "error_code": ErrorCode.NONE,
+                    "group_state": group.state(),
+                    "group_epoch": group.epoch,
+                    "assignment_epoch": group.assignment_epoch,
+                    "assignor_name": "simple",
+                    "authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                    "members": [
+                        {
+                            "member_id": m.member_id,
+                            "rack_id": m.rack_id,
+                            "member_epoch": m.epoch,
+                            "client_id": m.client_id,
+                            "client_host": "",
+                            "subscribed_topic_names": list(m.topics),
+                            "assignment": self._named(m.assigned),
+                        }
+                        for m in group.members.values()
+                    ],
+                }
+            )
+        return respond(request, groups=described)
+
+    # -- the records -------------------------------------------------------------------------
+
+    def _session(
+        self, request: Any, *, acknowledge: bool
+    ) -> tuple[ErrorCode, ShareSession | None, str]:
+        if not request.group_id or not request.member_id:
+            return ErrorCode.INVALID_REQUEST, None, "GroupId and MemberId must be given."
+        error, session = self.shares.session(
+            request.group_id,
+            request.member_id,
+            int(request.share_session_epoch),
+            acknowledge=acknowledge,
+        )
+        return error, session, ""
+
+    def _acknowledge(
+        self, request: Any, topics: Any
+    ) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:
+        """Apply every acknowledgement of the request; each partition's error."""
+        out: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
+        for topic in topics:
+            name = self.cluster.topic_name(topic.topic_id) if topic.topic_id else None
+            for part in topic.partitions:
+                batches = part.acknowledgement_batches
+                if not batches:
+                    continue
+                key = (topic.topic_id, int(part.partition_index))
+                if name is None:
+                    out[key] = (ErrorCode.UNKNOWN_TOPIC_ID, None)
+                    continue
+                error, _ = leads(self.cluster, self.broker_id, name, key[1])
+                if error is ErrorCode.NONE:
+                    error = self.shares.acknowledge(
+                        request.group_id,
+                        request.member_id,
+                        name,
+                        key[1],
+                        [
+                            Acknowledgement(
+                                int(b.first_offset),
+                                int(b.last_offset),
+                                tuple(int(t) for t in b.acknowledge_types),
+                            )
+                            for b in batches
+                        ],
+                    )
+                message = None
+                if error is ErrorCode.INVALID_RECORD_STATE:
+                    message = "The record state is invalid. The acknowledgement is rejected."
+                out[key] = (error, message)
+        return out
+
+    def _leader(self, error: ErrorCode, name: str | None, index: int) -> dict[str, int]:
+        if error is ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None:
+            _, p = leads(self.cluster, self.broker_id, name, index)
+            if p is not None and p.leader is not None:
+                return {"leader_id": p.leader, "leader_epoch": p.leader_epoch}
+        return {"leader_id": -1, "leader_epoch": -1}
+
+    def _endpoints(self, leaders: set[int]) -> list[dict[str, Any]]:
+        return [
+            {"node_id": b, "host": self.addresses[b][0], "port": self.addresses[b][1]}
+            for b in sorted(leaders)
+            if b in self.addresses
+        ]
+
+    def share_fetch(self, header: RequestHeader, request: Any) -> Awaitable[Any] | Any:
+        error, session, message = self._session(request, acknowledge=False)
+        if session is None:
+            return _refused(request, error, message)
+        epoch = int(request.share_session_epoch)
+        acks = self._acknowledge(request, request.topics)
+        names: dict[uuid.UUID, str | None] = {}
+        for forgotten in request.forgotten_topics_data:
+            name = self.cluster.topic_name(forgotten.topic_id) if forgotten.topic_id else None
+            for index in forgotten.partitions:
+                if name is not None:
+                    session.partitions.pop((name, int(index)), None)
+        asked: list[tuple[uuid.UUID, int]] = []
+        for topic in request.topics:
+            name = names.setdefault(
+                topic.topic_id, self.cluster.topic_name(topic.topic_id) if topic.topic_id else None
+            )
+            for part in topic.partitions:
+                asked.append((topic.topic_id, int(part.partition_index)))
+                if name is not None and epoch != FINAL:
+                    session.partitions[(name, int(part.partition_index))] = None
+        if epoch == FINAL:
+            self.shares.close_session(session)
+            return self._fetch_answer(request, acks, asked, {}, {})
+        self.shares.next_epoch(session)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        wanted: list[TopicPartition] = []
+        for topic, index in session.partitions:
+            error, _ = leads(self.cluster, self.broker_id, topic, index)
+            if error is ErrorCode.NONE:
+                wanted.append((topic, index))
+            else:
+                errors[(topic, index)] = error
+        return self._fetch(request, acks, asked, wanted, errors)
+
+    async def _fetch(
+        self,
+        request: Any,
+        acks: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]],
+        asked: list[tuple[uuid.UUID, int]],
+        wanted: list[TopicPartition],
+        errors: dict[TopicPartition, ErrorCode],
+    ) -> Any:
+        wait_ms = max(millis(request.max_wait), 0)
+        max_records = int(getattr(request, "max_records", 500)) or 500
+        try:
+            fetched = await self.shares.fetch(
+                request.group_id, request.member_id, wanted, max_records, wait_ms
+            )
+        except OperationCancelled:  # the front door is closing
+            fetched = {}
+        return self._fetch_answer(request, acks, asked, fetched, errors)
+
+    def _fetch_answer(
+        self,
+        request: Any,
+        acks: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]],
+        asked: list[tuple[uuid.UUID, int]],
+        fetched: dict[TopicPartition, PartitionFetch],
+        errors: dict[TopicPartition, ErrorCode],
+    ) -> Any:
+        now_ms = int(time.time() * 1000)
+        by_topic: dict[uuid.UUID, dict[int, dict[str, Any]]] = {}
+        leaders: set[int] = set()
+
+        def entry(topic_id: uuid.UUID, name: str | None, index: int) -> dict[str, Any]:
+            parts = by_topic.setdefault(topic_id, {})
+            if index not in parts:
+                error = ErrorCode.NONE
+                if name is None:
+                    error = ErrorCode.UNKNOWN_TOPIC_ID
+                elif (name, index) in errors:
+                    error = errors[(name, index)]
+                elif (name, index) in fetched:
+                    error = fetched[(name, index)].error
+                leader = self._leader(error, name, index)
+                if leader["leader_id"] >= 0:
+                    leaders.add(leader["leader_id"])
+                ack_error, ack_message = acks.get((topic_id, index), (ErrorCode.NONE, None))
+                parts[index] = {
+                    "partition_index": index,
+                    "error_code": error,
+                    "acknowledge_error_code": ack_error.number,
+                    "acknowledge_error_message": ack_message,
+                    "current_leader": leader,
+                    "records": b"",
+                    "acquired_records": [],
+                }
+            return parts[index]
+
+        for topic_id, index in [*acks, *asked]:
+            entry(topic_id, self.cluster.topic_name(topic_id) if topic_id else None, index)
+        for (name, index), result in fetched.items():
+            fetched_id = self.cluster.topic_id(name)
+            if fetched_id is None or (not result.acquired and result.error is ErrorCode.NONE):
+                continue
+            answer = entry(fetched_id, name, index)
+            if result.acquired:
+                first = result.acquired[0].first
+                section, _ = records_section(
+                    list(result.batches), first, result.readable_end, now_ms
+                )
+                answer["records"] = section
+                answer["acquired_records"] = [
+                    {
+                        "first_offset": a.first,
+                        "last_offset": a.last,
+                        "delivery_count": a.delivery_count,
+                    }
+                    for a in result.acquired
+                ]
+        for name, index in errors:
+            failed_id = self.cluster.topic_id(name)
+            if failed_id is not None:
+                entry(failed_id, name, index)
+        return respond(
+            request,
+            error_code=ErrorCode.NONE,
+            acquisition_lock_timeout=self.shares.config.lock_duration_ms,
+            responses=[
+                {"topic_id": topic_id, "partitions": list(parts.values())}
+                for topic_id, parts in by_topic.items()
+            ],
+            node_endpoints=self._endpoints(leaders),
+        )
+
+    def share_acknowledge(self, header: RequestHeader, request: Any) -> Any:
+        error, session, message = self._session(request, acknowledge=True)
+        if session is None:
+            return _refused(request, error, message)
+        acks = self._acknowledge(request, request.topics)
+        if int(request.share_session_epoch) == FINAL:
+            self.shares.close_session(session)
+        else:
+            self.shares.next_epoch(session)
+        by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        leaders: set[int] = set()
+        for (topic_id, index), (ack_error, ack_message) in acks.items():
+            name = self.cluster.topic_name(topic_id) if topic_id else None
+            leader = self._leader(ack_error, name, index)
+            if leader["leader_id"] >= 0:
+                leaders.add(leader["leader_id"])
+            by_topic.setdefault(topic_id, []).append(
+                {
+                    "partition_index": index,
+                    "error_code": ack_error,
+                    "error_message": ack_message,
+                    "current_leader": leader,
+                }
+            )
+        return respond(
+            request,
+            error_code=ErrorCode.NONE,
+            acquisition_lock_timeout=self.shares.config.lock_duration_ms,
+            responses=[
+                {"topic_id": topic_id, "partitions": parts} for topic_id, parts in by_topic.items()
+            ],
+            node_endpoints=self._endpoints(leaders),
+        )
+
+
+def _refused(request: Any, error: ErrorCode, message: str) -> Any:
+    return respond(
+        request,
+        error_code=error,
+        error_message=message or None,
+        acquisition_lock_timeout=0,
+        responses=[],
+        node_endpoints=[],
+    )

@@ -1,0 +1,418 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat's assignment, epochs and the one group map
+(ListGroups, DescribeGroups, commits, DeleteGroups), ShareGroupDescribe; ShareFetch and
+ShareAcknowledge over the wire with kio: share sessions and their errors, acquisition,
+ACCEPT/RELEASE/REJECT, delivery counts, expired locks, the delivery limit, long polls
+woken by a produce; then confluent-kafka's ShareConsumer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from kio_wire import read_frame, read_response, request_frame
+
+from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
+from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.schemas import build, request_type
+from purgatory.sim.errors import ErrorCode
+from purgatory.sim.messages import ProduceRequest
+
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+class Wire:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer, self.correlation = reader, writer, 0
+
+    async def kio(self, api: ApiKey, version: int, **values: Any) -> Any:
+        self.correlation += 1
+        request = build(request_type(api, version), values)
+        self.writer.write(request_frame(request, correlation_id=self.correlation, client_id="t"))
+        _, _, answer, _ = read_response(
+            await read_frame(self.reader), request.__api_key__, request.__version__
+        )
+        return answer
+
+
+@pytest_asyncio.fixture
+async def kafka() -> AsyncIterator[AsyncEmbeddedKafka]:
+    async with AsyncEmbeddedKafka(
+        brokers=1,
+        seed=1,
+        topics={"t": (2, 1), "u": (1, 1)},
+        configs={"share.auto.offset.reset": "earliest", "group.share.delivery.count.limit": 3},
+    ) as k:
+        yield k
+
+
+@pytest_asyncio.fixture
+async def wire(kafka: AsyncEmbeddedKafka) -> AsyncIterator[Wire]:
+    reader, writer = await asyncio.open_connection(*kafka.front_door.addresses[0])
+    try:
+        yield Wire(reader, writer)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+async def _beat(wire: Wire, member: str, epoch: int, topics: list[str] | None = None) -> Any:
+    return await wire.kio(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        group_id="g",
+        member_id=member,
+        member_epoch=epoch,
+        subscribed_topic_names=topics,
+    )
+
+
+def _assigned(answer: Any, kafka: AsyncEmbeddedKafka) -> set[tuple[str, int]]:
+    cluster = kafka.front_door.cluster
+    return {
+        (cluster.topic_name(tp.topic_id) or "?", p)
+        for tp in answer.assignment.topic_partitions
+        for p in tp.partitions
+    }
+
+
+@pytest.mark.asyncio
+async def test_members_share_partitions_and_are_fenced_by_epoch(
+    kafka: AsyncEmbeddedKafka, wire: Wire
+) -> None:
+    a = await _beat(wire, "a", 0, ["t"])
+    assert a.error_code == 0
+    assert a.member_epoch == 1
+    assert _assigned(a, kafka) == {("t", 0), ("t", 1)}
+    b = await _beat(wire, "b", 0, ["t"])
+    c = await _beat(wire, "c", 0, ["t"])
+    a = await _beat(wire, "a", 1)
+    # more members than partitions: every member one partition, a partition to several
+    owned = [_assigned(x, kafka) for x in (a, b, c)]
+    assert all(len(o) == 1 for o in owned)
+    assert set().union(*owned) == {("t", 0), ("t", 1)}
+    assert (await _beat(wire, "a", 1)).error_code == ErrorCode.FENCED_MEMBER_EPOCH.number
+    assert (await _beat(wire, "x", 5)).error_code == ErrorCode.UNKNOWN_MEMBER_ID.number
+    assert (await _beat(wire, "", 0, ["t"])).error_code == ErrorCode.INVALID_REQUEST.number
+    assert (await _beat(wire, "d", 0)).error_code == ErrorCode.INVALID_REQUEST.number
+    described = await wire.kio(ApiKey.SHARE_GROUP_DESCRIBE, 1, group_ids=["g", "nope"])
+    group, missing = described.groups
+    assert group.group_state == "Stable"
+    assert group.assignor_name == "simple"
+    assert sorted(m.member_id for m in group.members) == ["a", "b", "c"]
+    assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND.number
+    left = await _beat(wire, "c", -1)
+    assert left.error_code == 0
+    assert left.member_epoch == -1
+
+
+@pytest.mark.asyncio
+async def test_a_share_group_is_one_of_the_group_map(kafka: AsyncEmbeddedKafka, wire: Wire) -> None:
+    await _beat(wire, "a", 0, ["t"])
+    listed = await wire.kio(ApiKey.LIST_GROUPS, 5, states_filter=[], types_filter=["share"])
+    assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [
+        ("g", "share", "Stable")
+    ]
+    none = await wire.kio(ApiKey.LIST_GROUPS, 5, states_filter=[], types_filter=["consumer"])
+    assert none.groups == ()
+    described = await wire.kio(ApiKey.DESCRIBE_GROUPS, 6, groups=["g"])
+    assert described.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND.number
+    commit = await wire.kio(
+        ApiKey.OFFSET_COMMIT,
+        9,
+        group_id="g",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+    )
+    assert commit.topics[0].partitions[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND.number
+    joined = await wire.kio(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        0,
+        group_id="g",
+        member_id="m",
+        member_epoch=0,
+        rebalance_timeout=5000,
+        subscribed_topic_names=["t"],
+        topic_partitions=[],
+    )
+    assert joined.error_code == ErrorCode.GROUP_ID_NOT_FOUND.number
+    deleted = await wire.kio(ApiKey.DELETE_GROUPS, 2, groups_names=["g"])
+    assert deleted.results[0].error_code == ErrorCode.NON_EMPTY_GROUP.number
+    await _beat(wire, "a", -1)
+    deleted = await wire.kio(ApiKey.DELETE_GROUPS, 2, groups_names=["g"])
+    assert deleted.results[0].error_code == 0
+    assert "g" not in kafka.front_door.coordinator.groups
+
+
+async def _produce(kafka: AsyncEmbeddedKafka, partition: int, n: int) -> None:
+    await kafka.cluster.produce(
+        ProduceRequest("t", partition, [(None, f"v{i}".encode()) for i in range(n)])
+    )
+
+
+async def _fetch(
+    wire: Wire,
+    kafka: AsyncEmbeddedKafka,
+    member: str,
+    epoch: int,
+    *,
+    acks: list[tuple[int, int, int]] = (),  # type: ignore[assignment]
+    wait_ms: int = 0,
+    version: int = 1,
+) -> Any:
+    topic_id = kafka.front_door.cluster.topic_id("t")
+    return await wire.kio(
+        ApiKey.SHARE_FETCH,
+        version,
+        group_id="g",
+        member_id=member,
+        share_session_epoch=epoch,
+        max_wait=wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        max_records=100,
+        batch_size=100,
+        topics=[
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "acknowledgement_batches": [
+                            {"first_offset": f, "last_offset": last, "acknowledge_types": [t]}
+                            for f, last, t in acks
+                        ],
+                    }
+                ],
+            }
+        ],
+        forgotten_topics_data=[],
+    )
+
+
+def _acquired(answer: Any) -> list[tuple[int, int, int]]:
+    return [
+        (a.first_offset, a.last_offset, a.delivery_count)
+        for t in answer.responses
+        for p in t.partitions
+        for a in p.acquired_records
+    ]
+
+
+def _ack_errors(answer: Any) -> list[int]:
+    return [int(p.acknowledge_error_code) for t in answer.responses for p in t.partitions]
+
+
+@pytest.mark.asyncio
+async def test_records_are_acquired_acknowledged_released_and_redelivered(
+    kafka: AsyncEmbeddedKafka, wire: Wire
+) -> None:
+    await _beat(wire, "a", 0, ["t"])
+    await _produce(kafka, 0, 4)
+    missing = await _fetch(wire, kafka, "a", 3)
+    assert missing.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND.number
+    first = await _fetch(wire, kafka, "a", 0)
+    assert first.error_code == 0
+    assert first.acquisition_lock_timeout.total_seconds() == 30
+    assert _acquired(first) == [(0, 3, 1)]
+    assert first.responses[0].partitions[0].records  # the batch itself
+    bad = await _fetch(wire, kafka, "a", 7)
+    assert bad.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH.number
+    # accept 0, release 1, reject 2; 3 stays acquired: only 1 comes again, delivery 2
+    topic_id = kafka.front_door.cluster.topic_id("t")
+    acked = await wire.kio(
+        ApiKey.SHARE_ACKNOWLEDGE,
+        1,
+        group_id="g",
+        member_id="a",
+        share_session_epoch=1,
+        topics=[
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "acknowledgement_batches": [
+                            {"first_offset": 0, "last_offset": 2,
+                             "acknowledge_types": [ACCEPT, RELEASE, REJECT]},
+                        ],
+                    }
+                ],
+            }
+        ],
+    )  # fmt: skip
+    assert [int(p.error_code) for t in acked.responses for p in t.partitions] == [0]
+    again = await _fetch(wire, kafka, "a", 2)
+    assert _acquired(again) == [(1, 1, 2)]
+    # acknowledging what it does not hold (0 was accepted) is INVALID_RECORD_STATE
+    wrong = await _fetch(wire, kafka, "a", 3, acks=[(0, 0, ACCEPT)])
+    assert _ack_errors(wrong) == [ErrorCode.INVALID_RECORD_STATE.number]
+    # the lock expires: 1 and 3 are redelivered, delivery counts kept and counted on
+    assert kafka.expire_share_locks() == 2
+    redelivered = await _fetch(wire, kafka, "a", 4)
+    assert _acquired(redelivered) == [(1, 1, 3), (3, 3, 2)]
+    sp = kafka.front_door.shares.partitions[("g", "t", 0)]
+    assert sp.start == 1
+    assert sp.end == 4
+    # 1 was delivered 3 times (the limit): expired again, it is archived, 3 comes back
+    kafka.expire_share_locks()
+    last = await _fetch(wire, kafka, "a", 5)
+    assert _acquired(last) == [(3, 3, 3)]
+    await _fetch(wire, kafka, "a", 6, acks=[(3, 3, ACCEPT)])
+    assert sp.start == 4
+    assert not sp.records
+
+
+@pytest.mark.asyncio
+async def test_a_long_poll_parks_and_a_produce_completes_it(
+    kafka: AsyncEmbeddedKafka, wire: Wire
+) -> None:
+    await _beat(wire, "a", 0, ["t"])
+    assert _acquired(await _fetch(wire, kafka, "a", 0)) == []
+    purgatory = kafka.front_door.purgatories["ShareFetch"]
+    assert purgatory.labels == {"broker": "all"}
+    parked = asyncio.ensure_future(_fetch(wire, kafka, "a", 1, wait_ms=60_000))
+    for _ in range(200):
+        if purgatory.num_delayed:
+            break
+        await asyncio.sleep(0)
+    assert purgatory.num_delayed == 1
+    assert not parked.done()
+    await _produce(kafka, 0, 2)
+    answer = await asyncio.wait_for(parked, 10)
+    assert _acquired(answer) == [(0, 1, 1)]
+    # a released record wakes another member's long poll
+    reader, writer = await asyncio.open_connection(*kafka.front_door.addresses[0])
+    other = Wire(reader, writer)
+    try:
+        await _beat(other, "b", 0, ["t"])
+        assert _acquired(await _fetch(other, kafka, "b", 0)) == []
+        waiting = asyncio.ensure_future(_fetch(other, kafka, "b", 1, wait_ms=60_000))
+        for _ in range(200):
+            if purgatory.num_delayed:
+                break
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        await _fetch(wire, kafka, "a", 2, acks=[(0, 1, RELEASE)])
+        assert _acquired(await asyncio.wait_for(waiting, 10)) == [(0, 1, 2)]
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+@pytest.mark.asyncio
+async def test_a_closed_session_releases_its_records(kafka: AsyncEmbeddedKafka, wire: Wire) -> None:
+    await _beat(wire, "a", 0, ["t"])
+    await _produce(kafka, 0, 3)
+    assert _acquired(await _fetch(wire, kafka, "a", 0)) == [(0, 2, 1)]
+    closing = await wire.kio(
+        ApiKey.SHARE_ACKNOWLEDGE,
+        2,
+        group_id="g",
+        member_id="a",
+        share_session_epoch=-1,
+        topics=[],
+    )
+    assert closing.error_code == 0
+    assert ("g", "a") not in kafka.front_door.shares.sessions
+    opened = await wire.kio(
+        ApiKey.SHARE_ACKNOWLEDGE, 1, group_id="g", member_id="a", share_session_epoch=0, topics=[]
+    )
+    assert opened.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH.number
+    assert _acquired(await _fetch(wire, kafka, "a", 0, version=2)) == [(0, 2, 2)]
+
+
+# -- confluent-kafka's ShareConsumer -------------------------------------------------------
+
+
+def _share_consumer(kafka: EmbeddedKafka, **extra: Any) -> Any:
+    from confluent_kafka import ShareConsumer
+
+    consumer = ShareConsumer(
+        {"bootstrap.servers": kafka.bootstrap_servers, "group.id": "q", **extra}
+    )
+    consumer.subscribe(["t"])
+    return consumer
+
+
+def _produce_sync(kafka: EmbeddedKafka, n: int, partitions: int = 2) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    for i in range(n):
+        producer.produce("t", value=f"v{i}".encode(), partition=i % partitions)
+    assert producer.flush(10) == 0
+
+
+def _poll(consumer: Any) -> list[Any]:
+    got = consumer.poll(0.2)
+    return [] if got is None else [m for m in got if m.error() is None]
+
+
+def test_three_share_consumers_get_every_record_exactly_once() -> None:
+    with EmbeddedKafka(
+        brokers=1, topics={"t": 2}, configs={"share.auto.offset.reset": "earliest"}
+    ) as kafka:
+        _produce_sync(kafka, 30)
+        consumers = [_share_consumer(kafka) for _ in range(3)]
+        seen: list[tuple[int, int]] = []
+        try:
+            deadline = time.monotonic() + 30
+            while len(seen) < 30 and time.monotonic() < deadline:
+                for consumer in consumers:
+                    seen += [(m.partition(), m.offset()) for m in _poll(consumer)]
+        finally:
+            for consumer in consumers:
+                # librdkafka 2.16's close() sends its last ShareAcknowledge without the
+                # implicit acceptance of the last poll's records: commit it first
+                consumer.commit_sync(10)
+                consumer.close()
+        assert sorted(seen) == sorted({(i % 2, i // 2) for i in range(30)})
+        shares = kafka._async.front_door.shares
+        assert all(not sp.records and sp.start == 15 for sp in shares.partitions.values())
+
+
+def test_a_killed_share_consumers_records_are_redelivered_and_a_rejected_one_never() -> None:
+    from confluent_kafka import AcknowledgeType
+
+    # one partition: both members are assigned it (the first still heartbeats: its
+    # librdkafka thread runs on, only the application stopped polling)
+    with EmbeddedKafka(
+        brokers=1,
+        topics={"t": 1},
+        configs={
+            "share.auto.offset.reset": "earliest",
+            "group.share.record.lock.duration.ms": 1_000,
+        },
+    ) as kafka:
+        _produce_sync(kafka, 4, partitions=1)
+        first = _share_consumer(kafka, **{"share.acknowledgement.mode": "explicit"})
+        held: list[Any] = []
+        deadline = time.monotonic() + 20
+        while len(held) < 4 and time.monotonic() < deadline:
+            held += _poll(first)
+        assert len(held) == 4
+        rejected = held[0]
+        first.acknowledge(rejected, AcknowledgeType.REJECT)
+        first.commit_sync()
+        # the first consumer goes silent with three records in flight (killed: not closed)
+        second = _share_consumer(kafka)
+        again: list[Any] = []
+        try:
+            deadline = time.monotonic() + 20
+            while len(again) < 3 and time.monotonic() < deadline:
+                again += _poll(second)
+            for _ in range(5):  # nothing else comes: the rejected record is archived
+                again += _poll(second)
+        finally:
+            second.close()
+            first.close()
+        key = (rejected.partition(), rejected.offset())
+        assert sorted((m.partition(), m.offset()) for m in again) == sorted(
+            (m.partition(), m.offset()) for m in held if (m.partition(), m.offset()) != key
+        )
+        assert {m.delivery_count() for m in again} == {2}
