@@ -104,7 +104,8 @@ def test_the_leader_sends_a_consumer_to_the_in_sync_follower_in_its_rack() -> No
         r = await c.fetch(_fetch(rack="b"))
         assert r.error is ErrorCode.NONE
         assert r.preferred_read_replica == 1
-        assert r.records == [] and r.high_watermark == 4  # no records when it redirects
+        assert r.records == []
+        assert r.high_watermark == 4
         r = await c.fetch(_fetch(rack="c"))
         assert r.preferred_read_replica == 2
 
@@ -128,7 +129,8 @@ def test_the_leader_serves_its_own_rack_no_rack_an_unknown_one_and_old_fetches(
 def test_without_a_selector_the_leader_never_redirects() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         r = await c.fetch(_fetch(rack="b"))
-        assert r.preferred_read_replica == -1 and len(r.records) == 4
+        assert r.preferred_read_replica == -1
+        assert len(r.records) == 4
 
     _run(body, selector=False)
 
@@ -141,11 +143,13 @@ def test_a_follower_out_of_the_isr_is_not_preferred() -> None:
         await asyncio.sleep(3.0)  # replica_lag_time_max_ms: the leader drops it
         assert c.partition("t", 0).isr == {0, 2}  # type: ignore[union-attr]
         r = await c.fetch(_fetch(rack="b"))
-        assert r.preferred_read_replica == -1 and len(r.records) == 5
+        assert r.preferred_read_replica == -1
+        assert len(r.records) == 5
         # and the follower sends a consumer still reading from it back to the leader
         r = await c.fetch(_fetch(rack="b"), broker=1)
         assert r.error is ErrorCode.NONE
-        assert r.preferred_read_replica == 0 and r.records == []
+        assert r.preferred_read_replica == 0
+        assert r.records == []
 
     _run(body, replica_lag_time_max_ms=1000)
 
@@ -193,9 +197,11 @@ def test_among_several_in_its_rack_the_highest_log_end_offset() -> None:
 def test_a_follower_serves_the_consumer_up_to_the_hw_it_learnt() -> None:
     async def body(c: Cluster, loop: asyncio.AbstractEventLoop) -> None:
         p = c.partition("t", 0)
-        assert p is not None and p.hws == {0: 4, 1: 4, 2: 4}
+        assert p is not None
+        assert p.hws == {0: 4, 1: 4, 2: 4}
         r = await c.fetch(_fetch(offset=1, rack="b"), broker=1)
-        assert r.error is ErrorCode.NONE and r.preferred_read_replica == -1
+        assert r.error is ErrorCode.NONE
+        assert r.preferred_read_replica == -1
         assert [rec.value for rec in r.records] == [b"1", b"2", b"3"]
         assert r.high_watermark == 4
 
@@ -225,7 +231,8 @@ def test_a_follower_answers_offset_out_of_range_past_its_log_end() -> None:
         assert r.error is ErrorCode.OFFSET_OUT_OF_RANGE
         # between its HW and its log end: nothing yet (no wait asked)
         r = await c.fetch(_fetch(offset=4, rack="b"), broker=1)
-        assert r.error is ErrorCode.NONE and r.records == []
+        assert r.error is ErrorCode.NONE
+        assert r.records == []
 
     _run(body, selector=False)
 
@@ -244,7 +251,8 @@ def test_a_crashed_follower_answers_nothing_and_the_leader_serves_the_rack() -> 
         r = await c.fetch(_fetch(rack="b"), broker=1)
         assert r.error is ErrorCode.BROKER_NOT_AVAILABLE
         r = await c.fetch(_fetch(rack="b"))  # out of the ISR: the leader serves
-        assert r.preferred_read_replica == -1 and len(r.records) == 4
+        assert r.preferred_read_replica == -1
+        assert len(r.records) == 4
 
     _run(body)
 
