@@ -28,6 +28,7 @@ from typing import Final, Literal, final
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, LOGIN_MODULE, parse_jaas
 from purgatory.kafka.sasl import MECHANISMS, enabled_mechanisms
 from purgatory.kafka.tls import PrincipalMapper
+from purgatory.sim.replica_selector import RACK_AWARE_REPLICA_SELECTOR
 
 #: Java's short, int and long bounds: SHORT, INT and LONG configs refuse anything beyond
 _SHORT_MAX: Final = (1 << 15) - 1
@@ -474,6 +475,16 @@ _CONFIGS: Final = (
         "the authorizer: Kafka's StandardAuthorizer (or AclAuthorizer, the same here) "
         "enforces the ACLs; empty: none, every request allowed",
         Rule(choices=("", STANDARD_AUTHORIZER, ACL_AUTHORIZER)),
+    ),
+    BrokerConfig(
+        "replica.selector.class",
+        ConfigType.STRING,
+        "",
+        "",
+        "which replica a consumer that says its rack (client.rack, Fetch v11+) fetches "
+        "from (KIP-392): Kafka's RackAwareReplicaSelector sends it to an in-sync follower "
+        "in its rack; empty: the leader only",
+        Rule(choices=("", RACK_AWARE_REPLICA_SELECTOR)),
     ),
     BrokerConfig(
         "super.users",

@@ -37,6 +37,7 @@ from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.tls import TlsMaterial
 from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult, Latency, Record
+from purgatory.sim.cluster import check_racks
 from purgatory.sim.log import records_in
 from purgatory.sim.messages import PartitionMetadata
 
@@ -77,6 +78,12 @@ class AsyncEmbeddedKafka(StartClose):
     :attr:`client_key_file`, removed at close); :meth:`client_ssl_context` is a client's
     context. ``ssl.client.auth``, ``ssl.principal.mapping.rules`` and
     ``ssl.enabled.protocols`` are broker ``configs`` (:mod:`purgatory.kafka.tls`).
+
+    ``racks`` gives each broker its rack (Kafka's ``broker.rack``, one per broker):
+    Metadata and DescribeCluster show them, replicas are placed across them, and with
+    the broker config ``replica.selector.class`` =
+    ``org.apache.kafka.common.replica.RackAwareReplicaSelector`` consumers that set
+    ``client.rack`` fetch from an in-sync follower in their rack (KIP-392).
     """
 
     def __init__(
@@ -94,8 +101,10 @@ class AsyncEmbeddedKafka(StartClose):
         ssl: bool = False,
         ssl_port: int | None = None,
         sasl_ssl_port: int | None = None,
+        racks: Sequence[str | None] | None = None,
     ) -> None:
         checked = _checked_configs(brokers, configs, min_insync_replicas, cluster_options)
+        _check_racks(brokers, racks, cluster_options)
         ssl_port = _check_ports(users, sasl_port, ssl, ssl_port, sasl_ssl_port)
         options = dict(cluster_options or {})
         options["min_insync_replicas"] = checked.number("min.insync.replicas")
@@ -104,6 +113,8 @@ class AsyncEmbeddedKafka(StartClose):
                 options[option] = checked.explicit[name]
         # Kafka's log.retention.ms (seven days) unless set, as DescribeConfigs reports it
         options.setdefault("log_retention_ms", BROKER_CONFIGS["log.retention.ms"].kafka_default)
+        if racks is not None:
+            options["racks"] = list(racks)
         self.cluster = Cluster(brokers, seed=seed, **options)
         self.configs = checked
         self.front_door = KafkaFrontDoor(
@@ -367,11 +378,13 @@ class EmbeddedKafka:
         ssl: bool = False,
         ssl_port: int | None = None,
         sasl_ssl_port: int | None = None,
+        racks: Sequence[str | None] | None = None,
         loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
     ) -> None:
         # checked here, so that a bad config raises before any thread starts
         _checked_configs(brokers, configs, min_insync_replicas, cluster_options)
         _check_ports(users, sasl_port, ssl, ssl_port, sasl_ssl_port)
+        _check_racks(brokers, racks, cluster_options)
 
         def build() -> AsyncEmbeddedKafka:
             return AsyncEmbeddedKafka(
@@ -387,6 +400,7 @@ class EmbeddedKafka:
                 ssl=ssl,
                 ssl_port=ssl_port,
                 sasl_ssl_port=sasl_ssl_port,
+                racks=racks,
             )
 
         self._build = build
@@ -589,6 +603,7 @@ _CLUSTER_CONFIGS: Final = {
     "broker.session.timeout.ms": "broker_session_timeout_ms",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
     "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
+    "replica.selector.class": "replica_selector_class",
 }
 
 
@@ -622,6 +637,19 @@ def _checked_configs(
     if isinstance(factor, int) and isinstance(brokers, int) and factor > brokers:
         raise ValueError(f"default.replication.factor={factor} exceeds the {brokers} brokers")
     return BrokerConfigs(explicit)
+
+
+def _check_racks(
+    brokers: int, racks: Sequence[str | None] | None, cluster_options: Mapping[str, Any] | None
+) -> None:
+    """ValueError/TypeError unless ``racks`` lists one rack (or None) per broker; a
+    ValueError if the cluster options set them too."""
+    if racks is None:
+        return
+    if "racks" in (cluster_options or {}):
+        raise ValueError("racks is an argument, not a cluster option")
+    if isinstance(brokers, int):
+        check_racks(brokers, racks)
 
 
 def _check_ports(

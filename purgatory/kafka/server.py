@@ -136,6 +136,7 @@ class ProtocolStats:
         "connections",
         "log_interval_s",
         "requests",
+        "requests_by_broker",
     )
 
     def __init__(
@@ -144,6 +145,9 @@ class ProtocolStats:
         self.bad_input: Counter[str] = Counter()
         #: requests by (API name, version)
         self.requests: Counter[tuple[str, int]] = Counter()
+        #: requests by (broker id, API name): which broker's listeners took them (a
+        #: consumer fetching from a follower, KIP-392, shows on the follower)
+        self.requests_by_broker: Counter[tuple[int, str]] = Counter()
         #: connections by the (name, version) of the client software they announced
         self.clients: Counter[tuple[str, str]] = Counter()
         #: connections open now, on every listener
@@ -161,6 +165,11 @@ class ProtocolStats:
     def requests_of(self, api: str) -> int:
         """Requests of one API (its :class:`ApiKey` name), every version."""
         return sum(n for (name, _), n in self.requests.items() if name == api)
+
+    def requests_to(self, broker: int, api: str) -> int:
+        """Requests of one API (its :class:`ApiKey` name) that broker ``broker`` took, on
+        any of its listeners."""
+        return self.requests_by_broker[broker, api]
 
     def bad(self, kind: str, detail: str, *, bug: bool = False) -> None:
         self.bad_input[kind] += 1
@@ -481,6 +490,7 @@ class KafkaProtocolServer:
             self.stats.bad("malformed request", f"{key.name} v{version}: {exc}")
             return None
         self.stats.requests[key.name, version] += 1
+        self.stats.requests_by_broker[self.broker_id, key.name] += 1
         return read
 
     def _dispatch(

@@ -8,7 +8,7 @@ into HTTP answers through one table, and map the admin fault requests onto the c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from purgatory import DelayedOperationPurgatory
@@ -114,6 +114,8 @@ async def new_cluster(
     broker_session_timeout_ms: int = 9_000,
     producer_id_expiration_ms: int = 86_400_000,
     log_cleaner_backoff_ms: int = 15_000,
+    racks: Sequence[str | None] | None = None,
+    replica_selector_class: str | None = None,
 ) -> Cluster:
     """A started simulated cluster (imported lazily: the sim is the default broker).
     ``replica_rtt_ms``: the replication network's median round trip (None: the cluster's
@@ -121,7 +123,9 @@ async def new_cluster(
     ``min_insync_replicas``: Kafka's ``min.insync.replicas``;
     ``broker_session_timeout_ms``: Kafka's ``broker.session.timeout.ms``;
     ``producer_id_expiration_ms``: Kafka's ``producer.id.expiration.ms``;
-    ``log_cleaner_backoff_ms``: Kafka's ``log.cleaner.backoff.ms``."""
+    ``log_cleaner_backoff_ms``: Kafka's ``log.cleaner.backoff.ms``; ``racks``: each
+    broker's ``broker.rack``; ``replica_selector_class``: Kafka's
+    ``replica.selector.class``."""
     from purgatory.sim.cluster import DEFAULT_REPLICA_RTT, Cluster
     from purgatory.sim.faults import Latency
 
@@ -139,6 +143,8 @@ async def new_cluster(
         broker_session_timeout_ms=broker_session_timeout_ms,
         producer_id_expiration_ms=producer_id_expiration_ms,
         log_cleaner_backoff_ms=log_cleaner_backoff_ms,
+        racks=racks,
+        replica_selector_class=replica_selector_class,
     )
     await cluster.start()
     return cluster

@@ -254,6 +254,17 @@ def _add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
         "auto.create.topics.enable=true (on by default in Kafka; default here: off)",
     )
     parser.add_argument(
+        "--kafka-racks",
+        default=None,
+        metavar="RACK,RACK,...",
+        help="each broker's rack, Kafka's broker.rack (which --kafka-config cannot set: it "
+        "differs per broker), one per broker in order, e.g. a,b,c (an empty item: no rack): "
+        "Metadata and DescribeCluster show them, replicas are placed across them, and with "
+        "--kafka-config replica.selector.class=org.apache.kafka.common.replica."
+        "RackAwareReplicaSelector consumers that set client.rack fetch from a follower in "
+        "their rack (default: no racks)",
+    )
+    parser.add_argument(
         "--kafka-config",
         action="append",
         default=[],
@@ -353,6 +364,7 @@ class ServeSettings:
     kafka_limits: ListenerLimits | None = None
     kafka_auto_create_topics: bool = False
     kafka_configs: BrokerConfigs = field(default_factory=BrokerConfigs)
+    kafka_racks: tuple[str | None, ...] | None = None
     trace: TraceWriter | None = None
     ready_file: str | None = None
 
@@ -391,6 +403,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     users = _kafka_users(args)
     kafka_configs = _kafka_configs(args, storage)
     _check_ssl_anonymous(args, kafka_configs)
+    racks = _kafka_racks(args)
     _check_ready_file(args.ready_file)
     trace = None if args.trace is None else TraceWriter(args.trace)  # last: nothing to undo
     return ServeSettings(
@@ -412,6 +425,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         kafka_limits=kafka_limits,
         kafka_auto_create_topics=args.kafka_auto_create_topics,
         kafka_configs=kafka_configs,
+        kafka_racks=racks,
         trace=trace,
         ready_file=args.ready_file,
     )
@@ -452,6 +466,20 @@ def _kafka_configs(args: argparse.Namespace, storage: StorageLimits) -> BrokerCo
             f"--kafka-config default.replication.factor={factor} exceeds --brokers {args.brokers}"
         )
     return configs
+
+
+def _kafka_racks(args: argparse.Namespace) -> tuple[str | None, ...] | None:
+    """The ``--kafka-racks`` racks, one per broker (an empty item: none), checked."""
+    text = getattr(args, "kafka_racks", None)
+    if text is None:
+        return None
+    racks = tuple(item.strip() or None for item in text.split(","))
+    if len(racks) != args.brokers:
+        raise ValueError(
+            f"--kafka-racks names {len(racks)} racks for --brokers {args.brokers}: give one "
+            "per broker"
+        )
+    return racks
 
 
 def _kafka_users(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
@@ -599,6 +627,8 @@ async def serve(settings: ServeSettings) -> int:
         broker_session_timeout_ms=configs.number("broker.session.timeout.ms"),
         producer_id_expiration_ms=configs.number("producer.id.expiration.ms"),
         log_cleaner_backoff_ms=configs.number("log.cleaner.backoff.ms"),
+        racks=settings.kafka_racks,
+        replica_selector_class=configs.text("replica.selector.class") or None,
     )
     for name, partitions, replication_factor in settings.topics:
         await cluster.create_topic(name, partitions, replication_factor)

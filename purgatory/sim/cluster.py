@@ -41,6 +41,7 @@ from purgatory.sim.metadata import MetadataCache, describe_partition
 from purgatory.sim.operations import BrokerOperation, DelayedFetch, DelayedProduce
 from purgatory.sim.partition import HighWatermarkListener, Partition
 from purgatory.sim.replica_manager import ReplicaConfig, ReplicaManager
+from purgatory.sim.replica_selector import check_replica_selector
 from purgatory.sim.replication import FetchLeader, Network
 from purgatory.sim.validate import check_int
 
@@ -119,8 +120,17 @@ class Cluster(StartClose):
         producer_id_expiration_ms: int = 86_400_000,
         producer_id_expiration_check_interval_ms: int = 600_000,
         log_cleaner_backoff_ms: int = 15_000,
+        racks: Sequence[str | None] | None = None,
+        replica_selector_class: str | None = None,
     ) -> None:
+        """``racks``: each broker's rack (Kafka's broker.rack), one per broker (None or
+        no list: none); replicas are then placed round-robin across the racks.
+        ``replica_selector_class``: Kafka's replica.selector.class, None or
+        ``org.apache.kafka.common.replica.RackAwareReplicaSelector``
+        (:mod:`purgatory.sim.replica_selector`): consumers that say their rack are sent
+        to an in-sync follower in it (KIP-392)."""
         check_int("brokers", brokers, 1)
+        rack_of = check_racks(brokers, racks)
         #: Kafka's broker.session.timeout.ms: how long the controller waits for a silent
         #: broker's heartbeat before fencing it (:meth:`crash_broker_unfenced`)
         self.broker_session_timeout_ms = check_int(
@@ -148,12 +158,13 @@ class Cluster(StartClose):
                 1,
             ),
             check_int("log_cleaner_backoff_ms", log_cleaner_backoff_ms, 1),
+            check_replica_selector(replica_selector_class),
         )
         #: every topic's retention unless it sets its own (Kafka's log.retention.*)
         self.log_defaults = LogConfig(log_retention_bytes, log_retention_ms)
         #: the memory every log holds, against ``max_stored_bytes`` (None: no cap)
         self.log_space = LogSpace(max_stored_bytes)
-        self._metadata = MetadataCache(range(brokers), seed)
+        self._metadata = MetadataCache(range(brokers), seed, rack_of)
         self._network = Network(replica_rtt, random.Random(seed))
         self.controller = Controller(
             self._metadata,
@@ -441,16 +452,43 @@ class Cluster(StartClose):
         it). No task or future per request: the simulated clients use this."""
         return self._send(request, reply, ReplicaManager.produce, messages.ProduceResult)
 
-    async def fetch(self, request: messages.FetchRequest) -> messages.FetchResult:
+    async def fetch(
+        self, request: messages.FetchRequest, broker: int | None = None
+    ) -> messages.FetchResult:
         """A consumer fetch from the partition's leader: records from the offset up to the
-        HW, waiting in its DelayedFetch for ``min_bytes`` or ``max_wait_ms``."""
-        return await self._ask(request, ReplicaManager.fetch, messages.FetchResult)
+        HW, waiting in its DelayedFetch for ``min_bytes`` or ``max_wait_ms``. ``broker``:
+        send it to that broker instead, which serves it as a follower if it is one and
+        the request has client metadata (``client_rack``, KIP-392), else answers
+        NOT_LEADER_OR_FOLLOWER; a dead broker BROKER_NOT_AVAILABLE."""
+        return await self._ask(
+            request, ReplicaManager.fetch, messages.FetchResult, self._fetch_route(broker)
+        )
 
     def send_fetch(
-        self, request: messages.FetchRequest, reply: Callable[[messages.FetchResult], None]
+        self,
+        request: messages.FetchRequest,
+        reply: Callable[[messages.FetchResult], None],
+        broker: int | None = None,
     ) -> DelayedFetch | None:
         """:meth:`fetch` for callback clients, like :meth:`send_produce`."""
-        return self._send(request, reply, ReplicaManager.fetch, messages.FetchResult)
+        return self._send(
+            request, reply, ReplicaManager.fetch, messages.FetchResult, self._fetch_route(broker)
+        )
+
+    def _fetch_route(self, broker: int | None) -> ReplicaManager | None:
+        """The replica manager a fetch sent to ``broker`` reaches (None: its leader's)."""
+        return None if broker is None else self._broker(broker).replica_manager
+
+    @property
+    def racks(self) -> dict[int, str | None]:
+        """Each broker's rack (Kafka's broker.rack; None: not set)."""
+        return dict(self._metadata.racks)
+
+    @property
+    def replica_selector_class(self) -> str | None:
+        """Kafka's replica.selector.class the brokers run (None: consumers read from
+        leaders only)."""
+        return self._replica_managers[0].config.replica_selector_class
 
     async def write_txn_markers(
         self, markers: Sequence[messages.TxnMarker], timeout_ms: int = 30_000
@@ -555,11 +593,18 @@ class Cluster(StartClose):
         request: Request,
         handle: Callable[[ReplicaManager, Request, None], Result | BrokerOperation[Result]],
         result_type: type[Result],
+        to: ReplicaManager | None = None,
     ) -> Result:
-        """Hand ``request`` to its leader's replica manager; park what it cannot answer."""
+        """Hand ``request`` to its leader's replica manager (or to ``to``); park what it
+        cannot answer."""
         if self._closed:
             return result_type(_UNAVAILABLE)
-        rm = self._route(request.topic, request.partition)
+        if to is None:
+            rm = self._route(request.topic, request.partition)
+        elif not self._metadata.alive[to.broker_id]:
+            return result_type(_UNAVAILABLE)
+        else:
+            rm = to
         if rm.halted:  # crashed, the controller not told yet: nobody answers
             return result_type(_UNAVAILABLE)
         answer = handle(rm, request, None)
@@ -575,12 +620,19 @@ class Cluster(StartClose):
         reply: Callable[[Result], None],
         handle: Callable[[ReplicaManager, Request, Callable[[Result], None]], Result | Parked],
         result_type: type[Result],
+        to: ReplicaManager | None = None,
     ) -> Parked | None:
         """:meth:`_ask` for callback clients: answer through ``reply``."""
         if self._closed:
             reply(result_type(_UNAVAILABLE))
             return None
-        rm = self._route(request.topic, request.partition)
+        if to is None:
+            rm = self._route(request.topic, request.partition)
+        elif not self._metadata.alive[to.broker_id]:
+            reply(result_type(_UNAVAILABLE))
+            return None
+        else:
+            rm = to
         if rm.halted:  # crashed, the controller not told yet: nobody answers
             reply(result_type(_UNAVAILABLE))
             return None
@@ -698,3 +750,16 @@ class Cluster(StartClose):
             f"<Cluster brokers={up}/{len(self.brokers)} topics={len(self._metadata.topics)} "
             f"partitions={parts}>"
         )
+
+
+def check_racks(brokers: int, racks: Sequence[str | None] | None) -> dict[int, str | None]:
+    """Broker id -> rack, from one rack (or None) per broker; ValueError/TypeError if the
+    list does not match the brokers or names a rack that is not a non-empty str."""
+    if racks is None:
+        return dict.fromkeys(range(brokers))
+    if isinstance(racks, str) or len(racks) != brokers:
+        raise ValueError(f"racks must list one rack per broker ({brokers}), got {racks!r}")
+    for rack in racks:
+        if rack is not None and (not isinstance(rack, str) or not rack):
+            raise TypeError(f"a rack must be a non-empty str or None, got {rack!r}")
+    return dict(enumerate(racks))

@@ -160,7 +160,7 @@ class Controller:
         added = count - existing
         factor = len(parts[0].replicas)
         if assignment is None:
-            brokers = sorted(metadata.alive)
+            brokers = metadata.placement_order()
             first = brokers.index(parts[0].replicas[0])
             replicas = [
                 [brokers[(first + i + r) % len(brokers)] for r in range(factor)]
@@ -222,9 +222,10 @@ class Controller:
         replication_factor: int,
         assignment: Sequence[Sequence[int]] | None,
     ) -> list[list[int]]:
-        """Round-robin replica lists (shifted by the topic count), or ``assignment`` once
-        checked."""
-        brokers = sorted(self.metadata.alive)
+        """Round-robin replica lists (shifted by the topic count) over the brokers in
+        :meth:`~MetadataCache.placement_order` (alternating racks when they are set), or
+        ``assignment`` once checked."""
+        brokers = self.metadata.placement_order()
         n = len(brokers)
         start = len(self.metadata.topics)
         if assignment is None:
@@ -242,7 +243,7 @@ class Controller:
             raise SimulationError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"assignment must list {partitions} partitions of {replication_factor} "
-                f"distinct brokers out of {brokers}: {assignment!r}",
+                f"distinct brokers out of {sorted(brokers)}: {assignment!r}",
             )
         return replicas
 

@@ -75,6 +75,10 @@ class FetchRequest:
     max_wait_ms: int = 500
     as_batches: bool = False
     isolation_level: int = READ_UNCOMMITTED
+    #: the consumer's rack (Kafka's ClientMetadata, Fetch v11+ ``rack_id``; "" for none
+    #: given); None: a fetch without client metadata (before v11), which only the
+    #: leader serves and which is never told a preferred read replica
+    client_rack: str | None = None
 
     def __post_init__(self) -> None:
         if not (  # the common case without four calls; check_int names the culprit
@@ -96,6 +100,8 @@ class FetchRequest:
         level = self.isolation_level
         if level.__class__ is not int or level not in (READ_UNCOMMITTED, READ_COMMITTED):
             check_int("isolation_level", level, READ_UNCOMMITTED, READ_COMMITTED)
+        if self.client_rack is not None and self.client_rack.__class__ is not str:
+            raise TypeError(f"client_rack must be a str or None, got {self.client_rack!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +237,9 @@ class FetchResult:
     batches: list[RecordBatch] = field(default_factory=list)
     last_stable_offset: int = -1
     aborted_transactions: list[CompletedTxn] = field(default_factory=list)
+    #: the replica the consumer should fetch from instead (KIP-392; -1: none): the
+    #: leader's replica selector picked a follower, and this answer holds no records
+    preferred_read_replica: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,12 +276,13 @@ class TopicMetadata:
 
 @dataclass(frozen=True, slots=True)
 class BrokerMetadata:
-    """One broker: whether it is up, and the median of the follower latency injected into
-    it (None: none injected)."""
+    """One broker: whether it is up, the median of the follower latency injected into
+    it (None: none injected), and its rack (Kafka's broker.rack; None: not set)."""
 
     broker_id: int
     alive: bool
     replication_latency_ms: float | None  # median of the injected follower latency
+    rack: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,12 @@ class MetadataCache:
     """Topics (name -> partitions), broker liveness, and a version bumped on every change
     of leadership or liveness."""
 
-    def __init__(self, brokers: Iterable[int], seed: int = 0) -> None:
+    def __init__(
+        self,
+        brokers: Iterable[int],
+        seed: int = 0,
+        racks: Mapping[int, str | None] | None = None,
+    ) -> None:
         self.topics: dict[str, list[Partition]] = {}
         #: each topic's id (Kafka 4 names topics by id too: Fetch v13+, Metadata v10+),
         #: new for every creation, so a topic deleted and created again is another topic
@@ -41,6 +46,8 @@ class MetadataCache:
         self.internal_topics: set[str] = set()
         self._ids = random.Random(seed)  # seeded: a simulation stays the same for a seed
         self.alive = dict.fromkeys(brokers, True)
+        #: each broker's rack (Kafka's broker.rack; None: not set)
+        self.racks: dict[int, str | None] = {b: (racks or {}).get(b) for b in self.alive}
         #: told about every change of a leader's high watermark (the invariant checker)
         self.hw_listeners: list[HighWatermarkListener] = []
         #: told about every partition whose ISR a leader expanded (Kafka's AlterPartition
@@ -52,6 +59,22 @@ class MetadataCache:
 
     def is_alive(self, broker: int) -> bool:
         return self.alive[broker]
+
+    def placement_order(self) -> list[int]:
+        """The brokers in the order replicas are placed round-robin: by id, or with racks
+        set, alternating between the racks (Kafka's rack-aware assignment: the first
+        broker of each rack, by rack name, then the second of each...), so consecutive
+        replicas of a partition land in different racks. A broker without a rack counts
+        as one more rack of its own."""
+        brokers = sorted(self.alive)
+        if all(self.racks[b] is None for b in brokers):
+            return brokers
+        by_rack: dict[str, list[int]] = {}
+        for b in brokers:
+            rack = self.racks[b]
+            by_rack.setdefault(f"\x00{b}" if rack is None else rack, []).append(b)
+        columns = [by_rack[rack] for rack in sorted(by_rack)]
+        return [c[i] for i in range(max(map(len, columns))) for c in columns if i < len(c)]
 
     def partition(self, topic: str, partition: int) -> Partition | None:
         parts = self.topics.get(topic)
@@ -94,7 +117,12 @@ class MetadataCache:
         for broker, alive in self.alive.items():
             latency = latencies.get(broker)
             brokers.append(
-                BrokerMetadata(broker, alive, None if latency is None else latency.median_ms)
+                BrokerMetadata(
+                    broker,
+                    alive,
+                    None if latency is None else latency.median_ms,
+                    self.racks[broker],
+                )
             )
         topics = [
             TopicMetadata(name, [describe_partition(p) for p in parts])

@@ -61,15 +61,22 @@ def read_consumer_fetch(
     max_bytes: int,
     as_batches: bool = False,
     read_committed: bool = False,
+    replica: int | None = None,
 ) -> FetchResult:
     """A consumer's answer from the leader's current state: records up to the HW, or
     ``read_committed`` up to the LSO with the aborted transactions among them (or
-    ``as_batches``, the batches that hold them)."""
-    if p.leader is None:
+    ``as_batches``, the batches that hold them). ``replica``: read that follower's log
+    instead, up to its own HW or LSO (KIP-392)."""
+    leader = p.leader
+    if leader is None:
         return FetchResult(_NOT_LEADER)
-    log = p.logs[p.leader]
-    hw = p.hws[p.leader]
-    lso = p.last_stable_offset()
+    if replica is None:
+        replica = leader
+    log = p.logs.get(replica)
+    if log is None:  # no longer a replica (reassigned away)
+        return FetchResult(_NOT_LEADER)
+    hw = p.hws[replica]
+    lso = p.last_stable_offset(replica)
     start = log.log_start_offset
     if offset < start or offset > log.leo:
         return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, [], start, [], lso)
@@ -287,7 +294,7 @@ class _FetchCondition(BrokerOperation[R]):
     error: the fetch answers with whatever is there, read at completion like Kafka's
     ``onComplete``."""
 
-    __slots__ = ("as_batches", "max_bytes", "min_bytes", "read_committed")
+    __slots__ = ("as_batches", "max_bytes", "min_bytes", "read_committed", "replica")
     follower: ClassVar[bool] = False
     purgatory_name: ClassVar[str] = "Fetch"
 
@@ -302,6 +309,7 @@ class _FetchCondition(BrokerOperation[R]):
         observer: Observer | None = None,
         as_batches: bool = False,
         read_committed: bool = False,
+        replica: int | None = None,
     ) -> None:
         super().__init__(delay_ms, statuses, op_id, reply, observer)
         self.min_bytes = min_bytes  # statuses' required_offset holds the fetch offset
@@ -310,25 +318,32 @@ class _FetchCondition(BrokerOperation[R]):
         # the batches rather than records, and read_committed waits for the LSO, not the HW
         self.as_batches = as_batches
         self.read_committed = read_committed
+        #: a consumer fetch a follower serves (KIP-392): the follower's broker id, whose
+        #: log and HW it reads; None: the leader's
+        self.replica = replica
 
     def try_complete(self) -> bool:
         available = 0
         need = self.min_bytes
         follower = self.follower
+        replica = self.replica
         for status in self.statuses:
             partition = status.partition
-            if partition.leader_epoch != status.epoch:
+            if partition.leader_epoch != status.epoch or (
+                replica is not None and replica not in partition.logs
+            ):
                 status.error = _NOT_LEADER
                 self.error = _NOT_LEADER.value
                 return self.force_complete()
-            log = partition.logs[partition.leader]  # type: ignore[index]
+            reader = partition.leader if replica is None else replica
+            log = partition.logs[reader]  # type: ignore[index]
             offset = status.required_offset
             if follower:
                 end = log.leo
             elif self.read_committed:
-                end = partition.last_stable_offset()
+                end = partition.last_stable_offset(reader)
             else:
-                end = partition.hws[partition.leader]  # type: ignore[index]
+                end = partition.hws[reader]  # type: ignore[index]
             if offset < log.log_start_offset or offset > log.leo:
                 # the log moved under the request (deleted or truncated): answer now
                 return self.force_complete()
@@ -365,6 +380,7 @@ class DelayedFetch(_FetchCondition[FetchResult]):
             self.max_bytes,
             self.as_batches,
             self.read_committed,
+            self.replica,
         )
 
     def unavailable(self) -> FetchResult:

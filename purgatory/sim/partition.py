@@ -273,8 +273,10 @@ class Partition:
 
     def apply_fetch(
         self, broker: int, batches: list[RecordBatch], leader_hw: int, lso: int
-    ) -> None:
-        """A follower appends what it fetched and learns the leader's HW and log start."""
+    ) -> bool:
+        """A follower appends what it fetched and learns the leader's HW (as far as its
+        own log reaches: the HW it serves consumers up to, KIP-392) and log start. True
+        if its HW moved."""
         log = self.logs[broker]
         for batch in batches:
             if batch.end_offset <= log.leo:
@@ -286,7 +288,12 @@ class Partition:
             log.reset_to(lso)
         elif lso > log.log_start_offset:
             log.delete_before(lso)
-        self.hws[broker] = max(self.hws[broker], min(leader_hw, log.leo))
+        old = self.hws[broker]
+        hw = min(leader_hw, log.leo)
+        if hw > old:
+            self.hws[broker] = hw
+            return True
+        return False
 
     def __repr__(self) -> str:
         return (

@@ -54,6 +54,7 @@ from purgatory.sim.operations import (
 )
 from purgatory.sim.partition import Partition
 from purgatory.sim.producers import EndTxnMarker
+from purgatory.sim.replica_selector import select_read_replica
 from purgatory.sim.replication import FetchLeader, Network, ReplicaFetcher, ReplicaFetchRequest
 
 _NONE = ErrorCode.NONE
@@ -85,6 +86,9 @@ class ReplicaConfig:
     #: how often the log cleaner looks for compacted logs to clean (Kafka's
     #: log.cleaner.backoff.ms, its wait when none is due)
     log_cleaner_backoff_ms: int = 15_000
+    #: Kafka's replica.selector.class: which replica a consumer that says its rack
+    #: should fetch from (:mod:`purgatory.sim.replica_selector`); None: the leader
+    replica_selector_class: str | None = None
 
 
 @final
@@ -152,7 +156,12 @@ class ReplicaManager:
         for leader, side in self._peers.items():
             if leader != self.broker_id and leader not in self.fetchers:
                 self.fetchers[leader] = ReplicaFetcher(
-                    self.broker_id, leader, side, self._metadata, self._network
+                    self.broker_id,
+                    leader,
+                    side,
+                    self._metadata,
+                    self._network,
+                    self._follower_high_watermark,
                 )
         if not self._tasks:
             loop = asyncio.get_running_loop()
@@ -307,12 +316,31 @@ class ReplicaManager:
         self, request: FetchRequest, reply: Callable[[FetchResult], None] | None
     ) -> FetchResult | DelayedFetch:
         """A consumer fetch: answer now if ``min_bytes`` are below the HW (or no wait is
-        allowed), else return a DelayedFetch to park."""
-        p = self._led(request.topic, request.partition)
+        allowed), else return a DelayedFetch to park. With a replica selector and the
+        consumer's rack (``client_rack``), the leader may answer at once with no records
+        and the replica to fetch from instead (KIP-392); a follower serves a fetch with
+        client metadata from its own log (:meth:`_follower_fetch`)."""
+        p = self._metadata.lookup(request.topic, request.partition)
         if isinstance(p, ErrorCode):
             return FetchResult(p)
+        if p.leader != self.broker_id:
+            if request.client_rack is None or self.broker_id not in p.logs:
+                return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return self._follower_fetch(p, request, reply)
         offset = request.offset
         log = p.logs[self.broker_id]
+        if request.client_rack is not None and self.config.replica_selector_class is not None:
+            preferred = select_read_replica(p, self._metadata.racks, request.client_rack, offset)
+            if preferred is not None:  # Kafka's leader skips the read when it redirects
+                return FetchResult(
+                    _NONE,
+                    p.hw,
+                    [],
+                    log.log_start_offset,
+                    [],
+                    p.last_stable_offset(),
+                    preferred_read_replica=preferred,
+                )
         if offset < log.log_start_offset or offset > log.leo:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
         read_committed = request.isolation_level == READ_COMMITTED
@@ -333,6 +361,75 @@ class ReplicaManager:
                 read_committed,
             )
         return read_consumer_fetch(p, offset, request.max_bytes, request.as_batches, read_committed)
+
+    def _follower_fetch(
+        self,
+        p: Partition,
+        request: FetchRequest,
+        reply: Callable[[FetchResult], None] | None,
+    ) -> FetchResult | DelayedFetch:
+        """A consumer fetch this follower serves (KIP-392): records up to its own HW (or
+        LSO), which it learns in its replica fetches; OFFSET_OUT_OF_RANGE below its log
+        start or past its log end, as Kafka's follower answers (between its HW and log end:
+        nothing yet, waiting as on a leader). With a replica selector, a consumer the
+        leader's selector would now send elsewhere (this follower left the ISR, fell
+        behind the offset, or another replica suits the rack better) is answered at once
+        with no records and that replica as the preferred one: the leader's id to go back
+        to the leader. (Kafka's follower selects nothing; its consumers go back to the
+        leader when their preferred replica expires, metadata.max.age.ms, or on an
+        error.)"""
+        broker = self.broker_id
+        offset = request.offset
+        log = p.logs[broker]
+        hw = p.hws[broker]
+        if self.config.replica_selector_class is not None:
+            rack = request.client_rack or ""
+            preferred = select_read_replica(p, self._metadata.racks, rack, offset)
+            if preferred != broker:
+                return FetchResult(
+                    _NONE,
+                    hw,
+                    [],
+                    log.log_start_offset,
+                    [],
+                    p.last_stable_offset(broker),
+                    preferred_read_replica=p.leader if preferred is None else preferred,  # type: ignore[arg-type]
+                )
+        if offset < log.log_start_offset or offset > log.leo:
+            return FetchResult(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                hw,
+                [],
+                log.log_start_offset,
+                [],
+                p.last_stable_offset(broker),
+            )
+        read_committed = request.isolation_level == READ_COMMITTED
+        end = p.last_stable_offset(broker) if read_committed else hw
+        min_bytes = request.min_bytes
+        if request.max_wait_ms > 0 and (
+            end <= offset or readable_at_least(log, offset, end, min_bytes) < min_bytes
+        ):
+            return DelayedFetch(
+                request.max_wait_ms,
+                [PartitionStatus(p, offset)],
+                min_bytes,
+                self._next_op_id("fetch"),
+                request.max_bytes,
+                reply,
+                self.op_observer,
+                request.as_batches,
+                read_committed,
+                broker,
+            )
+        return read_consumer_fetch(
+            p, offset, request.max_bytes, request.as_batches, read_committed, broker
+        )
+
+    def _follower_high_watermark(self, p: Partition) -> None:
+        """This follower learnt a higher HW of ``p``: consumer fetches it serves may be
+        done."""
+        self.fetch_purgatory.check_and_complete_nowait(p.key)
 
     def delete_records(
         self, request: DeleteRecordsRequest, reply: Callable[[DeleteRecordsResult], None] | None

@@ -78,8 +78,12 @@ class ReplicaFetcher:
         leader_side: FetchLeader,
         metadata: MetadataCache,
         network: Network,
+        on_high_watermark: Callable[[Partition], None] | None = None,
     ) -> None:
+        """``on_high_watermark(partition)``: the follower's HW of ``partition`` moved
+        (consumer fetches it serves may be done)."""
         self.follower = follower
+        self._on_high_watermark = on_high_watermark
         self.leader = leader
         self._leader_side = leader_side
         self._metadata = metadata
@@ -179,7 +183,10 @@ class ReplicaFetcher:
             if partition.leader_epoch != epoch:
                 continue  # leadership moved while in flight; the controller truncated us
             if error is ErrorCode.NONE:
-                partition.apply_fetch(follower, batches, hw, lso)
+                if partition.apply_fetch(follower, batches, hw, lso):
+                    on_high_watermark = self._on_high_watermark
+                    if on_high_watermark is not None:
+                        on_high_watermark(partition)
             elif error is ErrorCode.OFFSET_OUT_OF_RANGE:
                 log = partition.logs[follower]
                 if log.leo > partition.leo:

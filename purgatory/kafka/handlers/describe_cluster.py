@@ -2,8 +2,9 @@
 controller, as a KRaft broker answers an admin client's ``describe_cluster``.
 
 The brokers are the live ones at the addresses the front door advertises (those Metadata
-names); v2's ``include_fenced_brokers`` adds the dead ones, fenced (a KRaft broker whose
-session expired is fenced). The controller id is the one Metadata gives (a KRaft broker
+names), each with its rack (``broker.rack``; null when not set); v2's
+``include_fenced_brokers`` adds the dead ones, fenced (a KRaft broker whose session
+expired is fenced). The controller id is the one Metadata gives (a KRaft broker
 names a live broker: clients cannot reach the controllers). The cluster id is
 ``purgatory``. No authorizer runs here, so ``cluster_authorized_operations`` keeps its
 default (-2147483648, "not asked") even when asked for. v1+ asks for an endpoint type:
@@ -63,7 +64,7 @@ class DescribeClusterHandlers:
                 "broker_id": b.broker_id,
                 "host": self.addresses[b.broker_id][0],
                 "port": self.addresses[b.broker_id][1],
-                "rack": None,
+                "rack": b.rack,
                 "is_fenced": not b.alive,
             }
             for b in sorted(meta.brokers, key=lambda b: b.broker_id)

@@ -139,7 +139,8 @@ class PartitionHandlers:
 
     def _endpoint(self, broker: int) -> dict[str, Any]:
         host, port = self.addresses[broker]
-        return {"node_id": broker, "host": host, "port": port}
+        rack = self.cluster.racks.get(broker)
+        return {"node_id": broker, "host": host, "port": port, "rack": rack}
 
     @staticmethod
     def _current_leader(error: ErrorCode, p: PartitionMetadata | None) -> dict[str, int]:
@@ -420,6 +421,11 @@ class PartitionHandlers:
         isolation = int(getattr(request, "isolation_level", READ_UNCOMMITTED))
         if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
             raise DecodeError(f"fetch isolation_level {isolation}")
+        # Kafka's ClientMetadata: Fetch v11+ carries the consumer's rack ("": none), and
+        # only such a fetch may be served by a follower or told a preferred replica
+        rack: str | None = None
+        if int(request.__version__) >= 11:
+            rack = str(getattr(request, "rack_id", "") or "")
         session_id = int(getattr(request, "session_id", 0))
         session_epoch = int(getattr(request, "session_epoch", -1))
         if session_id or session_epoch > 0:
@@ -428,7 +434,7 @@ class PartitionHandlers:
             return _ready(
                 respond(request, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, responses=())
             )
-        return self._fetch(request, wanted, min_bytes, max_bytes, max_wait_ms, isolation)
+        return self._fetch(request, wanted, min_bytes, max_bytes, max_wait_ms, isolation, rack)
 
     async def _fetch(
         self,
@@ -438,11 +444,14 @@ class PartitionHandlers:
         max_bytes: int,
         max_wait_ms: int,
         isolation: int,
+        rack: str | None,
     ) -> Any:
-        results = await self._read_all(wanted, max_bytes, isolation)
+        results = await self._read_all(wanted, max_bytes, isolation, rack)
         ok = [error is ErrorCode.NONE for error, _ in results]
         readable = any(r.batches for error, r in results if error is ErrorCode.NONE)
-        if not readable and min_bytes > 0 and max_wait_ms > 0 and any(ok):
+        # Kafka answers at once when it names a preferred read replica (KIP-392)
+        redirected = any(r.preferred_read_replica >= 0 for _, r in results)
+        if not readable and not redirected and min_bytes > 0 and max_wait_ms > 0 and any(ok):
             # Park every partition in DelayedFetch; the first one woken (a produce moved
             # its HW) or the timeout ends the wait, then all are read again.
             waits = [
@@ -457,7 +466,9 @@ class PartitionHandlers:
                             max_wait_ms,
                             as_batches=True,
                             isolation_level=isolation,
-                        )
+                            client_rack=rack,
+                        ),
+                        self.broker_id,
                     )
                 )
                 for w, good in zip(wanted, ok, strict=True)
@@ -468,16 +479,28 @@ class PartitionHandlers:
             finally:
                 for wait in waits:
                     wait.cancel()
-            results = await self._read_all(wanted, max_bytes, isolation)
+            results = await self._read_all(wanted, max_bytes, isolation, rack)
         return self._fetch_answer(request, wanted, results, isolation)
 
-    def _fetch_error_for(self, w: Wanted) -> tuple[ErrorCode, PartitionMetadata | None]:
-        """What keeps a partition from being read: an unknown topic id, not led here, a
+    def _fetch_error_for(
+        self, w: Wanted, rack: str | None = None
+    ) -> tuple[ErrorCode, PartitionMetadata | None]:
+        """What keeps a partition from being read: an unknown topic id, not led here (nor
+        followed here, for a fetch with client metadata: ``rack`` not None, KIP-392), a
         negative offset, or a leader epoch the client knows that is not the current one
         (Fetch v9+); and the partition, if there is one."""
         if w.topic_id is not None and not w.topic:
             return ErrorCode.UNKNOWN_TOPIC_ID, None
         error, p = self._leads(w.topic, w.partition)
+        if (
+            error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+            and rack is not None
+            and p is not None
+            and p.leader is not None
+            and self.broker_id in p.replicas
+            and self.cluster.is_alive(self.broker_id)
+        ):
+            error = ErrorCode.NONE  # a follower serves it
         if error is not ErrorCode.NONE:
             return error, p
         if w.offset < 0:
@@ -489,13 +512,13 @@ class PartitionHandlers:
         return ErrorCode.NONE, p
 
     async def _read_all(
-        self, wanted: list[Wanted], max_bytes: int, isolation: int
+        self, wanted: list[Wanted], max_bytes: int, isolation: int, rack: str | None = None
     ) -> list[tuple[ErrorCode, FetchResult]]:
         out: list[tuple[ErrorCode, FetchResult]] = []
         budget = max_bytes  # the whole response's limit, shared by the partitions in order
         returned = False
         for w in wanted:
-            error, _ = self._fetch_error_for(w)
+            error, _ = self._fetch_error_for(w, rack)
             if error is not ErrorCode.NONE:
                 out.append((error, _NOTHING))
                 continue
@@ -510,7 +533,9 @@ class PartitionHandlers:
                     0,
                     as_batches=True,
                     isolation_level=isolation,
-                )
+                    client_rack=rack,
+                ),
+                self.broker_id,
             )
             end = _readable_end(result, isolation)
             size = sum(b.bytes_in(w.offset, end) for b in result.batches)
@@ -565,6 +590,7 @@ class PartitionHandlers:
                         if isolation == READ_COMMITTED and error is ErrorCode.NONE
                         else None
                     ),
+                    "preferred_read_replica": result.preferred_read_replica,  # v11+
                     "records": b"" if section is None else section,
                 }
             )
