@@ -24,9 +24,11 @@ from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.transactions import (
     SETTLE_WAIT_MS,
-    TRANSACTION_STATE_TOPIC,
     TransactionCoordinator,
     TransactionCoordinators,
+)
+from purgatory.kafka.coordinator.txn_metadata import (
+    TRANSACTION_STATE_TOPIC,
     TxnMetadata,
     TxnSettings,
     TxnState,

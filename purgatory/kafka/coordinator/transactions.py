@@ -17,8 +17,8 @@ An Ongoing transaction waits in the "TxnTimeout" purgatory; past its
 ``transaction_timeout_ms`` the coordinator bumps the producer epoch (fencing the producer)
 and aborts it, as Kafka's coordinator does. An idle transactional id (Empty or complete)
 waits in the "TxnIdExpiration" purgatory; ``transactional.id.expiration.ms`` after its last
-change the coordinator removes it (an empty value in ``__transaction_state``, this log's
-tombstone), as Kafka's removes expired ids.
+change the coordinator removes it (a tombstone in ``__transaction_state``), as Kafka's
+removes expired ids. The records are Kafka's (:mod:`.txn_log`).
 
 One departure from Kafka, on purpose: a producer that starts its next transaction while
 the coordinator still writes the last one's markers (librdkafka does so as soon as
@@ -36,119 +36,41 @@ these brokers do not.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import enum
-import json
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final, final
 
 from purgatory import Clock, DelayedOperation, DelayedOperationPurgatory, OperationCancelled
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import partition_for
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.coordinator.txn_log import key_bytes, read_key, read_value, value_bytes
+from purgatory.kafka.coordinator.txn_metadata import (
+    COMPLETE,
+    EXHAUSTED_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    PREPARED,
+    TRANSACTION_STATE_TOPIC,
+    TxnMetadata,
+    TxnSettings,
+    TxnState,
+)
 from purgatory.sim import Cluster, ProduceRequest, TxnMarker
 from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.log import EncodedBatch
 
 logger = logging.getLogger("purgatory.kafka.transactions")
 
-#: the internal topic that holds every transaction's state
-TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
-#: Kafka's RecordBatch.NO_PRODUCER_ID / NO_PRODUCER_EPOCH
-NO_PRODUCER_ID: Final = -1
-NO_PRODUCER_EPOCH: Final = -1
-#: an epoch this high is used up: the next bump takes a new producer id (Short.MaxValue - 1)
-EXHAUSTED_EPOCH: Final = (1 << 15) - 2
 #: how long the coordinator waits before writing markers again to partitions that refused
 MARKER_RETRY_BACKOFF_S: Final = 0.05
 #: how long AddPartitionsToTxn and AddOffsetsToTxn wait for the previous transaction of
 #: their producer to complete before they are answered CONCURRENT_TRANSACTIONS
 SETTLE_WAIT_MS: Final = 1000
-
-
-class TxnState(enum.Enum):
-    """A transaction's state; the value is Kafka's name (DescribeTransactions,
-    ListTransactions' filters)."""
-
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-
-
-_PREPARED: Final = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
-_COMPLETE: Final = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-
-
-@dataclass(slots=True)
-class TxnMetadata:
-    """One transactional id's state, as its records in ``__transaction_state`` carry it.
-    ``groups``: the consumer groups AddOffsetsToTxn added (Kafka adds their
-    ``__consumer_offsets`` partition; the offset store here has no such topic)."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    state: TxnState
-    last_producer_epoch: int = NO_PRODUCER_EPOCH
-    previous_producer_id: int = NO_PRODUCER_ID
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    groups: set[str] = field(default_factory=set)
-    start_ms: int = -1
-    last_update_ms: int = -1
-    #: a transition being written (not durable yet): requests meanwhile are CONCURRENT
-    pending: bool = field(default=False, compare=False)
-
-    def encode(self) -> bytes:
-        body = {
-            "producer_id": self.producer_id,
-            "producer_epoch": self.producer_epoch,
-            "last_producer_epoch": self.last_producer_epoch,
-            "previous_producer_id": self.previous_producer_id,
-            "timeout_ms": self.timeout_ms,
-            "state": self.state.value,
-            "partitions": sorted(self.partitions),
-            "groups": sorted(self.groups),
-            "start_ms": self.start_ms,
-            "last_update_ms": self.last_update_ms,
-        }
-        return json.dumps(body, separators=(",", ":")).encode()
-
-    @classmethod
-    def decode(cls, transactional_id: str, value: bytes) -> TxnMetadata:
-        body = json.loads(value)
-        return cls(
-            transactional_id,
-            body["producer_id"],
-            body["producer_epoch"],
-            body["timeout_ms"],
-            TxnState(body["state"]),
-            body["last_producer_epoch"],
-            body["previous_producer_id"],
-            {(t, p) for t, p in body["partitions"]},
-            set(body["groups"]),
-            body["start_ms"],
-            body["last_update_ms"],
-        )
-
-    def copy(self, **changes: Any) -> TxnMetadata:
-        return dataclasses.replace(self, pending=False, **changes)
-
-
-@dataclass(frozen=True, slots=True)
-class TxnSettings:
-    """The broker configs the coordinator reads (Kafka's names)."""
-
-    num_partitions: int = 50  # transaction.state.log.num.partitions
-    replication_factor: int = 3  # transaction.state.log.replication.factor
-    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
-    verification: bool = True  # transaction.partition.verification.enable
-    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+_PREPARED: Final = PREPARED
+_COMPLETE: Final = COMPLETE
 
 
 class _TxnDeadline(DelayedOperation):
@@ -297,13 +219,13 @@ class TransactionCoordinator:
         log = p.logs[self.broker_id]
         txns: dict[str, TxnMetadata] = {}
         for record in log.read_records(log.log_start_offset, log.leo, 1 << 62):
-            if record.key is None:
+            transactional_id = None if record.key is None else read_key(record.key)
+            if transactional_id is None:  # no key, or a version this does not know: skipped
                 continue
-            transactional_id = record.key.decode()
-            if not record.value:  # removed: its id expired
+            if not record.value:  # a tombstone: its id expired
                 txns.pop(transactional_id, None)
                 continue
-            txns[transactional_id] = TxnMetadata.decode(transactional_id, record.value)
+            txns[transactional_id] = read_value(transactional_id, record.value)
         loaded = _Loaded(epoch, txns)
         self._loaded[index] = loaded
         for txn in txns.values():
@@ -329,10 +251,8 @@ class TransactionCoordinator:
         key = txn.transactional_id
         txn.pending = True
         try:
-            value = b"" if new is None else new.encode()
-            request = ProduceRequest(
-                TRANSACTION_STATE_TOPIC, index, [(key.encode(), value)], acks=-1
-            )
+            value = None if new is None else value_bytes(new)
+            request = self.shared.record(index, key_bytes(key), value)
             try:
                 result = await self.cluster.produce(request)
             finally:
@@ -793,7 +713,8 @@ class TransactionCoordinators:
     producer ids, the offset store (for TxnOffsetCommit's pending offsets), the settings
     and the "TxnTimeout" purgatory (labelled as the group coordinator's are). ``clock``
     schedules the timeouts (None: the loop's); ``wall_ms`` stamps the records and measures
-    how long a transaction has run (Unix milliseconds, as Kafka's); without
+    how long a transaction has run (Unix milliseconds, as Kafka's); ``batch`` encodes a
+    ``__transaction_state`` record as a Kafka batch (the front door's); without
     ``reaper_enabled`` nothing expires a timeout but ``timeouts.timer.run_due()`` (tests
     on a manual clock)."""
 
@@ -808,8 +729,10 @@ class TransactionCoordinators:
         clock: Clock | None = None,
         wall_ms: Callable[[], int] | None = None,
         reaper_enabled: bool = True,
+        batch: Callable[[bytes, bytes | None], EncodedBatch] | None = None,
     ) -> None:
         self.cluster = cluster
+        self._batch = batch
         self.producer_ids = producer_ids
         self.offsets = offsets
         self.settings = TxnSettings() if settings is None else settings
@@ -826,6 +749,17 @@ class TransactionCoordinators:
         self.coordinators = {b: TransactionCoordinator(b, self) for b in cluster.brokers}
         self._watching = False
         self.closed = False
+
+    def record(self, index: int, key: bytes, value: bytes | None) -> ProduceRequest:
+        """The acks=all append of one record to partition ``index`` of
+        ``__transaction_state``: as the Kafka batch ``batch`` builds, when given (a
+        tombstone's value null, as Kafka writes it), else as the simulation's entries
+        (which have no null value: a tombstone is empty there)."""
+        if self._batch is not None:
+            return ProduceRequest(
+                TRANSACTION_STATE_TOPIC, index, [], acks=-1, wire=self._batch(key, value)
+            )
+        return ProduceRequest(TRANSACTION_STATE_TOPIC, index, [(key, value or b"")], acks=-1)
 
     def __getitem__(self, broker_id: int) -> TransactionCoordinator:
         return self.coordinators[broker_id]

@@ -22,12 +22,10 @@ from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.transactions import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
     TransactionCoordinator,
     TransactionCoordinators,
-    TxnState,
 )
+from purgatory.kafka.coordinator.txn_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
