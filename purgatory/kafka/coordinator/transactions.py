@@ -213,12 +213,8 @@ class TransactionCoordinator:
         """Rebuild partition ``index``'s transactions from this broker's replica of the
         log (to its end, as Kafka loads), then resume each one: markers for those
         prepared, a deadline for those ongoing."""
-        p = self.cluster.partition(TRANSACTION_STATE_TOPIC, index)
-        assert p is not None
-        assert p.leader == self.broker_id
-        log = p.logs[self.broker_id]
         txns: dict[str, TxnMetadata] = {}
-        for record in log.read_records(log.log_start_offset, log.leo, 1 << 62):
+        for record in self.cluster.replica_records(TRANSACTION_STATE_TOPIC, index, self.broker_id):
             transactional_id = None if record.key is None else read_key(record.key)
             if transactional_id is None:  # no key, or a version this does not know: skipped
                 continue
@@ -804,10 +800,7 @@ class TransactionCoordinators:
         """Whether ``broker`` runs: not crashed, nor hung with the controller not yet
         knowing it (``crash_broker_unfenced``), when it still leads what it led but its
         coordinator does nothing, as a dead Kafka broker's."""
-        return (
-            self.cluster.is_alive(broker)
-            and not self.cluster.brokers[broker].replica_manager.halted
-        )
+        return self.cluster.is_running(broker)
 
     def coordinator_of(self, transactional_id: str) -> tuple[ErrorCode, int]:
         """FindCoordinator's answer for a transactional id: the leader of its partition,
