@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, final
@@ -27,7 +28,8 @@ from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.share_partitions import ShareConfig, SharePartitions
-from purgatory.kafka.coordinator.transactions import TransactionCoordinators, TxnSettings
+from purgatory.kafka.coordinator.transactions import TransactionCoordinators
+from purgatory.kafka.coordinator.txn_metadata import TxnSettings
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.acls import AclHandlers
 from purgatory.kafka.handlers.client_quotas import ClientQuotaHandlers
@@ -56,6 +58,7 @@ from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.handlers.transactions import TransactionHandlers
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
 from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.record_batches import WireBatch, encode_batch
 from purgatory.kafka.sasl import Credentials, SaslListener, enabled_mechanisms
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
 from purgatory.kafka.tls import TlsListener, TlsMaterial, TlsSettings, tls_settings
@@ -89,6 +92,12 @@ class _Listeners:
     @property
     def tls(self) -> bool:
         return self.protocol.endswith("SSL")
+
+
+def _state_batch(key: bytes, value: bytes | None) -> WireBatch:
+    """One ``__transaction_state`` record as a Kafka batch, stamped now: a tombstone's
+    value null, as Kafka's transaction coordinator writes it."""
+    return WireBatch(bytearray(encode_batch(0, -1, [(key, value)], int(time.time() * 1000))))
 
 
 @final
@@ -204,6 +213,7 @@ class KafkaFrontDoor:
                 self.configs.number("transactional.id.expiration.ms"),
             ),
             labels={"broker": "all"},
+            batch=_state_batch,
         )
         #: every config of the cluster: the brokers', AlterConfigs', the topics'
         self.cluster_configs = ClusterConfigs(cluster, self.configs)

@@ -36,7 +36,7 @@ from purgatory.sim import messages
 from purgatory.sim.controller import Controller
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.faults import Latency
-from purgatory.sim.log import LogConfig, LogSpace, RecordBatch
+from purgatory.sim.log import LogConfig, LogSpace, Record, RecordBatch
 from purgatory.sim.metadata import MetadataCache, describe_partition
 from purgatory.sim.operations import BrokerOperation, DelayedFetch, DelayedProduce
 from purgatory.sim.partition import HighWatermarkListener, Partition
@@ -369,6 +369,24 @@ class Cluster(StartClose):
 
     def is_alive(self, broker: int) -> bool:
         return self._metadata.alive[broker]
+
+    def is_running(self, broker: int) -> bool:
+        """Whether ``broker`` runs: alive, and not hung with the controller not yet knowing
+        it (:meth:`crash_broker_unfenced`: it still leads what it led, but does nothing)."""
+        return self._metadata.alive[broker] and not self._replica_managers[broker].halted
+
+    def replica_records(self, topic: str, partition: int, broker: int) -> list[Record]:
+        """Every record of ``broker``'s replica of the partition, from its log start to its
+        end (past the HW: what a new leader loads its state from, as Kafka's coordinators
+        do); none if it holds no replica."""
+        p = self._metadata.partition(topic, partition)
+        log = None if p is None else p.logs.get(broker)
+        return [] if log is None else log.read_records(log.log_start_offset, log.leo, 1 << 62)
+
+    def in_transaction(self, topic: str, partition: int, producer_id: int) -> bool:
+        """Whether ``producer_id`` has a transaction ongoing on the partition's leader."""
+        p = self._metadata.partition(topic, partition)
+        return p is not None and p.leader is not None and producer_id in p.leader_log.txns.ongoing
 
     def call_on_change(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once, soon after the next change of leadership or of a

@@ -24,7 +24,7 @@ from kafka import TopicPartition as KpPartition
 from kafka.errors import KafkaError
 
 from purgatory.kafka.coordinator.offsets_topic import GROUP_METADATA_TOPIC, partition_for
-from purgatory.kafka.coordinator.transactions import TRANSACTION_STATE_TOPIC
+from purgatory.kafka.coordinator.txn_metadata import TRANSACTION_STATE_TOPIC
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 
 COMMITTED = [b"c0", b"c1", b"c2", b"c3", b"last"]

@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 
 from purgatory.kafka.coordinator.offsets_topic import java_string_hash, partition_for
-from purgatory.kafka.coordinator.transactions import TRANSACTION_STATE_TOPIC, TxnState
+from purgatory.kafka.coordinator.txn_metadata import TRANSACTION_STATE_TOPIC, TxnState
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import build, request_type

@@ -22,11 +22,10 @@ import pytest_asyncio
 from purgatory import ManualClock
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
-from purgatory.kafka.coordinator.transactions import (
-    SETTLE_WAIT_MS,
+from purgatory.kafka.coordinator.transactions import TransactionCoordinators
+from purgatory.kafka.coordinator.txn_coordinator import SETTLE_WAIT_MS, TransactionCoordinator
+from purgatory.kafka.coordinator.txn_metadata import (
     TRANSACTION_STATE_TOPIC,
-    TransactionCoordinator,
-    TransactionCoordinators,
     TxnMetadata,
     TxnSettings,
     TxnState,
@@ -158,7 +157,7 @@ async def test_a_used_up_epoch_moves_to_a_new_producer_id(
     txn = owner.describe(TXN)
     assert not isinstance(txn, ErrorCode)
     worn = txn.copy(producer_epoch=32_766)
-    assert await owner._write(owner._owned(TXN), txn, worn) is ErrorCode.NONE  # type: ignore[arg-type]
+    assert await owner._write(owner.state.owned(TXN), txn, worn) is ErrorCode.NONE  # type: ignore[arg-type]
     error, new_pid, epoch = await owner.init_producer_id(TXN, 10_000, (pid, 32_766))
     assert (error, epoch) == (ErrorCode.NONE, 0)
     assert new_pid != pid
@@ -278,7 +277,7 @@ async def test_an_idle_transactional_id_expires_and_its_next_producer_starts_ove
     await _gone(owner)
     assert expirations.statistics().expired == 1
     # removed in __transaction_state too: the next coordinator does not know it either
-    state = coordinators.cluster.partition(TRANSACTION_STATE_TOPIC, owner._partition(TXN))
+    state = coordinators.cluster.partition(TRANSACTION_STATE_TOPIC, owner.state.partition_of(TXN))
     assert state is not None
     await coordinators.cluster.fail_over(TRANSACTION_STATE_TOPIC, state.index)
     successor = _owner(coordinators)
@@ -325,7 +324,7 @@ async def test_an_expiration_during_a_write_that_fails_is_tried_again() -> None:
         cluster = coordinators.cluster
         owner = _owner(coordinators)
         assert (await owner.init_producer_id(TXN, 10_000, None))[0] is ErrorCode.NONE
-        state = cluster.partition(TRANSACTION_STATE_TOPIC, owner._partition(TXN))
+        state = cluster.partition(TRANSACTION_STATE_TOPIC, owner.state.partition_of(TXN))
         assert state is not None
         follower = next(b for b in state.replicas if b != state.leader)
         await cluster.crash_broker_unfenced(follower)

@@ -388,8 +388,7 @@ class PartitionHandlers:
         verify = self.txn_verifier
         if verify is None:
             return ErrorCode.NONE
-        p = self.cluster.partition(topic, index)
-        if p is not None and p.leader is not None and producer_id in p.leader_log.txns.ongoing:
+        if self.cluster.in_transaction(topic, index, producer_id):
             return ErrorCode.NONE
         verdict = verify(producer_id, epoch, topic, index)
         return verdict if isinstance(verdict, ErrorCode) else await verdict

@@ -2,7 +2,7 @@
 AddPartitionsToTxn 0-5 (v4+ batched, with KIP-890's ``verify_only``), AddOffsetsToTxn
 0-4, EndTxn 0-5, TxnOffsetCommit 0-5, DescribeTransactions 0 and ListTransactions 0-2.
 
-The broker's :class:`~purgatory.kafka.coordinator.transactions.TransactionCoordinator`
+The broker's :class:`~purgatory.kafka.coordinator.txn_coordinator.TransactionCoordinator`
 serves the transactional ids whose ``__transaction_state`` partition the broker leads;
 any other is answered NOT_COORDINATOR (the client asks FindCoordinator again). As Kafka
 answers older clients, a fenced producer is told INVALID_PRODUCER_EPOCH by the versions
@@ -21,13 +21,9 @@ from typing import Any, Final, final
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
-from purgatory.kafka.coordinator.transactions import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    TransactionCoordinator,
-    TransactionCoordinators,
-    TxnState,
-)
+from purgatory.kafka.coordinator.transactions import TransactionCoordinators
+from purgatory.kafka.coordinator.txn_coordinator import TransactionCoordinator
+from purgatory.kafka.coordinator.txn_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
