@@ -95,6 +95,7 @@ class ErrorCode(enum.StrEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = enum.auto(), 86
     INVALID_RECORD = enum.auto(), 87
     UNSTABLE_OFFSET_COMMIT = enum.auto(), 88
+    THROTTLING_QUOTA_EXCEEDED = enum.auto(), 89
     PRODUCER_FENCED = enum.auto(), 90
     RESOURCE_NOT_FOUND = enum.auto(), 91
     DUPLICATE_RESOURCE = enum.auto(), 92

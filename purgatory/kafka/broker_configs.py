@@ -437,6 +437,23 @@ _CONFIGS: Final = (
         "0: for ever",
     ),
     BrokerConfig(
+        "quota.window.num",
+        ConfigType.INT,
+        11,
+        11,
+        "how many samples a client quota's rate is measured over",
+        Rule(1),
+    ),
+    BrokerConfig(
+        "quota.window.size.seconds",
+        ConfigType.INT,
+        1,
+        1,
+        "how long each sample of a client quota's rate lasts; a request or connection "
+        "throttle is at most one",
+        Rule(1),
+    ),
+    BrokerConfig(
         "connection.failed.authentication.delay.ms",
         ConfigType.INT,
         100,

@@ -58,9 +58,11 @@ from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.handlers.transactions import TransactionHandlers
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
 from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.quotas import ClientQuotas, QuotaWindow
 from purgatory.kafka.record_batches import WireBatch, encode_batch
 from purgatory.kafka.sasl import Credentials, SaslListener, enabled_mechanisms
 from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
+from purgatory.kafka.throttling import Throttle, Throttler
 from purgatory.kafka.tls import TlsListener, TlsMaterial, TlsSettings, tls_settings
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
@@ -236,8 +238,26 @@ class KafkaFrontDoor:
             if self.configs.text("authorizer.class.name")
             else None
         )
+        #: the client quotas in force (``quota.window.num`` samples of
+        #: ``quota.window.size.seconds``), what they throttled; AlterClientQuotas sets them
+        self.quotas = ClientQuotas(
+            QuotaWindow(
+                self.configs.number("quota.window.num"),
+                self.configs.number("quota.window.size.seconds") * 1000,
+            )
+        )
+        #: throttled connections wait here (Kafka's throttled channels' delay queue)
+        self.throttles: DelayedOperationPurgatory[Throttle] = DelayedOperationPurgatory(
+            "Throttle", labels={"broker": "all"}
+        )
+        self.throttler = Throttler(
+            self.quotas,
+            self.throttles,
+            lambda topic: len(parts) if (parts := cluster.topics.get(topic)) else None,
+            lambda: self.configs.number("num.partitions"),
+        )
         #: the client quotas AlterClientQuotas sets
-        self.client_quotas = ClientQuotaHandlers()
+        self.client_quotas = ClientQuotaHandlers(self._quotas_changed)
         self._shared = self._shared_apis(cluster)
         if ssl_port is not None or sasl_ssl_port is not None:
             self.tls_settings = tls_settings(
@@ -272,13 +292,22 @@ class KafkaFrontDoor:
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
         """The group coordinator's (Rebalance, Heartbeat), the transaction
-        coordinators' (TxnTimeout, TxnSettle, TxnIdExpiration) and the share groups'
-        (ShareFetch); the cluster has its own."""
+        coordinators' (TxnTimeout, TxnSettle, TxnIdExpiration), the share groups'
+        (ShareFetch) and the quota throttles' (Throttle); the cluster has its own."""
         return {
             **self.coordinator.purgatories,
             **self.transactions.purgatories,
             "ShareFetch": self.shares.fetches,  # type: ignore[dict-item]
+            "Throttle": self.throttles,  # type: ignore[dict-item]
         }
+
+    def _quotas_changed(self, store: Mapping[Any, Mapping[str, float]]) -> None:
+        """AlterClientQuotas changed the store: in force at once, on every listener (no
+        quota set: no listener pays for them)."""
+        self.quotas.update(store)
+        throttler = self.throttler if self.quotas.active else None
+        for server in self._all_servers():
+            server.throttler = throttler
 
     def _make_tls(self) -> None:
         """The certificates, made once (before the first TLS listener starts)."""
@@ -423,6 +452,7 @@ class KafkaFrontDoor:
         if missing:  # with an authorizer, every request of theirs would be refused
             raise RuntimeError(f"APIs served without an authorization rule: {missing}")
         server.interceptor = self.faults if self.faults.active else None
+        server.throttler = self.throttler if self.quotas.active else None
         if self.authorizer is not None:
             server.guard = self._authorized
         return server
@@ -497,6 +527,7 @@ class KafkaFrontDoor:
         await self.transactions.close()
         for server in self._all_servers():
             await server.close()
+        await self.throttles.shutdown()
         for listeners in self.listeners.values():
             listeners.servers.clear()
         if self.tls is not None:

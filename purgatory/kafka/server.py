@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, NamedTuple, Protocol, TypeVar, cast, final
 
+from purgatory import OperationCancelled
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
 from purgatory.kafka.sasl import (
@@ -44,6 +45,7 @@ from purgatory.kafka.schemas import (
     response_type,
     versions,
 )
+from purgatory.kafka.throttling import Mute, Throttler
 from purgatory.kafka.tls import NoMatchingRule, TlsListener
 from purgatory.sim.errors import ErrorCode
 
@@ -216,10 +218,12 @@ class _Peer:
     """Who is at the other end of one connection: its address, and the client software
     it announced (ApiVersions v3+, KIP-511), logged once per connection."""
 
-    __slots__ = ("address", "principal", "software")
+    __slots__ = ("address", "mute", "principal", "software")
 
     def __init__(self, address: object, principal: str = ANONYMOUS) -> None:
         self.address = address
+        #: the throttle the connection's next request waits for (client quotas)
+        self.mute = Mute()
         #: who the client is when no SASL login says (an SSL listener's certificate)
         self.principal = principal
         self.software: tuple[str, str] | None = None
@@ -306,6 +310,8 @@ class KafkaProtocolServer:
         self.tls = tls
         self.interceptor: Interceptor | None = None
         self.guard: Guard | None = None
+        #: applies the client quotas while any is set (None: none, one attribute test)
+        self.throttler: Throttler | None = None
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
         self._server: asyncio.Server | None = None
         #: every connection with a transport and no connection_lost yet, served or not
@@ -381,6 +387,9 @@ class KafkaProtocolServer:
         handshake) None for a plaintext one, admitted here."""
         stats = self.stats
         if principal is None:
+            throttler = self.throttler
+            if throttler is not None and await self._over_connection_rate(throttler, writer):
+                return
             if not self._admit():
                 writer.close()
                 return
@@ -394,6 +403,26 @@ class KafkaProtocolServer:
             writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
+
+    async def _over_connection_rate(
+        self, throttler: Throttler, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Whether the connection's IP is over its ``connection_creation_rate``: then it
+        is held for its throttle time, unserved and not counted, and closed (Kafka's
+        acceptor closes it once the throttle passes)."""
+        peer = writer.get_extra_info("peername")
+        ip = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        throttle = throttler.connection_throttle(ip)
+        if not throttle:
+            return False
+        self.stats.close("connection_rate", f"{ip} over its connection_creation_rate")
+        try:
+            await throttler.delay(throttle, writer)
+        except OperationCancelled:
+            pass  # the front door is closing
+        finally:
+            writer.close()
+        return True
 
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, principal: str
@@ -424,6 +453,14 @@ class KafkaProtocolServer:
                 # deleted, and a pipelined Produce appends after the one before it.
                 if not item[1].done():
                     await asyncio.wait([item[1]])
+                mute = peer.mute
+                if mute.throttle is not None:
+                    # a client quota throttled it: its channel stays muted meanwhile
+                    throttle, mute.throttle = mute.throttle, None
+                    try:
+                        await throttle
+                    except OperationCancelled:
+                        break  # the front door is closing
             # Responses to requests already read are still owed: the responder writes them,
             # then stops at the end marker.
             await responses.queue.put(None)
@@ -531,12 +568,31 @@ class KafkaProtocolServer:
             return interceptor.intercept(self.broker_id, header, request, handler)
 
         guard = self.guard
+        throttler = self.throttler
         try:
-            if guard is None:
+            if guard is None and throttler is None:
                 result = run(body)
             else:
                 principal = peer.principal if session is None else session.principal
-                result = guard(principal, peer.host, body, run)
+                if guard is not None:
+                    guarded = run
+
+                    def run(request: Any) -> Response | Awaitable[Response]:
+                        return guard(principal, peer.host, request, guarded)
+
+                if throttler is None:
+                    result = run(body)
+                else:
+                    result = throttler.serve(
+                        key,
+                        version,
+                        principal.removeprefix("User:"),
+                        header.client_id or "",
+                        len(frame),
+                        body,
+                        run,
+                        peer.mute,
+                    )
         except CloseConnection:
             return None
         except DecodeError as exc:

@@ -673,7 +673,7 @@ def _observed_app(
     ProcessCollector(registry=registry)  # process_resident_memory_bytes, process_open_fds
     StorageMetrics(registry, cluster.log_space)
     if kafka is not None:
-        registry.register(ProtocolCollector(kafka.stats))
+        registry.register(ProtocolCollector(kafka.stats, kafka.quotas))
         registry.register(FaultHitsCollector(kafka.faults))
     app = create_app(
         cluster,

@@ -1,6 +1,7 @@
 """DescribeClientQuotas and AlterClientQuotas over the Kafka protocol: quotas stored and
-reported (not enforced) with Kafka's validation and filters, at every version and over a
-socket with kio (none of the Python admin clients has these calls)."""
+reported with Kafka's validation and filters, at every version and over a socket with kio
+(none of the Python admin clients has these calls); tests/kafka_wire/test_quotas.py
+watches them throttle."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """DescribeClientQuotas (API key 48, versions 0-1) and AlterClientQuotas (49, versions
-0-1): client quotas (KIP-546) stored and reported as Kafka's controller keeps them, and
-NOT ENFORCED: no produce, fetch, request or connection is ever throttled here (every
-response's throttle time stays 0). A test can set quotas and read them back as an admin
-tool would; it cannot watch a client being throttled.
+0-1): client quotas (KIP-546) stored and reported as Kafka's controller keeps them. Each
+change is handed at once to ``on_change`` with the whole store: the front door's
+:class:`~purgatory.kafka.quotas.ClientQuotas` enforce them (:mod:`purgatory.kafka.throttling`).
 
 Alter validates each entity as Kafka's ``ClientQuotaControlManager`` does, with its
 codes and messages (all INVALID_REQUEST): entity types ``user``, ``client-id`` (keys
@@ -22,6 +21,7 @@ message, and no entries.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable, Mapping
 from typing import Any, Final, final
 
 from purgatory.kafka.protocol import ApiKey, RequestHeader
@@ -66,7 +66,12 @@ def _describe_entity(entity: Entity) -> str:
 class ClientQuotaHandlers:
     """DescribeClientQuotas and AlterClientQuotas over one quota store for the cluster."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        on_change: Callable[[Mapping[frozenset[tuple[str, str | None]], dict[str, float]]], None]
+        | None = None,
+    ) -> None:
+        self._on_change = on_change
         #: entity (its pairs sorted by type) -> quota key -> value
         self.quotas: dict[frozenset[tuple[str, str | None]], dict[str, float]] = {}
         self._entities: dict[frozenset[tuple[str, str | None]], Entity] = {}
@@ -157,6 +162,7 @@ class ClientQuotaHandlers:
 
     def alter_client_quotas(self, header: RequestHeader, request: Any) -> Any:
         results: dict[frozenset[tuple[str, str | None]], tuple[Entity, ErrorCode, str | None]] = {}
+        changed = False
         for entry in request.entries:
             # later components of a type replace earlier ones, as Kafka's map does
             named = {e.entity_type: e.entity_name for e in entry.entity}
@@ -181,6 +187,9 @@ class ClientQuotaHandlers:
             results[key] = (entity, ErrorCode.NONE, None)
             if not request.validate_only:
                 self._apply(key, entity, changes)
+                changed = True
+        if changed and self._on_change is not None:
+            self._on_change(self.quotas)
         entries = [
             {
                 "error_code": error,
