@@ -240,3 +240,14 @@ async def test_serve_applies_its_configs() -> None:
     assert values["log.retention.ms"] == ("120000", STATIC)
     assert values["num.partitions"] == ("2", STATIC)
     assert values["auto.create.topics.enable"] == ("true", STATIC)
+
+
+def test_every_broker_config_is_declared_once() -> None:
+    from purgatory.kafka import broker_configs
+
+    declared = [
+        c.name
+        for table in (broker_configs._CONFIGS, broker_configs._GROUPS, broker_configs._KEPT)
+        for c in table
+    ]
+    assert sorted(name for name in set(declared) if declared.count(name) > 1) == []
