@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
 from purgatory.kafka.authorization import Caller, authorized, unruled
 from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs
-from purgatory.kafka.coordinator.group_configs import KAFKA_BROKER_DEFAULTS
+from purgatory.kafka.coordinator.group_configs import KAFKA_BROKER_DEFAULTS, GroupConfig
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator, ShareSettings
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
@@ -188,6 +189,7 @@ class KafkaFrontDoor:
         #: the share-partitions of every share group (KIP-932), shared by the brokers
         self.shares = _share_partitions(cluster, self.configs)
         self.coordinator = _group_coordinator(cluster, self.configs, self.shares)
+        self.shares.group_config = self._share_config
         # commits are timed by the coordinator's clock, as groups turning Empty are
         self.offsets = OffsetStore(self.coordinator.now_ms)
         #: __consumer_offsets: its partitions' leaders coordinate the groups
@@ -288,6 +290,9 @@ class KafkaFrontDoor:
             SaslHandlers(self.credentials).apis(),
             AclHandlers(self.acls, self.authorizer is not None).apis(),
         ]
+
+    def _share_config(self, group_id: str) -> ShareConfig:
+        return _share_config(self.shares.config, self.coordinator.group_config(group_id))
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:
@@ -567,6 +572,22 @@ class KafkaFrontDoor:
 
 def _joined(addresses: Addresses) -> str:
     return ",".join(f"{host}:{port}" for host, port in addresses.values())
+
+
+def _share_config(base: ShareConfig, group: GroupConfig) -> ShareConfig:
+    """A share group's settings: its own ``share.*`` group configs, else the broker's."""
+    return dataclasses.replace(
+        base,
+        delivery_count_limit=group.number("share.delivery.count.limit"),
+        lock_duration_ms=group.number("share.record.lock.duration.ms"),
+        max_record_locks=group.number("share.partition.max.record.locks"),
+        # these two have no broker config in Kafka; here the broker's are the defaults
+        auto_offset_reset=str(group.own.get("share.auto.offset.reset", base.auto_offset_reset)),
+        read_committed=group.own.get(
+            "share.isolation.level", "read_committed" if base.read_committed else ""
+        )
+        == "read_committed",
+    )
 
 
 def _share_partitions(cluster: Cluster, configs: BrokerConfigs) -> SharePartitions:

@@ -416,3 +416,36 @@ def test_a_killed_share_consumers_records_are_redelivered_and_a_rejected_one_nev
             (m.partition(), m.offset()) for m in held if (m.partition(), m.offset()) != key
         )
         assert {m.delivery_count() for m in again} == {2}
+
+
+@pytest.mark.asyncio
+async def test_a_share_groups_own_configs_decide_where_it_starts_and_its_delivery_limit(
+    kafka: AsyncEmbeddedKafka, wire: Wire
+) -> None:
+    # the broker says earliest and 3 deliveries; group g's own configs say latest and 2
+    altered = await wire.kio(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        resources=[
+            {
+                "resource_type": 32,  # GROUP
+                "resource_name": "g",
+                "configs": [
+                    {"name": "share.auto.offset.reset", "config_operation": 0, "value": "latest"},
+                    {"name": "share.delivery.count.limit", "config_operation": 0, "value": "2"},
+                ],
+            }
+        ],
+        validate_only=False,
+    )
+    assert [int(r.error_code) for r in altered.responses] == [0]
+    await _produce(kafka, 0, 4)  # before the group reads: not for it (latest)
+    await _beat(wire, "a", 0, ["t"])
+    first = await _fetch(wire, kafka, "a", 0)
+    assert _acquired(first) == []
+    await _produce(kafka, 0, 1)
+    assert _acquired(await _fetch(wire, kafka, "a", 1)) == [(4, 4, 1)]
+    released = await _fetch(wire, kafka, "a", 2, acks=[(4, 4, 2)])  # RELEASE
+    assert _acquired(released) == [(4, 4, 2)]  # delivered again: its second time
+    gone = await _fetch(wire, kafka, "a", 3, acks=[(4, 4, 2)])
+    assert _acquired(gone) == []  # the group's limit (2) archived it; the broker's is 3

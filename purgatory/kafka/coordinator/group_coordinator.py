@@ -177,6 +177,7 @@ class GroupCoordinator:
             session_timeout_ms=share.session_timeout_ms,
             max_size=share.max_size,
             removed=share.removed,
+            group_config=self.group_config,
         )
 
     # -- group configs ----------------------------------------------------------------------

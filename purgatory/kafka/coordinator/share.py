@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Final, final
 
+from purgatory.kafka.coordinator.group_configs import GroupConfig
 from purgatory.sim.errors import ErrorCode
 
 #: the type of a KIP-932 group (ShareGroupHeartbeat), as ListGroups names it
@@ -108,12 +109,28 @@ class ShareProtocol:
         session_timeout_ms: int = 45_000,
         max_size: int = 200,
         removed: Callable[[str, str], None] | None = None,
+        group_config: Callable[[str], GroupConfig] | None = None,
     ) -> None:
         self.topics = topics
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
         self.max_size = max_size
         self.removed = removed
+        self._group_config = group_config
+
+    def heartbeat_interval(self, group: str) -> int:
+        """The heartbeat interval group ``group``'s members are told: its
+        ``share.heartbeat.interval.ms``, else the broker's."""
+        if self._group_config is None:
+            return self.heartbeat_interval_ms
+        return self._group_config(group).number("share.heartbeat.interval.ms")
+
+    def session_timeout(self, group: str) -> int:
+        """How long a member of group ``group`` may stay silent: its
+        ``share.session.timeout.ms``, else the broker's."""
+        if self._group_config is None:
+            return self.session_timeout_ms
+        return self._group_config(group).number("share.session.timeout.ms")
 
     @staticmethod
     def close(group: ShareGroup) -> None:
@@ -219,7 +236,7 @@ class ShareProtocol:
         if member.session is not None:
             member.session.cancel()
         member.session = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms / 1000, self._expired, group, member
+            self.session_timeout(group.name) / 1000, self._expired, group, member
         )
 
     def _expired(self, group: ShareGroup, member: ShareMember) -> None:

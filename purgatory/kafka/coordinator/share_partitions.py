@@ -207,6 +207,9 @@ class SharePartitions:
     ) -> None:
         self.cluster = cluster
         self.config = ShareConfig() if config is None else config
+        #: a group's settings: the broker's (``config``) unless the front door sets this to
+        #: read the group's own configs (``share.*`` set on its GROUP resource)
+        self.group_config: Callable[[str], ShareConfig] = lambda _group: self.config
         self.fetches: DelayedOperationPurgatory[DelayedShareFetch] = DelayedOperationPurgatory(
             "ShareFetch", labels=labels, clock=clock
         )
@@ -305,15 +308,15 @@ class SharePartitions:
         p = self.cluster.partition(topic, index)
         if p is None or p.leader is None:
             return None
-        if self.config.auto_offset_reset == "earliest":
+        if self.group_config(group_id).auto_offset_reset == "earliest":
             start = p.leader_log.log_start_offset
         else:
-            start = self._readable_end(p)
+            start = self._readable_end(p, group_id)
         sp = self.partitions[key] = SharePartition(group_id, topic, index, start, start)
         return sp
 
-    def _readable_end(self, p: Partition) -> int:
-        return p.last_stable_offset() if self.config.read_committed else p.hw
+    def _readable_end(self, p: Partition, group_id: str) -> int:
+        return p.last_stable_offset() if self.group_config(group_id).read_committed else p.hw
 
     def acquirable(self, group_id: str, wanted: list[TopicPartition]) -> bool:
         """Whether a ShareFetch of ``group_id`` for ``wanted`` would acquire anything now."""
@@ -327,8 +330,8 @@ class SharePartitions:
             if (
                 p is not None
                 and p.leader is not None
-                and sp.end < self._readable_end(p)
-                and sp.end - sp.start < self.config.max_record_locks
+                and sp.end < self._readable_end(p, group_id)
+                and sp.end - sp.start < self.group_config(group_id).max_record_locks
             ):
                 return True
         return False
@@ -341,6 +344,7 @@ class SharePartitions:
         new ones."""
         out: dict[TopicPartition, PartitionFetch] = {}
         budget = max(max_records, 1)
+        config = self.group_config(group_id)
         for topic, index in wanted:
             sp = self._share_partition(group_id, topic, index)
             p = self.cluster.partition(topic, index)
@@ -351,7 +355,7 @@ class SharePartitions:
                 out[(topic, index)] = PartitionFetch(ErrorCode.NONE)
                 continue
             log = p.leader_log
-            end = self._readable_end(p)
+            end = self._readable_end(p, group_id)
             if sp.end < log.log_start_offset:  # retention took records the group never saw
                 for offset in [o for o in sp.records if o < log.log_start_offset]:
                     self._drop(sp, offset)
@@ -369,7 +373,7 @@ class SharePartitions:
             if not offsets:
                 out[(topic, index)] = PartitionFetch(ErrorCode.NONE, readable_end=end)
                 continue
-            lock = AcquisitionLock(self.config.lock_duration_ms, self, sp, set(offsets))
+            lock = AcquisitionLock(config.lock_duration_ms, self, sp, set(offsets))
             for offset in offsets:
                 record = sp.records[offset]
                 record.state = RecordState.ACQUIRED
@@ -388,10 +392,11 @@ class SharePartitions:
         """Records from the share-partition's end on, whole batches, about ``budget`` of
         them: transaction markers and (read_committed) aborted records are passed over."""
         log = p.leader_log
-        room = sp.start + self.config.max_record_locks - sp.end
+        config = self.group_config(sp.group_id)
+        room = sp.start + config.max_record_locks - sp.end
         if room <= 0:
             return []
-        aborted = log.txns.aborted_between(sp.end, end) if self.config.read_committed else []
+        aborted = log.txns.aborted_between(sp.end, end) if config.read_committed else []
         taken: list[int] = []
         for batch in log.read_batches(sp.end, end, 1 << 62):
             if len(taken) >= min(budget, room):
@@ -461,7 +466,8 @@ class SharePartitions:
             else:
                 released |= self._release(sp, offset)
         if renewed:
-            lock = AcquisitionLock(self.config.lock_duration_ms, self, sp, set(renewed))
+            duration = self.group_config(sp.group_id).lock_duration_ms
+            lock = AcquisitionLock(duration, self, sp, set(renewed))
             for offset in renewed:
                 record = sp.records[offset]
                 self._unlock(record, offset)
@@ -486,7 +492,7 @@ class SharePartitions:
         record = sp.records[offset]
         record.member_id = ""
         record.lock = None
-        if record.delivery_count >= self.config.delivery_count_limit:
+        if record.delivery_count >= self.group_config(sp.group_id).delivery_count_limit:
             del sp.records[offset]
             return False
         record.state = RecordState.AVAILABLE

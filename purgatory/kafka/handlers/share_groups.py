@@ -99,7 +99,7 @@ class ShareGroupHandlers:
             error_message=result.message,
             member_id=result.member_id,
             member_epoch=result.epoch,
-            heartbeat_interval=self.coordinator.share.heartbeat_interval_ms,
+            heartbeat_interval=self.coordinator.share.heartbeat_interval(request.group_id),
             assignment=assignment,
         )
 
