@@ -490,7 +490,7 @@ async def test_a_fetch_of_an_allowed_and_a_refused_topic_answers_both(
         ApiKey.FETCH,
         12,
         replica_id=-1,
-        max_wait_ms=0,
+        max_wait=0,
         min_bytes=0,
         max_bytes=1 << 20,
         topics=[
