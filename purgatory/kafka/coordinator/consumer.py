@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Final, final
 
 from purgatory.kafka.coordinator.group_configs import GroupConfig
+from purgatory.kafka.coordinator.groups import Assignment, HeartbeatResult
 from purgatory.sim.errors import ErrorCode
 
 #: the type (and protocol type) of a KIP-848 group (ConsumerGroupHeartbeat)
@@ -40,7 +41,6 @@ STATIC_LEAVE: Final = -2
 
 #: (topic id, partition)
 Partition = tuple[uuid.UUID, int]
-Assignment = dict[uuid.UUID, set[int]]
 
 
 @final
@@ -105,15 +105,6 @@ class HeartbeatRequest:
     regex: str | None = None
     assignor: str | None = None
     owned: Assignment | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatResult:
-    error: ErrorCode
-    member_id: str | None = None
-    epoch: int = -1
-    assignment: Assignment | None = None  # None: unchanged since the last answer
-    message: str | None = None
 
 
 def _copy(assignment: Assignment) -> Assignment:

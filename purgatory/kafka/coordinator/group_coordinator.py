@@ -40,7 +40,6 @@ from purgatory.kafka.coordinator.consumer import (
     ConsumerGroup,
     ConsumerProtocol,
     HeartbeatRequest,
-    HeartbeatResult,
 )
 from purgatory.kafka.coordinator.group_configs import (
     KAFKA_BROKER_DEFAULTS,
@@ -55,6 +54,7 @@ from purgatory.kafka.coordinator.groups import (
     MIN_SESSION_TIMEOUT_MS,
     ClassicGroup,
     GroupState,
+    HeartbeatResult,
     JoinResult,
     SyncResult,
 )
@@ -62,7 +62,6 @@ from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.share import (
     ShareGroup,
     ShareHeartbeatRequest,
-    ShareHeartbeatResult,
     ShareProtocol,
 )
 from purgatory.sim.errors import ErrorCode
@@ -361,7 +360,7 @@ class GroupCoordinator:
 
     # -- the share protocol's request ------------------------------------------------------
 
-    def share_heartbeat(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+    def share_heartbeat(self, request: ShareHeartbeatRequest) -> HeartbeatResult:
         """One ShareGroupHeartbeat (:meth:`ShareProtocol.heartbeat`), answered at once; a
         join (epoch 0) creates the group. A group id of another type is
         GROUP_ID_NOT_FOUND, as in Kafka (no conversion to or from share groups)."""
@@ -371,16 +370,16 @@ class GroupCoordinator:
         group_id = request.group_id
         group = self.groups.get(group_id)
         if group is not None and not isinstance(group, ShareGroup):
-            return ShareHeartbeatResult(
+            return HeartbeatResult(
                 ErrorCode.GROUP_ID_NOT_FOUND, message=f"Group {group_id} is not a share group."
             )
         if request.epoch == LEAVE:
             if group is None:
-                return ShareHeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+                return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
             return self.share.leave(group, request.member_id)
         if group is None:
             if request.epoch != JOIN:
-                return ShareHeartbeatResult(
+                return HeartbeatResult(
                     ErrorCode.GROUP_ID_NOT_FOUND, message=f"Group {group_id} not found."
                 )
             group = self.groups[group_id] = ShareGroup(group_id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar, Final, final
@@ -180,3 +181,18 @@ def _subscription_topics(metadata: bytes) -> list[str] | None:
         return topics
     except UnicodeDecodeError:
         return None
+
+
+#: a modern group member's partitions: topic id -> partition indexes (KIP-848, KIP-932)
+Assignment = dict[uuid.UUID, set[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    """What a consumer (KIP-848) or share (KIP-932) group heartbeat is answered."""
+
+    error: ErrorCode
+    member_id: str | None = None
+    epoch: int = -1
+    assignment: Assignment | None = None  # None: unchanged since the last answer
+    message: str | None = None

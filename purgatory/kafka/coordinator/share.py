@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Final, final
 
 from purgatory.kafka.coordinator.group_configs import GroupConfig
+from purgatory.kafka.coordinator.groups import Assignment, HeartbeatResult
 from purgatory.sim.errors import ErrorCode
 
 #: the type of a KIP-932 group (ShareGroupHeartbeat), as ListGroups names it
@@ -39,8 +40,6 @@ SIMPLE: Final = "simple"
 #: a member epoch: join (0), leave (-1)
 JOIN: Final = 0
 LEAVE: Final = -1
-
-Assignment = dict[uuid.UUID, set[int]]
 
 
 @final
@@ -83,15 +82,6 @@ class ShareHeartbeatRequest:
     client_id: str
     rack_id: str | None = None
     topics: Sequence[str] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ShareHeartbeatResult:
-    error: ErrorCode
-    member_id: str | None = None
-    epoch: int = -1
-    assignment: Assignment | None = None  # None: unchanged since the last answer
-    message: str | None = None
 
 
 @final
@@ -139,50 +129,46 @@ class ShareProtocol:
                 member.session.cancel()
 
     @staticmethod
-    def refusal(request: ShareHeartbeatRequest) -> ShareHeartbeatResult | None:
+    def refusal(request: ShareHeartbeatRequest) -> HeartbeatResult | None:
         """Why a heartbeat is refused whatever the group (Kafka's
         throwIfShareGroupHeartbeatRequestIsInvalid); None: the group decides."""
         if not request.group_id:
-            return ShareHeartbeatResult(
-                ErrorCode.INVALID_REQUEST, message="GroupId can't be empty."
-            )
+            return HeartbeatResult(ErrorCode.INVALID_REQUEST, message="GroupId can't be empty.")
         if not request.member_id:
-            return ShareHeartbeatResult(
-                ErrorCode.INVALID_REQUEST, message="MemberId can't be empty."
-            )
+            return HeartbeatResult(ErrorCode.INVALID_REQUEST, message="MemberId can't be empty.")
         if request.epoch == JOIN and not request.topics:
-            return ShareHeartbeatResult(
+            return HeartbeatResult(
                 ErrorCode.INVALID_REQUEST,
                 message="SubscribedTopicNames must be set in first request.",
             )
         if request.epoch < LEAVE:
-            return ShareHeartbeatResult(
+            return HeartbeatResult(
                 ErrorCode.INVALID_REQUEST,
                 message=f"MemberEpoch is {request.epoch}, but must be greater than or equal to -1.",
             )
         return None
 
-    def leave(self, group: ShareGroup, member_id: str) -> ShareHeartbeatResult:
+    def leave(self, group: ShareGroup, member_id: str) -> HeartbeatResult:
         """A heartbeat with epoch -1: the member leaves."""
         member = group.members.get(member_id)
         if member is None:
-            return ShareHeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
         self._remove(group, member)
-        return ShareHeartbeatResult(ErrorCode.NONE, member_id, LEAVE)
+        return HeartbeatResult(ErrorCode.NONE, member_id, LEAVE)
 
-    def heartbeat(self, group: ShareGroup, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+    def heartbeat(self, group: ShareGroup, request: ShareHeartbeatRequest) -> HeartbeatResult:
         """One ShareGroupHeartbeat to ``group`` (:meth:`refusal` passed), answered at
         once."""
         epoch = request.epoch
         member = group.members.get(request.member_id)
         if member is None:
             if epoch != JOIN:
-                return ShareHeartbeatResult(
+                return HeartbeatResult(
                     ErrorCode.UNKNOWN_MEMBER_ID,
                     message=f"Member {request.member_id} is not a member of group {group.name}.",
                 )
             if len(group.members) >= self.max_size:
-                return ShareHeartbeatResult(
+                return HeartbeatResult(
                     ErrorCode.GROUP_MAX_SIZE_REACHED,
                     message=f"The share group has reached its maximum capacity of "
                     f"{self.max_size} members.",
@@ -194,7 +180,7 @@ class ShareProtocol:
         elif epoch == JOIN:
             member.sent = None  # a member that lost its state rejoins: tell it again
         elif epoch != member.epoch:
-            return ShareHeartbeatResult(
+            return HeartbeatResult(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 message=f"The share group member has epoch {epoch}, the coordinator "
                 f"{member.epoch}.",
@@ -212,7 +198,7 @@ class ShareProtocol:
         answer: Assignment | None = None
         if member.sent is None or member.sent != member.assigned:
             answer = member.sent = _copy(member.assigned)
-        return ShareHeartbeatResult(ErrorCode.NONE, member.member_id, member.epoch, answer)
+        return HeartbeatResult(ErrorCode.NONE, member.member_id, member.epoch, answer)
 
     # -- assigning --------------------------------------------------------------------------
 

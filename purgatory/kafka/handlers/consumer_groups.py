@@ -9,8 +9,10 @@ from __future__ import annotations
 import uuid
 from typing import Any, Final, final
 
-from purgatory.kafka.coordinator.consumer import Assignment, HeartbeatRequest
+from purgatory.kafka.coordinator.consumer import HeartbeatRequest
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.coordinator.groups import Assignment
+from purgatory.kafka.handlers.member_assignments import heartbeat_answer, named_assignment
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -61,35 +63,8 @@ class ConsumerGroupHandlers:
                 owned=owned,
             )
         )
-        assignment = None
-        if result.assignment is not None:
-            assignment = {
-                "topic_partitions": [
-                    {"topic_id": topic_id, "partitions": sorted(parts)}
-                    for topic_id, parts in sorted(result.assignment.items())
-                ]
-            }
-        return respond(
-            request,
-            error_code=result.error,
-            error_message=result.message,
-            member_id=result.member_id,
-            member_epoch=result.epoch,
-            heartbeat_interval=self.coordinator.consumer.heartbeat_interval(request.group_id),
-            assignment=assignment,
-        )
-
-    def _named(self, assignment: Assignment) -> dict[str, Any]:
-        return {
-            "topic_partitions": [
-                {
-                    "topic_id": topic_id,
-                    "topic_name": self.cluster.topic_name(topic_id) or "",
-                    "partitions": sorted(parts),
-                }
-                for topic_id, parts in sorted(assignment.items())
-            ]
-        }
+        interval = self.coordinator.consumer.heartbeat_interval(request.group_id)
+        return heartbeat_answer(request, result, interval)
 
     def consumer_group_describe(self, header: RequestHeader, request: Any) -> Any:
         described = []
@@ -129,8 +104,10 @@ class ConsumerGroupHandlers:
                             "client_host": "",
                             "subscribed_topic_names": list(m.topics),
                             "subscribed_topic_regex": m.regex,
-                            "assignment": self._named(m.assigned),
-                            "target_assignment": self._named(group.target.get(m.member_id, {})),
+                            "assignment": named_assignment(self.cluster, m.assigned),
+                            "target_assignment": named_assignment(
+                                self.cluster, group.target.get(m.member_id, {})
+                            ),
                             "member_type": _CONSUMER_MEMBER,
                         }
                         for m in group.members.values()

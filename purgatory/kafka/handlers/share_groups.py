@@ -21,7 +21,7 @@ from typing import Any, Final, final
 
 from purgatory import OperationCancelled
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
-from purgatory.kafka.coordinator.share import Assignment, ShareHeartbeatRequest
+from purgatory.kafka.coordinator.share import ShareHeartbeatRequest
 from purgatory.kafka.coordinator.share_partitions import (
     FINAL,
     Acknowledgement,
@@ -31,6 +31,7 @@ from purgatory.kafka.coordinator.share_partitions import (
     TopicPartition,
 )
 from purgatory.kafka.handlers.leadership import leads
+from purgatory.kafka.handlers.member_assignments import heartbeat_answer, named_assignment
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import records_section
 from purgatory.kafka.schemas import millis, respond, versions
@@ -85,35 +86,8 @@ class ShareGroupHandlers:
                 topics=request.subscribed_topic_names,
             )
         )
-        assignment = None
-        if result.assignment is not None:
-            assignment = {
-                "topic_partitions": [
-                    {"topic_id": topic_id, "partitions": sorted(parts)}
-                    for topic_id, parts in sorted(result.assignment.items())
-                ]
-            }
-        return respond(
-            request,
-            error_code=result.error,
-            error_message=result.message,
-            member_id=result.member_id,
-            member_epoch=result.epoch,
-            heartbeat_interval=self.coordinator.share.heartbeat_interval(request.group_id),
-            assignment=assignment,
-        )
-
-    def _named(self, assignment: Assignment) -> dict[str, Any]:
-        return {
-            "topic_partitions": [
-                {
-                    "topic_id": topic_id,
-                    "topic_name": self.cluster.topic_name(topic_id) or "",
-                    "partitions": sorted(parts),
-                }
-                for topic_id, parts in sorted(assignment.items())
-            ]
-        }
+        interval = self.coordinator.share.heartbeat_interval(request.group_id)
+        return heartbeat_answer(request, result, interval)
 
     def share_group_describe(self, header: RequestHeader, request: Any) -> Any:
         described = []
@@ -154,7 +128,7 @@ class ShareGroupHandlers:
                             "client_id": m.client_id,
                             "client_host": "",
                             "subscribed_topic_names": list(m.topics),
-                            "assignment": self._named(m.assigned),
+                            "assignment": named_assignment(self.cluster, m.assigned),
                         }
                         for m in group.members.values()
                     ],

@@ -1,0 +1,47 @@
+"""What the modern group heartbeats share on the wire: ConsumerGroupHeartbeat (KIP-848)
+and ShareGroupHeartbeat (KIP-932) answer a heartbeat alike, and their Describe APIs name a
+member's partitions alike (by topic id and name)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from purgatory.kafka.coordinator.groups import Assignment, HeartbeatResult
+from purgatory.kafka.schemas import respond
+from purgatory.sim import Cluster
+
+
+def heartbeat_answer(request: Any, result: HeartbeatResult, interval_ms: int) -> Any:
+    """The answer to a consumer or share group heartbeat: the member's epoch, the
+    interval it is told, and its assignment when it changed (None: unchanged)."""
+    assignment = None
+    if result.assignment is not None:
+        assignment = {
+            "topic_partitions": [
+                {"topic_id": topic_id, "partitions": sorted(parts)}
+                for topic_id, parts in sorted(result.assignment.items())
+            ]
+        }
+    return respond(
+        request,
+        error_code=result.error,
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.epoch,
+        heartbeat_interval=interval_ms,
+        assignment=assignment,
+    )
+
+
+def named_assignment(cluster: Cluster, assignment: Assignment) -> dict[str, Any]:
+    """A member's partitions as the Describe APIs give them: by topic id and name."""
+    return {
+        "topic_partitions": [
+            {
+                "topic_id": topic_id,
+                "topic_name": cluster.topic_name(topic_id) or "",
+                "partitions": sorted(parts),
+            }
+            for topic_id, parts in sorted(assignment.items())
+        ]
+    }
