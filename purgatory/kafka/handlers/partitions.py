@@ -253,7 +253,7 @@ class PartitionHandlers:
         append_ms = int(time.time() * 1000)  # a LogAppendTime topic's timestamp, wall clock
         answers = await asyncio.gather(
             *(
-                self._produce_one(version, n, i, r, acks, timeout_ms, append_ms)
+                self._append_one(version, n, i, r, acks, timeout_ms, append_ms)
                 for n, _, i, r in requests
             )
         )
@@ -261,7 +261,13 @@ class PartitionHandlers:
             return None
         by_topic: dict[int, tuple[Any, str | None, list[dict[str, Any]]]] = {}
         hints: list[tuple[ErrorCode, PartitionMetadata | None]] = []
-        for (name, topic, index, _), (error, base, refused) in zip(requests, answers, strict=True):
+        for (name, topic, index, _), (outcome, base) in zip(requests, answers, strict=True):
+            # refused records: INVALID_RECORD, with the record errors Kafka lists
+            refused, error = (
+                (outcome, ErrorCode.INVALID_RECORD)
+                if isinstance(outcome, tuple)
+                else (None, outcome)
+            )
             p = None if name is None else self.cluster.describe_partition(name, index)
             hints.append((error, p))
             entry = by_topic.setdefault(id(topic), (topic, name, []))
@@ -288,23 +294,6 @@ class PartitionHandlers:
             for topic, name, parts in by_topic.values()
         ]
         return respond(request, responses=responses, node_endpoints=self._leader_hint(hints))
-
-    async def _produce_one(
-        self,
-        version: int,
-        topic: str | None,
-        index: int,
-        records: bytes | None,
-        acks: int,
-        timeout_ms: int,
-        append_ms: int,
-    ) -> tuple[ErrorCode, int, _RecordErrors | None]:
-        error, base = await self._append_one(
-            version, topic, index, records, acks, timeout_ms, append_ms
-        )
-        if isinstance(error, tuple):
-            return ErrorCode.INVALID_RECORD, -1, error
-        return error, base, None
 
     async def _append_one(
         self,
