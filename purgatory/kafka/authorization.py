@@ -525,6 +525,26 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
         Whole(_group(Operation.READ)),
         Each("topics", _topic(Operation.READ)),
     ),
+    # KafkaApis: the groups DESCRIBE, each group's topics DESCRIBE (a refused topic's
+    # partitions TOPIC_AUTHORIZATION_FAILED; topics null: the refused ones left out)
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (
+        Each("groups", _group(Operation.DESCRIBE)),
+        Within(
+            "groups",
+            "group_id",
+            "topics",
+            _topic(Operation.DESCRIBE, "topic_name"),
+            lambda c, topic: c.may(Operation.DESCRIBE, ResourceType.TOPIC, topic.topic_name),
+        ),
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (
+        Whole(_group(Operation.READ)),
+        Each("topics", _topic(Operation.READ, "topic_name")),
+    ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (
+        Whole(_group(Operation.DELETE)),
+        Each("topics", _topic(Operation.READ, "topic_name")),
+    ),
     ApiKey.CREATE_PARTITIONS: (Each("topics", _topic(Operation.ALTER)),),
     ApiKey.DELETE_GROUPS: (Each("groups_names", _group(Operation.DELETE)),),
     ApiKey.ELECT_LEADERS: (Whole(_cluster(Operation.ALTER)),),

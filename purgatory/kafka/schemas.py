@@ -299,6 +299,12 @@ def error_response(request: Any, error: Any) -> Any:
     return build(cls, values)
 
 
+#: The fields Kafka's error answers set to a value of their own, where the schema has no
+#: default: DescribeShareGroupOffsets' refused partitions ``setStartOffset(-1)``.
+_SET_IN_KAFKA: Final[dict[int, dict[str, int]]] = {
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: {"start_offset": -1},
+}
+
 #: The fields Kafka's ``getErrorResponse`` sets to null, where the rule of
 #: :func:`_sent_empty` would send them empty: DescribeClientQuotasRequest's
 #: ``setEntries(null)``, JoinGroupRequest's ``setProtocolName(null)`` (v7+, nullable).
@@ -387,6 +393,11 @@ def _mirror(cls: type, source: Any, error: KioErrorCode) -> dict[str, Any]:
                 values[field.name] = copied
         if field.name not in values and _sent_empty(field):
             values[field.name] = _zero(field, null=False)
+    values.update(
+        (name, value)
+        for name, value in _SET_IN_KAFKA.get(int(getattr(cls, "__api_key__", -1)), {}).items()
+        if name in values or name in {f.name for f in fields}
+    )
     return values
 
 

@@ -116,6 +116,9 @@ NEEDS: Mapping[ApiKey, Grants | Callable[[int], Grants]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: ((Op.DESCRIBE, G),),
     ApiKey.SHARE_FETCH: ((Op.READ, G), (Op.READ, T)),
     ApiKey.SHARE_ACKNOWLEDGE: ((Op.READ, G), (Op.READ, T)),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ((Op.DESCRIBE, G), (Op.DESCRIBE, T)),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: ((Op.READ, G), (Op.READ, T)),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: ((Op.DELETE, G), (Op.READ, T)),
 }
 
 RECORDS = encode_batch(0, 0, [(None, b"r")], 0)
@@ -207,6 +210,7 @@ def _state(kafka: AsyncEmbeddedKafka) -> str:
             door.credentials.scram_users(),
             sorted(door.coordinator.groups),
             sorted(door.offsets.committed.items()),
+            sorted((key, sp.start, sp.end) for key, sp in door.shares.partitions.items()),
             door.transactions[0].transactions(),
             cluster.partition_reassignments(),
         )
@@ -378,6 +382,55 @@ async def test_a_consumer_group_using_a_topic_the_principal_may_not_describe_is_
             authorization.GROUP_TOPICS_REFUSED,
             (),
         )
+
+
+@pytest.mark.asyncio
+async def test_share_group_offsets_of_a_topic_the_principal_may_not_use_are_refused() -> None:
+    async with AsyncEmbeddedKafka(
+        brokers=1,
+        topics={"t": 1, "u": 1},
+        configs={"authorizer.class.name": STANDARD, "share.auto.offset.reset": "earliest"},
+    ) as kafka:
+        _grant(kafka, ((Op.ALL, G),))
+        for operation in (Op.DESCRIBE, Op.READ):
+            kafka.front_door.acls.add(
+                Acl(T, "t", PatternType.LITERAL, ME, "*", operation, Permission.ALLOW)
+            )
+        for epoch, topics in ((0, ["t"]), (-1, None)):  # an empty share group "g"
+            beat = build(
+                request_type(ApiKey.SHARE_GROUP_HEARTBEAT, 1),
+                {"group_id": "g", "member_id": "m", "member_epoch": epoch,
+                 "subscribed_topic_names": topics},
+            )  # fmt: skip
+            assert (await _ask(kafka, beat)).error_code == KioError.none
+        shares = kafka.front_door.shares
+        for topic in ("t", "u"):
+            shares.alter_start("g", topic, 0, 0)  # state for both, as fetches leave it
+        named_topics = [
+            {"topic_name": "t", "partitions": [0]},
+            {"topic_name": "u", "partitions": [0]},
+        ]
+        (named,), (every,) = [
+            (await _ask(kafka, build(request_type(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1), {
+                "groups": [{"group_id": "g", "topics": topics}]}))).groups
+            for topics in (named_topics, None)
+        ]  # fmt: skip
+        assert [
+            (t.topic_name, p.start_offset, p.error_code) for t in named.topics for p in t.partitions
+        ] == [("t", 0, KioError.none), ("u", -1, KioError.topic_authorization_failed)]
+        assert [t.topic_name for t in every.topics] == ["t"]  # "u" left out
+        deleted = await _ask(
+            kafka,
+            build(
+                request_type(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0),
+                {"group_id": "g", "topics": [{"topic_name": "t"}, {"topic_name": "u"}]},
+            ),
+        )
+        assert [(t.topic_name, t.error_code) for t in deleted.responses] == [
+            ("t", KioError.none),
+            ("u", KioError.topic_authorization_failed),
+        ]
+        assert shares.initialized("g") == [("u", 0)]
 
 
 # -- as the attacker tried it, with real admin clients ----------------------------

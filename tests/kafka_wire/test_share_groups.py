@@ -449,3 +449,146 @@ async def test_a_share_groups_own_configs_decide_where_it_starts_and_its_deliver
     assert _acquired(released) == [(4, 4, 2)]  # delivered again: its second time
     gone = await _fetch(wire, kafka, "a", 3, acks=[(4, 4, 2)])
     assert _acquired(gone) == []  # the group's limit (2) archived it; the broker's is 3
+
+
+# -- the admin's offsets: DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets
+
+
+async def _offsets(wire: Wire, version: int, topics: list[dict[str, Any]] | None) -> Any:
+    answer = await wire.kio(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version, groups=[{"group_id": "g", "topics": topics}]
+    )
+    assert answer.groups[0].error_code == 0
+    return answer.groups[0]
+
+
+def _starts(group: Any) -> dict[tuple[str, int], tuple[int, int]]:
+    return {
+        (t.topic_name, p.partition_index): (p.start_offset, p.lag)
+        for t in group.topics
+        for p in t.partitions
+    }
+
+
+@pytest.mark.asyncio
+async def test_describe_share_group_offsets_after_acknowledgements(
+    kafka: AsyncEmbeddedKafka, wire: Wire
+) -> None:
+    await _beat(wire, "a", 0, ["t"])
+    await _produce(kafka, 0, 5)
+    assert _acquired(await _fetch(wire, kafka, "a", 0)) == [(0, 4, 1)]
+    acked = await _fetch(wire, kafka, "a", 1, acks=[(0, 2, ACCEPT)])
+    assert _ack_errors(acked) == [0]
+    # every partition the group has state for: t-0 starts at 3, 3 and 4 still in flight
+    group = await _offsets(wire, 1, None)
+    assert _starts(group) == {("t", 0): (3, 2)}
+    assert group.topics[0].topic_id == kafka.front_door.cluster.topic_id("t")
+    assert group.topics[0].partitions[0].leader_epoch == 0
+    await _produce(kafka, 0, 4)  # not yet looked at: in the lag
+    asked = [{"topic_name": "t", "partitions": [0, 1]}, {"topic_name": "nope", "partitions": [0]}]
+    group = await _offsets(wire, 1, asked)
+    assert _starts(group) == {("t", 0): (3, 6), ("t", 1): (-1, -1), ("nope", 0): (-1, -1)}
+    assert group.topics[1].topic_id is None
+    old = await _offsets(wire, 0, asked)  # v0: no lag
+    assert [p.start_offset for t in old.topics for p in t.partitions] == [3, -1, -1]
+    # Kafka's coordinator reads the share state without looking the group up
+    other = await wire.kio(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        1,
+        groups=[{"group_id": "x", "topics": None}, {"group_id": "x", "topics": asked[:1]}],
+    )
+    assert [g.error_code for g in other.groups] == [0, 0]
+    assert other.groups[0].topics == ()
+    assert _starts(other.groups[1]) == {("t", 0): (-1, -1), ("t", 1): (-1, -1)}
+
+
+async def _alter(wire: Wire, group: str, topics: list[dict[str, Any]]) -> Any:
+    return await wire.kio(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, group_id=group, topics=topics)
+
+
+@pytest.mark.asyncio
+async def test_alter_share_group_offsets_in_an_empty_group_then_fetch_from_the_new_start(
+    kafka: AsyncEmbeddedKafka, wire: Wire
+) -> None:
+    await _beat(wire, "a", 0, ["t"])
+    await _produce(kafka, 0, 5)
+    assert _acquired(await _fetch(wire, kafka, "a", 0)) == [(0, 4, 1)]
+    t0 = [{"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 1}]}]
+    refused = await _alter(wire, "g", t0)
+    assert refused.error_code == ErrorCode.NON_EMPTY_GROUP.number
+    assert refused.responses == ()
+    await _beat(wire, "a", -1)  # the group is empty; a's records stay acquired
+    missing = await _alter(wire, "x", t0)
+    assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND.number
+    altered = await _alter(
+        wire,
+        "g",
+        [
+            {
+                "topic_name": "t",
+                "partitions": [
+                    {"partition_index": 0, "start_offset": 1},
+                    {"partition_index": 5, "start_offset": 0},
+                ],
+            },
+            {"topic_name": "nope", "partitions": [{"partition_index": 0, "start_offset": 0}]},
+        ],
+    )
+    assert altered.error_code == 0
+    assert [
+        (t.topic_name, p.partition_index, p.error_code)
+        for t in altered.responses
+        for p in t.partitions
+    ] == [
+        ("t", 0, 0),
+        ("t", 5, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.number),
+        ("nope", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.number),
+    ]
+    assert altered.responses[0].topic_id == kafka.front_door.cluster.topic_id("t")
+    # what a held is dropped: the group starts at 1, offsets 1-4 never delivered
+    assert _starts(await _offsets(wire, 1, None)) == {("t", 0): (1, 4)}
+    await _beat(wire, "b", 0, ["t"])
+    assert _acquired(await _fetch(wire, kafka, "b", 0)) == [(1, 4, 1)]
+
+
+@pytest.mark.asyncio
+async def test_delete_share_group_offsets_then_fetch_as_auto_offset_reset_says(
+    kafka: AsyncEmbeddedKafka, wire: Wire
+) -> None:
+    await _beat(wire, "a", 0, ["t"])
+    await _produce(kafka, 0, 3)
+    assert _acquired(await _fetch(wire, kafka, "a", 0)) == [(0, 2, 1)]
+    await _fetch(wire, kafka, "a", 1, acks=[(0, 2, ACCEPT)])
+    topics = [{"topic_name": "t"}, {"topic_name": "u"}, {"topic_name": "nope"}]
+    refused = await wire.kio(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, group_id="g", topics=topics)
+    assert refused.error_code == ErrorCode.NON_EMPTY_GROUP.number
+    await _beat(wire, "a", -1)
+    deleted = await wire.kio(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, group_id="g", topics=topics)
+    assert deleted.error_code == 0
+    assert [(t.topic_name, t.error_code) for t in deleted.responses] == [
+        ("t", 0),
+        ("u", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.number),
+        ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.number),
+    ]
+    assert deleted.responses[0].topic_id == kafka.front_door.cluster.topic_id("t")
+    assert deleted.responses[1].error_message == "There is no offset information to delete."
+    assert (await _offsets(wire, 1, None)).topics == ()
+    # share.auto.offset.reset=earliest: everything again, as new
+    await _beat(wire, "b", 0, ["t"])
+    assert _acquired(await _fetch(wire, kafka, "b", 0)) == [(0, 2, 1)]
+    for group, message in (("x", "Group x not found."), ("c", "Group c is not a share group.")):
+        if group == "c":
+            await wire.kio(
+                ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                0,
+                group_id="c",
+                member_id="m",
+                member_epoch=0,
+                rebalance_timeout=5000,
+                subscribed_topic_names=["t"],
+                topic_partitions=[],
+            )
+        answer = await wire.kio(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, group_id=group, topics=topics)
+        assert answer.error_code == ErrorCode.GROUP_ID_NOT_FOUND.number
+        assert answer.error_message == message
+        assert answer.responses == ()

@@ -293,7 +293,47 @@ class SharePartitions:
     def group_deleted(self, group_id: str) -> None:
         """DeleteGroups took the share group: its share-partitions go."""
         for key in [k for k in self.partitions if k[0] == group_id]:
-            sp = self.partitions.pop(key)
+            self._forget(key)
+
+    # -- the admin's offsets (DescribeShareGroupOffsets, Alter..., Delete...) ---------------
+
+    def initialized(self, group_id: str) -> list[TopicPartition]:
+        """The partitions ``group_id`` has share-partition state for, in order."""
+        return sorted((t, i) for g, t, i in self.partitions if g == group_id)
+
+    def start_and_lag(self, group_id: str, topic: str, index: int) -> tuple[int, int] | None:
+        """The share-partition's start offset and its lag (the records up to where a
+        fetch may read not yet acknowledged or archived: those in flight and those not
+        yet looked at); None where the group has no state for the partition."""
+        sp = self.partitions.get((group_id, topic, index))
+        if sp is None:
+            return None
+        p = self.cluster.partition(topic, index)
+        if p is None or p.leader is None:
+            return sp.start, -1
+        return sp.start, max(self._readable_end(p, group_id) - sp.end, 0) + len(sp.records)
+
+    def alter_start(self, group_id: str, topic: str, index: int, start: int) -> None:
+        """The share-partition starts at ``start`` (AlterShareGroupOffsets: its group is
+        empty): what was in flight is dropped; a negative start forgets the state (the
+        next fetch starts where ``share.auto.offset.reset`` says)."""
+        self._forget((group_id, topic, index))
+        if start >= 0:
+            self.partitions[(group_id, topic, index)] = SharePartition(
+                group_id, topic, index, start, start
+            )
+
+    def forget(self, group_id: str, topic: str) -> bool:
+        """DeleteShareGroupOffsets: the group's share-partitions of ``topic`` go; False if
+        it had none."""
+        keys = [k for k in self.partitions if k[0] == group_id and k[1] == topic]
+        for key in keys:
+            self._forget(key)
+        return bool(keys)
+
+    def _forget(self, key: tuple[str, str, int]) -> None:
+        sp = self.partitions.pop(key, None)
+        if sp is not None:
             for record in sp.records.values():
                 if record.lock is not None:
                     record.lock.cancel()

@@ -1,5 +1,6 @@
 """Share groups of KIP-932 (Kafka 4.2's queues): ShareGroupHeartbeat and
-ShareGroupDescribe, answered by the
+ShareGroupDescribe, and the admin's DescribeShareGroupOffsets, AlterShareGroupOffsets and
+DeleteShareGroupOffsets, answered by the
 :class:`~purgatory.kafka.coordinator.group_coordinator.GroupCoordinator` (its share
 groups), and ShareFetch and ShareAcknowledge, answered by broker ``broker_id`` for the
 partitions it leads from the :class:`~purgatory.kafka.coordinator.share_partitions.SharePartitions`.
@@ -10,6 +11,12 @@ member's share session; its acknowledgements are applied first, then it acquires
 ``max_records`` records (whole batches) across the session's partitions, or parks in the
 ``ShareFetch`` purgatory for ``max_wait_ms``. ``min_bytes`` is taken as "any record",
 ``max_bytes`` is not held to (the batches acquired are sent whole).
+
+The admin's three read and set the share-partitions' start offsets as Kafka's group
+coordinator does: a partition the group has no state for is described at start offset -1;
+altering (a start per partition) and deleting (whole topics: the next fetch starts where
+``share.auto.offset.reset`` says) need the group to exist, be a share group and be empty
+(``GROUP_ID_NOT_FOUND``, ``NON_EMPTY_GROUP`` for the whole request).
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ from purgatory.sim.errors import ErrorCode
 
 #: "not computed": no authorizer runs here
 _NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
+#: Kafka's message for UNKNOWN_TOPIC_OR_PARTITION
+_UNKNOWN_TOPIC_OR_PARTITION: Final = "This server does not host this topic-partition."
 
 
 @final
@@ -70,6 +79,9 @@ class ShareGroupHandlers:
                 (ApiKey.SHARE_GROUP_DESCRIBE, self.share_group_describe),
                 (ApiKey.SHARE_FETCH, self.share_fetch),
                 (ApiKey.SHARE_ACKNOWLEDGE, self.share_acknowledge),
+                (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, self.describe_share_group_offsets),
+                (ApiKey.ALTER_SHARE_GROUP_OFFSETS, self.alter_share_group_offsets),
+                (ApiKey.DELETE_SHARE_GROUP_OFFSETS, self.delete_share_group_offsets),
             ]
         }
 
@@ -135,6 +147,116 @@ class ShareGroupHandlers:
                 }
             )
         return respond(request, groups=described)
+
+    # -- the admin's offsets -----------------------------------------------------------------
+
+    def describe_share_group_offsets(self, header: RequestHeader, request: Any) -> Any:
+        """Each group's share-partition start offsets (and, v1, lags), as Kafka's
+        coordinator reads them from the share-group state: a partition without state (an
+        unknown topic or group included: Kafka does not look the group up) at -1; topics
+        null asks for every partition the group has state for."""
+        return respond(request, groups=[self._offsets_of(group) for group in request.groups])
+
+    def _offsets_of(self, group: Any) -> dict[str, Any]:
+        name = group.group_id
+        asked: dict[str, list[int]] = {}
+        if group.topics is None:
+            for topic, index in self.shares.initialized(name):
+                asked.setdefault(topic, []).append(index)
+        else:
+            for topic in group.topics:
+                asked.setdefault(topic.topic_name, []).extend(int(i) for i in topic.partitions)
+        topics = []
+        for topic, indexes in asked.items():
+            topic_id = self.cluster.topic_id(topic)
+            partitions = []
+            for index in indexes:
+                state = self.shares.start_and_lag(name, topic, index) if topic_id else None
+                p = self.cluster.partition(topic, index)
+                partitions.append(
+                    {
+                        "partition_index": index,
+                        "start_offset": -1 if state is None else state[0],
+                        "leader_epoch": 0 if state is None or p is None else p.leader_epoch,
+                        "lag": -1 if state is None else state[1],
+                        "error_code": ErrorCode.NONE,
+                    }
+                )
+            topics.append({"topic_name": topic, "topic_id": topic_id, "partitions": partitions})
+        return {"group_id": name, "error_code": ErrorCode.NONE, "topics": topics}
+
+    def _empty_share_group(self, name: str) -> tuple[ErrorCode, str | None]:
+        """Whether AlterShareGroupOffsets and DeleteShareGroupOffsets may change the
+        group: it exists, is a share group and has no members."""
+        if not name:
+            return ErrorCode.INVALID_GROUP_ID, None
+        group = self.coordinator.share_group(name)
+        if group is None:
+            if name in self.coordinator.groups:
+                return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {name} is not a share group."
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {name} not found."
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP, "The group is not empty."
+        return ErrorCode.NONE, None
+
+    def alter_share_group_offsets(self, header: RequestHeader, request: Any) -> Any:
+        """Set the start offset of each partition named, in an empty share group: what
+        was in flight is dropped. A topic that does not exist, or a partition past its
+        count, is UNKNOWN_TOPIC_OR_PARTITION."""
+        error, message = self._empty_share_group(request.group_id)
+        if error is not ErrorCode.NONE:
+            return respond(request, error_code=error, error_message=message, responses=[])
+        responses = []
+        for topic in request.topics:
+            topic_id = self.cluster.topic_id(topic.topic_name)
+            count = len(self.cluster.topics.get(topic.topic_name, ())) if topic_id else 0
+            partitions = []
+            for part in topic.partitions:
+                index = int(part.partition_index)
+                if 0 <= index < count:
+                    self.shares.alter_start(
+                        request.group_id, topic.topic_name, index, int(part.start_offset)
+                    )
+                    partitions.append({"partition_index": index, "error_code": ErrorCode.NONE})
+                else:
+                    partitions.append(
+                        {
+                            "partition_index": index,
+                            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            "error_message": _UNKNOWN_TOPIC_OR_PARTITION,
+                        }
+                    )
+            responses.append(
+                {"topic_name": topic.topic_name, "topic_id": topic_id, "partitions": partitions}
+            )
+        return respond(request, error_code=ErrorCode.NONE, responses=responses)
+
+    def delete_share_group_offsets(self, header: RequestHeader, request: Any) -> Any:
+        """Forget an empty share group's state for whole topics: the next fetch starts
+        where ``share.auto.offset.reset`` says. A topic that does not exist, or that the
+        group has no state for, is UNKNOWN_TOPIC_OR_PARTITION."""
+        error, message = self._empty_share_group(request.group_id)
+        if error is not ErrorCode.NONE:
+            return respond(request, error_code=error, error_message=message, responses=[])
+        responses = []
+        for topic in request.topics:
+            name = topic.topic_name
+            topic_id = self.cluster.topic_id(name)
+            entry: dict[str, Any] = {"topic_name": name, "error_code": ErrorCode.NONE}
+            if topic_id is None:
+                entry.update(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=_UNKNOWN_TOPIC_OR_PARTITION,
+                )
+            elif not self.shares.forget(request.group_id, name):
+                entry.update(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message="There is no offset information to delete.",
+                )
+            else:
+                entry["topic_id"] = topic_id
+            responses.append(entry)
+        return respond(request, error_code=ErrorCode.NONE, responses=responses)
 
     # -- the records -------------------------------------------------------------------------
 
