@@ -192,6 +192,13 @@ class _PerPartitionOperation(BrokerOperation[R]):
         raise NotImplementedError
 
     def try_complete(self) -> bool:
+        if self._decide_all():
+            return False
+        self.error = _first_error(self.statuses)
+        return self.force_complete()
+
+    def _decide_all(self) -> bool:
+        """Decide every undecided partition from the state now; True if one must wait."""
         pending = False
         for status in self.statuses:
             if status.error is not None:
@@ -201,17 +208,20 @@ class _PerPartitionOperation(BrokerOperation[R]):
             else:
                 status.error = self.decide(status)
                 pending = pending or status.error is None
-        if pending:
-            return False
-        self.error = _first_error(self.statuses)
-        return self.force_complete()
+        return pending
 
     def on_complete(self) -> None:
+        statuses = self.statuses
         if self.is_expired:  # Kafka answers REQUEST_TIMED_OUT per undecided partition
-            for status in self.statuses:
+            for status in statuses:
                 if status.error is None:
                     status.error = _TIMED_OUT
-            self.error = _first_error(self.statuses)
+            self.error = _first_error(statuses)
+        elif statuses[0].error is None:
+            # completed by a threshold wait (its value reached the condition, or
+            # leadership moved), not by try_complete: decide from the state now
+            self._decide_all()
+            self.error = _first_error(statuses)
         super().on_complete()
 
 
@@ -352,6 +362,18 @@ class _FetchCondition(BrokerOperation[R]):
         if available >= need:
             return self.force_complete()
         return False
+
+    def on_complete(self) -> None:
+        if not self.is_expired:
+            # A threshold wait completes without try_complete, also when leadership moved
+            # (the replica manager completes the partition's waiters then): answer as
+            # try_complete would. After try_complete this finds nothing new.
+            for status in self.statuses:
+                if status.error is None and status.partition.leader_epoch != status.epoch:
+                    status.error = _NOT_LEADER
+                    self.error = _NOT_LEADER.value
+                    break
+        super().on_complete()
 
 
 def readable_at_least(log: Log, start: int, end: int, need: int) -> int:

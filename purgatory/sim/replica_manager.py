@@ -59,6 +59,10 @@ from purgatory.sim.replication import FetchLeader, Network, ReplicaFetcher, Repl
 
 _NONE = ErrorCode.NONE
 
+# A value past every threshold: set on a key when leadership of its partition moved, so
+# that the key's threshold waiters all complete (each answers NOT_LEADER_OR_FOLLOWER).
+_LEADERSHIP_MOVED: Final = 1 << 62
+
 #: The purgatories of every replica manager, by name: Kafka's four.
 PURGATORY_NAMES: Final = ("Produce", "Fetch", "DeleteRecords", "ElectLeader")
 
@@ -145,6 +149,11 @@ class ReplicaManager:
         #: crashed but not fenced yet (:meth:`Cluster.crash_broker_unfenced`): the
         #: controller still counts it alive, but it does nothing and answers nothing
         self.halted = False
+        #: threshold keys -> the leader epoch their waiters were parked in: the produce
+        #: purgatory's (a partition's key, valued its HW) and the fetch purgatory's (the
+        #: key, valued the HW, and the replica key, valued the leader's log end)
+        self._produce_epochs: dict[str, int] = {}
+        self._fetch_epochs: dict[str, int] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -220,15 +229,113 @@ class ReplicaManager:
 
     def watch(self, op: BrokerOperation[Any]) -> None:
         """Park ``op`` for a callback client (it answers through its ``reply``)."""
-        self.purgatories[op.purgatory_name].try_complete_else_watch_nowait(op, op.watch_keys())
+        if not self._watch_threshold(op):
+            self.purgatories[op.purgatory_name].try_complete_else_watch_nowait(op, op.watch_keys())
 
     async def park(self, op: BrokerOperation[Any]) -> Any:
         """Park ``op`` with the core's ``park`` (cancelled if the awaiting task is cancelled,
         e.g. an HTTP client went away) and return its answer; None if the broker shut down
         or crashed under it without one."""
         with contextlib.suppress(OperationCancelled):  # answered unavailable, or not at all
-            await self.purgatories[op.purgatory_name].park(op, op.watch_keys())
+            if not self._watch_threshold(op):
+                await self.purgatories[op.purgatory_name].park(op, op.watch_keys())
+            else:
+                try:
+                    await op
+                except asyncio.CancelledError:
+                    op.cancel()
+                    raise
         return op.result
+
+    def _watch_threshold(self, op: BrokerOperation[Any]) -> bool:
+        """Watch ``op`` by threshold if its condition is one: a produce on one partition
+        waits for the HW to reach its last offset + 1, a consumer fetch of one partition
+        from the leader, up to the HW and for one byte, for the HW to pass its offset.
+        False for any other op (a re-check on a watcher list). Leadership moves complete
+        them too (:meth:`_set_threshold_value`)."""
+        cls = op.__class__
+        if cls is DelayedProduce:
+            if len(op.statuses) != 1:
+                return False
+            status = op.statuses[0]
+            p = status.partition
+            self._watch_value(
+                self.produce_purgatory,
+                self._produce_epochs,
+                op,
+                p.key,
+                status.epoch,
+                p.hws[self.broker_id],
+                status.required_offset,
+            )
+            return True
+        if cls is DelayedFetch:
+            if (
+                len(op.statuses) != 1
+                or op.min_bytes != 1  # type: ignore[attr-defined]
+                or op.read_committed  # type: ignore[attr-defined]
+                or op.replica is not None  # type: ignore[attr-defined]
+            ):
+                return False
+            status = op.statuses[0]
+            p = status.partition
+            self._watch_value(
+                self.fetch_purgatory,
+                self._fetch_epochs,
+                op,
+                p.key,
+                status.epoch,
+                p.hws[self.broker_id],
+                status.required_offset + 1,
+            )
+            return True
+        return False
+
+    def _watch_value(
+        self,
+        purgatory: DelayedOperationPurgatory[Any],
+        epochs: dict[str, int],
+        op: BrokerOperation[Any],
+        key: str,
+        epoch: int,
+        value: int,
+        threshold: int,
+    ) -> None:
+        """Watch ``op`` until ``key``'s value (``value`` now) reaches ``threshold``; the
+        key's waiters from an earlier leader epoch are answered first."""
+        if epochs.get(key) != epoch:
+            if key in epochs:
+                self._leadership_moved(purgatory, epochs, key)
+            epochs[key] = epoch
+        purgatory.set_value(key, value)  # what every trigger since has set, or this epoch's
+        purgatory.watch_threshold(op, key, threshold)
+
+    def _set_threshold_value(
+        self,
+        purgatory: DelayedOperationPurgatory[Any],
+        epochs: dict[str, int],
+        p: Partition,
+        key: str,
+        value: int,
+    ) -> None:
+        """A trigger: ``key``'s value is now ``value`` (the HW, or the log end, of ``p``);
+        if leadership of ``p`` moved since its waiters were parked, they all complete,
+        answering NOT_LEADER_OR_FOLLOWER, as a re-check finds them."""
+        epoch = epochs.get(key)
+        if epoch is None:  # no threshold waiter was ever parked on it here
+            return
+        if epoch != p.leader_epoch:
+            self._leadership_moved(purgatory, epochs, key)
+        else:
+            purgatory.set_value(key, value)
+
+    @staticmethod
+    def _leadership_moved(
+        purgatory: DelayedOperationPurgatory[Any], epochs: dict[str, int], key: str
+    ) -> None:
+        del epochs[key]
+        purgatory.set_value(key, _LEADERSHIP_MOVED)  # each answers from its on_complete
+        purgatory.forget_value(key)
 
     # -- the leader's handlers -----------------------------------------------------------------
 
@@ -599,10 +706,15 @@ class ReplicaManager:
         self.on_high_watermark(p)
 
     def on_high_watermark(self, p: Partition, *, produce: bool = True) -> None:
-        """The HW moved: parked produces, consumer fetches and deletes may be done."""
+        """The HW moved (or leadership did): parked produces, consumer fetches and deletes
+        may be done. Threshold waiters complete as far as the HW reaches, then the
+        watcher lists are re-checked."""
         key = p.key
+        hw = p.hws.get(self.broker_id, 0)
         if produce:
+            self._set_threshold_value(self.produce_purgatory, self._produce_epochs, p, key, hw)
             self.produce_purgatory.check_and_complete_nowait(key)
+        self._set_threshold_value(self.fetch_purgatory, self._fetch_epochs, p, key, hw)
         self.fetch_purgatory.check_and_complete_nowait(key)
         self.delete_purgatory.check_and_complete_nowait(key)
 
