@@ -319,16 +319,41 @@ class KafkaFrontDoor:
         if self.tls is None and self.tls_settings is not None:
             self.tls = TlsMaterial(sorted(self.cluster.brokers), [self.host])
 
-    async def start(self) -> None:
+    async def start(self, *, consecutive_ports: bool = False) -> None:
+        """Every broker's listeners, then the work in the background (offset expiry, the
+        share locks' timer). ``consecutive_ports``: free ports, broker ``i`` on the first
+        + i (see :meth:`_start_on_consecutive_ports`)."""
         self._make_tls()
-        for broker_id in sorted(self.cluster.brokers):
-            port = None
-            if self.base_port is not None:
-                port = self.base_port + broker_id if self.base_port else 0
-            await self.start_listener(broker_id, port)
+        if consecutive_ports:
+            await self._start_on_consecutive_ports()
+        else:
+            for broker_id in sorted(self.cluster.brokers):
+                port = None
+                if self.base_port is not None:
+                    port = self.base_port + broker_id if self.base_port else 0
+                await self.start_listener(broker_id, port)
         if self._expiry is None:
             self._expiry = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
         await self.shares.start()
+
+    async def _start_on_consecutive_ports(self, attempts: int = 50) -> None:
+        """Every broker's listener on free ports, broker i on the first + i (as a nonzero
+        ``--kafka-port`` places them), so that a restart with ``--kafka-port FIRST`` puts
+        each broker back where it was: the first binds port 0, the others the ports after
+        it; if one is taken, all close and it tries again."""
+        brokers = sorted(self.cluster.brokers)
+        for _ in range(attempts):
+            await self.start_listener(brokers[0], 0)
+            base = self.addresses[brokers[0]][1] - brokers[0]
+            try:
+                for broker in brokers[1:]:
+                    await self.start_listener(broker, base + broker)
+            except (OSError, OverflowError):
+                for broker in brokers:
+                    await self.stop_listener(broker)
+                continue
+            return
+        raise OSError(f"found no {len(brokers)} consecutive free ports for the Kafka listeners")
 
     def expire_offsets(self) -> int:
         """One pass of Kafka's offset expiry: committed offsets of groups without members

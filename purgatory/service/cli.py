@@ -716,10 +716,8 @@ async def _serve_until_signalled(
         for bound_host, bound_port in http:
             print(f"listening on http://{bound_host}:{bound_port}", flush=True)
         if kafka is not None:
-            if settings.kafka_port == 0:
-                await _start_on_consecutive_ports(kafka)
-            else:
-                await kafka.start()
+            # the background work (offset expiry, share locks) starts either way
+            await kafka.start(consecutive_ports=settings.kafka_port == 0)
             if settings.kafka_port is not None:
                 print(f"kafka bootstrap.servers={kafka.bootstrap}", flush=True)
             if settings.kafka_sasl_port is not None:
@@ -769,26 +767,6 @@ def _kafka_listeners(
     if settings.kafka_sasl_ssl_port is not None:
         sasl_tls = {"addresses": dict(kafka.sasl_ssl_addresses), **files}
     return brokers, sasl, tls, sasl_tls
-
-
-async def _start_on_consecutive_ports(kafka: KafkaFrontDoor, attempts: int = 50) -> None:
-    """Every broker's listener on free ports, broker i on the first + i (as a nonzero
-    ``--kafka-port`` places them), so that a restart with ``--kafka-port FIRST`` puts each
-    broker back where it was: the first binds port 0, the others the ports after it; if
-    one is taken, all close and it tries again."""
-    brokers = sorted(kafka.cluster.brokers)
-    for _ in range(attempts):
-        await kafka.start_listener(brokers[0], 0)
-        base = kafka.addresses[brokers[0]][1] - brokers[0]
-        try:
-            for broker in brokers[1:]:
-                await kafka.start_listener(broker, base + broker)
-        except (OSError, OverflowError):
-            for broker in brokers:
-                await kafka.stop_listener(broker)
-            continue
-        return
-    raise OSError(f"found no {len(brokers)} consecutive free ports for the Kafka listeners")
 
 
 #: the version of the ready file's format: a reader refuses a version it does not know;

@@ -592,3 +592,37 @@ async def test_delete_share_group_offsets_then_fetch_as_auto_offset_reset_says(
         assert answer.error_code == ErrorCode.GROUP_ID_NOT_FOUND.number
         assert answer.error_message == message
         assert answer.responses == ()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("consecutive_ports", [False, True])
+async def test_share_locks_expire_however_the_listeners_were_started(
+    consecutive_ports: bool,
+) -> None:
+    # `purgatory serve --kafka-port 0` starts its listeners on consecutive free ports; that
+    # path once left the share locks' timer (and offset expiry) unstarted: a lock never
+    # expired, and a record a silent member held was never redelivered
+    from purgatory.kafka.broker_configs import BrokerConfigs
+    from purgatory.kafka.coordinator.share_partitions import RecordState
+    from purgatory.kafka.front_door import KafkaFrontDoor
+    from purgatory.service.broker import new_cluster
+
+    cluster = await new_cluster(1)
+    await cluster.create_topic("t", 1, 1)
+    configs = {"group.share.record.lock.duration.ms": 1000, "share.auto.offset.reset": "earliest"}
+    door = KafkaFrontDoor(cluster, "127.0.0.1", 0, configs=BrokerConfigs(configs))
+    await door.start(consecutive_ports=consecutive_ports)
+    try:
+        await cluster.produce(ProduceRequest("t", 0, [(None, b"r")]))
+        door.shares.acquire("g", "m", [("t", 0)], 10)
+        record = door.shares.partitions[("g", "t", 0)].records[0]
+        assert record.state is RecordState.ACQUIRED
+        # the lock runs on the loop's clock, which the listeners' sockets need real: polled,
+        # bounded (its one second, with room)
+        async with asyncio.timeout(5):
+            while record.state is RecordState.ACQUIRED:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        assert record.state is RecordState.AVAILABLE
+    finally:
+        await door.close()
+        await cluster.close()
