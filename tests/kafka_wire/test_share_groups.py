@@ -626,3 +626,32 @@ async def test_share_locks_expire_however_the_listeners_were_started(
     finally:
         await door.close()
         await cluster.close()
+
+
+@pytest.mark.asyncio
+async def test_the_record_locks_cap_cuts_a_batch(kafka: AsyncEmbeddedKafka, wire: Wire) -> None:
+    altered = await wire.kio(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        resources=[
+            {
+                "resource_type": 32,  # GROUP
+                "resource_name": "g",
+                "configs": [
+                    {
+                        "name": "share.partition.max.record.locks",
+                        "config_operation": 0,
+                        "value": "100",
+                    }
+                ],
+            }
+        ],
+        validate_only=False,
+    )
+    assert [int(r.error_code) for r in altered.responses] == [0]
+    await _produce(kafka, 0, 150)  # one batch of 150
+    await _beat(wire, "a", 0, ["t"])
+    first = await _fetch(wire, kafka, "a", 0)
+    assert _acquired(first) == [(0, 99, 1)]  # at most 100 in flight, though the batch has 150
+    rest = await _fetch(wire, kafka, "a", 1, acks=[(0, 99, 1)])  # ACCEPT the first 100
+    assert _acquired(rest) == [(100, 149, 1)]

@@ -456,9 +456,15 @@ class SharePartitions:
                     offsets = [r.offset for r in batch.records if r.offset >= sp.end]
                 else:
                     offsets = list(range(max(batch.base_offset, sp.end), batch.end_offset))
-                for offset in offsets:
+                # the in-flight cap is hard: a batch is cut, as Kafka acquires part of one
+                # (the batch is sent whole; the client keeps the records acquired)
+                cut = offsets[: room - len(taken)]
+                for offset in cut:
                     sp.records[offset] = InFlight(RecordState.AVAILABLE, 0)
-                taken += offsets
+                taken += cut
+                if len(cut) < len(offsets):
+                    sp.end = cut[-1] + 1 if cut else sp.end
+                    break
             sp.end = max(sp.end, batch.end_offset)
         return taken
 
