@@ -655,3 +655,20 @@ async def test_the_record_locks_cap_cuts_a_batch(kafka: AsyncEmbeddedKafka, wire
     assert _acquired(first) == [(0, 99, 1)]  # at most 100 in flight, though the batch has 150
     rest = await _fetch(wire, kafka, "a", 1, acks=[(0, 99, 1)])  # ACCEPT the first 100
     assert _acquired(rest) == [(100, 149, 1)]
+
+
+@pytest.mark.asyncio
+async def test_a_topic_made_again_under_its_name_starts_its_share_state_afresh(
+    kafka: AsyncEmbeddedKafka, wire: Wire
+) -> None:
+    await _produce(kafka, 0, 2)
+    await _beat(wire, "a", 0, ["t"])
+    assert _acquired(await _fetch(wire, kafka, "a", 0)) == [(0, 1, 1)]
+    released = await _fetch(wire, kafka, "a", 1, acks=[(0, 1, 2)])  # RELEASE: count 2 next
+    assert _acquired(released) == [(0, 1, 2)]
+    await kafka.delete_topic("t")
+    await kafka.create_topic("t", 2, 1)
+    await _produce(kafka, 0, 2)
+    # the new topic's offsets 0-1 are new records: delivered for the first time
+    again = await _fetch(wire, kafka, "a", 0)  # a new session for the new topic id
+    assert _acquired(again) == [(0, 1, 1)]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import uuid
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Final, final
@@ -92,6 +93,9 @@ class SharePartition:
     start: int = 0
     end: int = 0
     records: dict[int, InFlight] = field(default_factory=dict)
+    #: the topic's id when the state began: a topic deleted and made again under its name
+    #: is another topic, whose state starts afresh (Kafka keys it by topic id)
+    topic_id: uuid.UUID | None = None
 
     def advance(self) -> None:
         """The start moves past the records that left the window."""
@@ -320,7 +324,7 @@ class SharePartitions:
         self._forget((group_id, topic, index))
         if start >= 0:
             self.partitions[(group_id, topic, index)] = SharePartition(
-                group_id, topic, index, start, start
+                group_id, topic, index, start, start, topic_id=self.cluster.topic_id(topic)
             )
 
     def forget(self, group_id: str, topic: str) -> bool:
@@ -343,8 +347,11 @@ class SharePartitions:
     def _share_partition(self, group_id: str, topic: str, index: int) -> SharePartition | None:
         key = (group_id, topic, index)
         sp = self.partitions.get(key)
-        if sp is not None:
+        topic_id = self.cluster.topic_id(topic)
+        if sp is not None and sp.topic_id == topic_id:
             return sp
+        if sp is not None:  # the topic was deleted and made again
+            self._forget(key)
         p = self.cluster.partition(topic, index)
         if p is None or p.leader is None:
             return None
@@ -352,7 +359,8 @@ class SharePartitions:
             start = p.leader_log.log_start_offset
         else:
             start = self._readable_end(p, group_id)
-        sp = self.partitions[key] = SharePartition(group_id, topic, index, start, start)
+        sp = SharePartition(group_id, topic, index, start, start, topic_id=topic_id)
+        self.partitions[key] = sp
         return sp
 
     def _readable_end(self, p: Partition, group_id: str) -> int:
