@@ -666,9 +666,21 @@ async def test_a_topic_made_again_under_its_name_starts_its_share_state_afresh(
     assert _acquired(await _fetch(wire, kafka, "a", 0)) == [(0, 1, 1)]
     released = await _fetch(wire, kafka, "a", 1, acks=[(0, 1, 2)])  # RELEASE: count 2 next
     assert _acquired(released) == [(0, 1, 2)]
+    old_id = kafka.front_door.cluster.topic_id("t")
     await kafka.delete_topic("t")
     await kafka.create_topic("t", 2, 1)
     await _produce(kafka, 0, 2)
+    # the session named the old topic: it is told so, and acquires nothing of the new one
+    stale = await wire.kio(
+        ApiKey.SHARE_FETCH, 1, group_id="g", member_id="a", share_session_epoch=2,
+        max_wait=0, min_bytes=1, max_bytes=1 << 20, max_records=100, batch_size=100,
+        topics=[], forgotten_topics_data=[],
+    )  # fmt: skip
+    assert [
+        (t.topic_id, int(p.error_code), len(p.acquired_records))
+        for t in stale.responses
+        for p in t.partitions
+    ] == [(old_id, ErrorCode.UNKNOWN_TOPIC_ID.number, 0)]
     # the new topic's offsets 0-1 are new records: delivered for the first time
-    again = await _fetch(wire, kafka, "a", 0)  # a new session for the new topic id
+    again = await _fetch(wire, kafka, "a", 3)  # the new topic id, in the same session
     assert _acquired(again) == [(0, 1, 1)]

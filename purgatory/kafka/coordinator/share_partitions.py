@@ -158,6 +158,9 @@ class ShareSession:
     member_id: str
     epoch: int = 1
     partitions: dict[TopicPartition, None] = field(default_factory=dict)
+    #: the id the member named each topic by: a topic deleted and made again under its
+    #: name is another topic, which this session does not fetch
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
 
 
 def _next_epoch(epoch: int) -> int:

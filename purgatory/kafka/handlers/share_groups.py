@@ -345,13 +345,20 @@ class ShareGroupHandlers:
                 asked.append((topic.topic_id, int(part.partition_index)))
                 if name is not None and epoch != FINAL:
                     session.partitions[(name, int(part.partition_index))] = None
+                    session.topic_ids[name] = topic.topic_id
         if epoch == FINAL:
             self.shares.close_session(session)
             return self._fetch_answer(request, acks, asked, {}, {})
         self.shares.next_epoch(session)
         errors: dict[TopicPartition, ErrorCode] = {}
         wanted: list[TopicPartition] = []
-        for topic, index in session.partitions:
+        for topic, index in list(session.partitions):
+            named = session.topic_ids.get(topic)
+            if named is not None and named != self.cluster.topic_id(topic):
+                # made again under its name: another topic, UNKNOWN_TOPIC_ID to this session
+                del session.partitions[(topic, index)]
+                asked.append((named, index))
+                continue
             error, _ = leads(self.cluster, self.broker_id, topic, index)
             if error is ErrorCode.NONE:
                 wanted.append((topic, index))
