@@ -43,7 +43,8 @@ async def hw(server: Served, partition: int) -> tuple[int, int]:
 
 @pytest.mark.asyncio
 async def test_acks_all_produce_completes_only_after_replication(served: Served) -> None:
-    await slow_followers(served, 500)
+    # long enough that a loaded machine still looks at the HW before the followers copy
+    await slow_followers(served, 2000)
     body = {"topic": "t", "partition": 0, "records": [{"value": "a"}], "acks": -1}
     produce = asyncio.create_task(served.post("/v1/produce", body))
 
