@@ -12,15 +12,18 @@ from typing import Any, Final, final
 from purgatory.kafka.coordinator.consumer import HeartbeatRequest
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import Assignment
-from purgatory.kafka.handlers.member_assignments import heartbeat_answer, named_assignment
+from purgatory.kafka.handlers.member_assignments import (
+    NO_AUTHORIZED_OPERATIONS,
+    group_not_found,
+    heartbeat_answer,
+    named_assignment,
+)
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
 
-#: "not computed": no authorizer runs here
-_NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 #: ConsumerGroupDescribe v1's member_type of a member that heartbeats (not a classic one)
 _CONSUMER_MEMBER: Final = 1
 
@@ -71,19 +74,7 @@ class ConsumerGroupHandlers:
         for name in request.group_ids:
             group = self.coordinator.consumer_group(name)
             if group is None:
-                described.append(
-                    {
-                        "group_id": name,
-                        "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
-                        "error_message": f"Group {name} not found.",
-                        "group_state": "Dead",
-                        "group_epoch": -1,
-                        "assignment_epoch": -1,
-                        "assignor_name": "",
-                        "members": [],
-                        "authorized_operations": _NO_AUTHORIZED_OPERATIONS,
-                    }
-                )
+                described.append(group_not_found(name, f"Group {name} not found."))
                 continue
             described.append(
                 {
@@ -93,7 +84,7 @@ class ConsumerGroupHandlers:
                     "group_epoch": group.epoch,
                     "assignment_epoch": group.assignment_epoch,
                     "assignor_name": group.assignor,
-                    "authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                    "authorized_operations": NO_AUTHORIZED_OPERATIONS,
                     "members": [
                         {
                             "member_id": m.member_id,

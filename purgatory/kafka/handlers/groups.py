@@ -21,6 +21,7 @@ from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import ClassicGroup, GroupState
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
+from purgatory.kafka.handlers.member_assignments import NO_AUTHORIZED_OPERATIONS
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -28,8 +29,6 @@ from purgatory.sim.errors import ErrorCode
 
 #: a group the coordinator does not know (DescribeGroups before v6 answers it NONE)
 DEAD: Final = "Dead"
-#: "not computed" in DescribeGroups v3+, as Kafka answers when not asked for them
-_NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 
 
 @final
@@ -72,7 +71,7 @@ class GroupHandlers:
             else:
                 described.append({"group_id": name, "group_state": DEAD})
         for answer in described:  # no ACLs here: not computed, whether asked or not
-            answer["authorized_operations"] = _NO_AUTHORIZED_OPERATIONS
+            answer["authorized_operations"] = NO_AUTHORIZED_OPERATIONS
         return respond(request, groups=described)
 
     async def list_groups(self, header: RequestHeader, request: Any) -> Any:

@@ -1,14 +1,19 @@
-"""What the modern group heartbeats share on the wire: ConsumerGroupHeartbeat (KIP-848)
-and ShareGroupHeartbeat (KIP-932) answer a heartbeat alike, and their Describe APIs name a
-member's partitions alike (by topic id and name)."""
+"""What the modern groups' APIs share on the wire: ConsumerGroupHeartbeat (KIP-848) and
+ShareGroupHeartbeat (KIP-932) answer a heartbeat alike, and their Describe APIs name a
+member's partitions alike (by topic id and name) and a group they do not find alike."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from purgatory.kafka.coordinator.groups import Assignment, HeartbeatResult
 from purgatory.kafka.schemas import respond
 from purgatory.sim import Cluster
+from purgatory.sim.errors import ErrorCode
+
+#: a described group's authorized operations "not computed": no authorizer runs here (the
+#: authorization table fills them in when asked)
+NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 
 
 def heartbeat_answer(request: Any, result: HeartbeatResult, interval_ms: int) -> Any:
@@ -44,4 +49,20 @@ def named_assignment(cluster: Cluster, assignment: Assignment) -> dict[str, Any]
             }
             for topic_id, parts in sorted(assignment.items())
         ]
+    }
+
+
+def group_not_found(group_id: str, message: str) -> dict[str, Any]:
+    """A Describe API's entry for a group it does not find (or of another type), as
+    Kafka's coordinator answers it: GROUP_ID_NOT_FOUND, Dead, no epochs."""
+    return {
+        "group_id": group_id,
+        "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+        "error_message": message,
+        "group_state": "Dead",
+        "group_epoch": -1,
+        "assignment_epoch": -1,
+        "assignor_name": "",
+        "members": [],
+        "authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }

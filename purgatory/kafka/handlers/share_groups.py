@@ -38,7 +38,12 @@ from purgatory.kafka.coordinator.share_partitions import (
     TopicPartition,
 )
 from purgatory.kafka.handlers.leadership import leads
-from purgatory.kafka.handlers.member_assignments import heartbeat_answer, named_assignment
+from purgatory.kafka.handlers.member_assignments import (
+    NO_AUTHORIZED_OPERATIONS,
+    group_not_found,
+    heartbeat_answer,
+    named_assignment,
+)
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import records_section
 from purgatory.kafka.schemas import millis, respond, versions
@@ -46,8 +51,6 @@ from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
 
-#: "not computed": no authorizer runs here
-_NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 #: Kafka's message for UNKNOWN_TOPIC_OR_PARTITION
 _UNKNOWN_TOPIC_OR_PARTITION: Final = "This server does not host this topic-partition."
 
@@ -107,21 +110,8 @@ class ShareGroupHandlers:
             group = self.coordinator.share_group(name)
             if group is None:
                 other = name in self.coordinator.groups
-                described.append(
-                    {
-                        "group_id": name,
-                        "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
-                        "error_message": f"Group {name} is not a share group."
-                        if other
-                        else f"Group {name} not found.",
-                        "group_state": "Dead",
-                        "group_epoch": -1,
-                        "assignment_epoch": -1,
-                        "assignor_name": "",
-                        "members": [],
-                        "authorized_operations": _NO_AUTHORIZED_OPERATIONS,
-                    }
-                )
+                what = "is not a share group" if other else "not found"
+                described.append(group_not_found(name, f"Group {name} {what}."))
                 continue
             described.append(
                 {
@@ -131,7 +121,7 @@ class ShareGroupHandlers:
                     "group_epoch": group.epoch,
                     "assignment_epoch": group.assignment_epoch,
                     "assignor_name": "simple",
-                    "authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                    "authorized_operations": NO_AUTHORIZED_OPERATIONS,
                     "members": [
                         {
                             "member_id": m.member_id,
