@@ -452,6 +452,22 @@ class ReplicaManager:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, p.hw, [], log.log_start_offset)
         read_committed = request.isolation_level == READ_COMMITTED
         end = p.last_stable_offset() if read_committed else p.hws[self.broker_id]
+        return self._park_or_read(p, request, reply, end, read_committed, None)
+
+    def _park_or_read(
+        self,
+        p: Partition,
+        request: FetchRequest,
+        reply: Callable[[FetchResult], None] | None,
+        end: int,
+        read_committed: bool,
+        replica: int | None,
+    ) -> FetchResult | DelayedFetch:
+        """The records from the fetch offset up to ``end`` now, or, while fewer than
+        ``min_bytes`` are there and the fetch may wait, a DelayedFetch to park; from the
+        leader's log, or follower ``replica``'s (KIP-392)."""
+        offset = request.offset
+        log = p.logs[self.broker_id if replica is None else replica]
         min_bytes = request.min_bytes
         if request.max_wait_ms > 0 and (
             end <= offset or readable_at_least(log, offset, end, min_bytes) < min_bytes
@@ -466,8 +482,11 @@ class ReplicaManager:
                 self.op_observer,
                 request.as_batches,
                 read_committed,
+                replica,
             )
-        return read_consumer_fetch(p, offset, request.max_bytes, request.as_batches, read_committed)
+        return read_consumer_fetch(
+            p, offset, request.max_bytes, request.as_batches, read_committed, replica
+        )
 
     def _follower_fetch(
         self,
@@ -513,25 +532,7 @@ class ReplicaManager:
             )
         read_committed = request.isolation_level == READ_COMMITTED
         end = p.last_stable_offset(broker) if read_committed else hw
-        min_bytes = request.min_bytes
-        if request.max_wait_ms > 0 and (
-            end <= offset or readable_at_least(log, offset, end, min_bytes) < min_bytes
-        ):
-            return DelayedFetch(
-                request.max_wait_ms,
-                [PartitionStatus(p, offset)],
-                min_bytes,
-                self._next_op_id("fetch"),
-                request.max_bytes,
-                reply,
-                self.op_observer,
-                request.as_batches,
-                read_committed,
-                broker,
-            )
-        return read_consumer_fetch(
-            p, offset, request.max_bytes, request.as_batches, read_committed, broker
-        )
+        return self._park_or_read(p, request, reply, end, read_committed, broker)
 
     def _follower_high_watermark(self, p: Partition) -> None:
         """This follower learnt a higher HW of ``p``: consumer fetches it serves may be
