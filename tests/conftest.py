@@ -10,12 +10,13 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from purgatory.kafka.schemas import CHECK_NAMES_ENV
 from purgatory.testing import virtual_loop_factory
 
 # A misspelt kio field name given to the response builder raises instead of silently
-# becoming the field's default (in this process and in the `purgatory serve` it starts).
-os.environ[CHECK_NAMES_ENV] = "1"
+# becoming the field's default (in this process and in the `purgatory serve` it starts):
+# purgatory.kafka.schemas.CHECK_NAMES_ENV, named here without importing the Kafka layer
+# (the core's tests run on an install without kio)
+os.environ["PURGATORY_CHECK_KIO_NAMES"] = "1"
 
 # The kafka_cluster fixture; an install registers it through the pytest11 entry point
 # too, under this same name, so it is loaded once either way.

@@ -4,6 +4,7 @@ every API's error answer at every version, and the response builder."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import struct
 import subprocess
@@ -18,6 +19,7 @@ from kio_wire import read_response, request_frame, uvarint
 from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import (
+    CHECK_NAMES_ENV,
     build,
     encode_response,
     error_response,
@@ -463,6 +465,7 @@ def test_build_drops_the_fields_a_version_lacks_and_defaults_the_rest() -> None:
 def test_build_refuses_a_name_no_version_has_only_where_the_names_are_checked() -> None:
     # the tests check names (tests/conftest.py sets the variable); a misspelt one would
     # otherwise become the field's default without a word
+    assert os.environ.get(CHECK_NAMES_ENV) == "1"
     v0 = response_type(ApiKey.METADATA, 0)
     build(v0, {"cluster_id": "c", "topics": [{"topic_id": TOPIC_ID}]})  # names of v2+, v10+
     with pytest.raises(TypeError, match=r"no version has the field\(s\) \['clusterid'\]"):
