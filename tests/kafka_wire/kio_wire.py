@@ -117,3 +117,19 @@ async def produce_to_t0(broker: PartitionHandlers, records: bytes) -> tuple[int,
     [topic] = answer.responses
     [partition] = topic.partition_responses
     return int(partition.error_code), partition.base_offset
+
+
+class Wire:
+    """One connection to a broker, kept open: requests written and answers read one at a
+    time, with correlation ids counting up."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer, self.correlation = reader, writer, 0
+
+    async def kio(self, key: ApiKey | int, version: int, **values: Any) -> Any:
+        """``key`` v``version`` built from ``values`` (:func:`build`), and its answer."""
+        self.correlation += 1
+        request = build(request_type(ApiKey(key), version), values)
+        self.writer.write(request_frame(request, correlation_id=self.correlation, client_id="t"))
+        frame = await read_frame(self.reader)
+        return read_response(frame, request.__api_key__, request.__version__).body

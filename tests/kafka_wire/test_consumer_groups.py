@@ -13,29 +13,15 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from kio_wire import read_frame, read_response, request_frame
+from kio_wire import Wire
 
 from purgatory.kafka.coordinator.groups import JoinResult
 from purgatory.kafka.coordinator.offsets import Committed
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.protocol import ApiKey
-from purgatory.kafka.schemas import build, kio_error, request_type
+from purgatory.kafka.schemas import kio_error
 from purgatory.sim.errors import ErrorCode
-
-
-class Wire:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer, self.correlation = reader, writer, 0
-
-    async def kio(self, api: ApiKey, version: int, **values: Any) -> Any:
-        self.correlation += 1
-        request = build(request_type(api, version), values)
-        self.writer.write(request_frame(request, correlation_id=self.correlation, client_id="t"))
-        _, _, answer, _ = read_response(
-            await read_frame(self.reader), request.__api_key__, request.__version__
-        )
-        return answer
 
 
 @pytest_asyncio.fixture

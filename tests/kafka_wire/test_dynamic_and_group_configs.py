@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource as KpResource
 from kafka.admin import ConfigResourceType as KpType
-from kio_wire import read_frame, read_response, request_frame
+from kio_wire import Wire
 
 from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs
 from purgatory.kafka.coordinator.group_configs import GROUP_CONFIGS, KAFKA_BROKER_DEFAULTS
@@ -264,20 +264,6 @@ async def test_group_configs_are_kept_checked_and_reported() -> None:
         await coordinator.close()
 
 
-class _Wire:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer, self.correlation = reader, writer, 0
-
-    async def kio(self, api: ApiKey, version: int, **values: Any) -> Any:
-        self.correlation += 1
-        request = build(request_type(api, version), values)
-        self.writer.write(request_frame(request, correlation_id=self.correlation, client_id="t"))
-        _, _, answer, _ = read_response(
-            await read_frame(self.reader), request.__api_key__, request.__version__
-        )
-        return answer
-
-
 @pytest_asyncio.fixture
 async def kafka() -> AsyncIterator[AsyncEmbeddedKafka]:
     async with AsyncEmbeddedKafka(brokers=1, seed=1, topics={"t": (2, 1)}) as k:
@@ -289,7 +275,7 @@ async def test_a_consumer_group_is_told_its_group_configs_heartbeat_interval_ove
     kafka: AsyncEmbeddedKafka,
 ) -> None:
     reader, writer = await asyncio.open_connection(*kafka.front_door.addresses[0])
-    wire = _Wire(reader, writer)
+    wire = Wire(reader, writer)
     try:
         set_ = await wire.kio(
             ApiKey.INCREMENTAL_ALTER_CONFIGS,

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from kio.schema.errors import ErrorCode as KioError
-from kio_wire import read_frame, read_response, request_frame
+from kio_wire import read_frame, request_frame
+from test_sasl import Wire
 
 from purgatory.kafka.acls import Acl, Operation, PatternType, Permission, ResourceType
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
@@ -41,24 +42,6 @@ def token(sub: str = "alice", lifetime_s: float = 3600, **claims: Any) -> str:
 
 def first(jws: str, extensions: str = "") -> bytes:
     return f"n,,\x01auth=Bearer {jws}\x01{extensions}\x01".encode()
-
-
-class Wire:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.correlation_id = 0
-
-    @classmethod
-    async def to(cls, address: tuple[str, int]) -> Wire:
-        return cls(*await asyncio.open_connection(*address))
-
-    async def ask(self, key: ApiKey, version: int, **fields: Any) -> Any:
-        self.correlation_id += 1
-        request = build(request_type(key, version), fields)
-        self.writer.write(request_frame(request, correlation_id=self.correlation_id, client_id="t"))
-        async with asyncio.timeout(10):
-            frame = await read_frame(self.reader)
-        return read_response(frame, key, version).body
 
     async def raw(self, data: bytes) -> bytes:
         self.writer.write(len(data).to_bytes(4, "big") + data)

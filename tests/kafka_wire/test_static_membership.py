@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from kio_wire import read_frame, read_response, request_frame
+from kio_wire import Wire
 
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import GroupState, JoinResult
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.protocol import ApiKey
-from purgatory.kafka.schemas import build, kio_error, request_type
+from purgatory.kafka.schemas import kio_error
 from purgatory.sim.errors import ErrorCode
 
 SESSION_MS = 10_000
@@ -234,19 +234,6 @@ async def test_a_static_member_leaves_by_its_instance_id(coordinator: GroupCoord
 
 
 # -- the wire ---------------------------------------------------------------------------
-
-
-class Wire:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer, self.correlation = reader, writer, 0
-
-    async def kio(self, key: ApiKey, version: int, **values: Any) -> Any:
-        self.correlation += 1
-        request = build(request_type(key, version), values)
-        self.writer.write(request_frame(request, correlation_id=self.correlation, client_id="t"))
-        frame = await read_frame(self.reader)
-        _, _, answer, _ = read_response(frame, request.__api_key__, request.__version__)
-        return answer
 
 
 @pytest_asyncio.fixture
