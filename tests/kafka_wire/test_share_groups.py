@@ -133,6 +133,26 @@ async def test_a_share_group_is_one_of_the_group_map(kafka: AsyncEmbeddedKafka, 
     assert "g" not in kafka.front_door.coordinator.groups
 
 
+async def _set_group_configs(wire: Wire, configs: dict[str, str]) -> None:
+    """Group g's own configs SET (IncrementalAlterConfigs on its GROUP resource)."""
+    altered = await wire.kio(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        resources=[
+            {
+                "resource_type": 32,  # GROUP
+                "resource_name": "g",
+                "configs": [
+                    {"name": name, "config_operation": 0, "value": value}
+                    for name, value in configs.items()
+                ],
+            }
+        ],
+        validate_only=False,
+    )
+    assert [int(r.error_code) for r in altered.responses] == [0]
+
+
 async def _produce(kafka: AsyncEmbeddedKafka, partition: int, n: int) -> None:
     await kafka.cluster.produce(
         ProduceRequest("t", partition, [(None, f"v{i}".encode()) for i in range(n)])
@@ -408,22 +428,9 @@ async def test_a_share_groups_own_configs_decide_where_it_starts_and_its_deliver
     kafka: AsyncEmbeddedKafka, wire: Wire
 ) -> None:
     # the broker says earliest and 3 deliveries; group g's own configs say latest and 2
-    altered = await wire.kio(
-        ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        1,
-        resources=[
-            {
-                "resource_type": 32,  # GROUP
-                "resource_name": "g",
-                "configs": [
-                    {"name": "share.auto.offset.reset", "config_operation": 0, "value": "latest"},
-                    {"name": "share.delivery.count.limit", "config_operation": 0, "value": "2"},
-                ],
-            }
-        ],
-        validate_only=False,
+    await _set_group_configs(
+        wire, {"share.auto.offset.reset": "latest", "share.delivery.count.limit": "2"}
     )
-    assert [int(r.error_code) for r in altered.responses] == [0]
     await _produce(kafka, 0, 4)  # before the group reads: not for it (latest)
     await _beat(wire, "a", 0, ["t"])
     first = await _fetch(wire, kafka, "a", 0)
@@ -615,25 +622,7 @@ async def test_share_locks_expire_however_the_listeners_were_started(
 
 @pytest.mark.asyncio
 async def test_the_record_locks_cap_cuts_a_batch(kafka: AsyncEmbeddedKafka, wire: Wire) -> None:
-    altered = await wire.kio(
-        ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        1,
-        resources=[
-            {
-                "resource_type": 32,  # GROUP
-                "resource_name": "g",
-                "configs": [
-                    {
-                        "name": "share.partition.max.record.locks",
-                        "config_operation": 0,
-                        "value": "100",
-                    }
-                ],
-            }
-        ],
-        validate_only=False,
-    )
-    assert [int(r.error_code) for r in altered.responses] == [0]
+    await _set_group_configs(wire, {"share.partition.max.record.locks": "100"})
     await _produce(kafka, 0, 150)  # one batch of 150
     await _beat(wire, "a", 0, ["t"])
     first = await _fetch(wire, kafka, "a", 0)
