@@ -107,7 +107,7 @@ class KafkaBus(Bus):
             "request_timeout_ms": self._request_timeout_ms(),
         }
         self._consumer = _Consumer(enable_auto_commit=False, auto_offset_reset="none", **client)
-        await self._consumer.start()
+        await self._start(self._consumer)
         assigned = [TopicPartition(self.topic, p) for p in sorted(partitions)]
         self._consumer.assign(assigned)
         await self._consumer.seek_to_end(*assigned)
@@ -115,10 +115,28 @@ class KafkaBus(Bus):
         # a record produced afterwards is at or past it, so it will be fetched.
         self._positions = {tp: await self._consumer.position(tp) for tp in assigned}
         self._producer = AIOKafkaProducer(acks="all", linger_ms=0, **client)
-        await self._producer.start()
+        await self._start(self._producer)
         self._brokers = brokers
         if self._lost.done():
             self._lost.result()  # a broker was lost while connecting: raise it
+
+    async def _start(self, client: _Consumer | AIOKafkaProducer) -> None:
+        """Start ``client`` (the consumer or the producer just made), never cancelling the
+        start itself: aiokafka 0.14 drops a bootstrap connection whose Metadata request is
+        cancelled without closing it, and the socket stays open until the collector finds
+        it. When this wait is cancelled (the connect timed out, the bus closes), the start
+        goes on, bounded by the request timeout, and the client is stopped after it by
+        :meth:`_disconnect`, which waits for what is stopping."""
+        start = asyncio.ensure_future(client.start())
+        try:
+            await asyncio.shield(start)
+        except asyncio.CancelledError:
+            if client is self._consumer:
+                self._consumer = None
+            elif client is self._producer:
+                self._producer = None
+            self._stopping.append(asyncio.ensure_future(_stop_after(start, client)))
+            raise
 
     async def _receive(self) -> None:
         tasks = [
@@ -271,6 +289,11 @@ class KafkaBus(Bus):
 
     def _request_timeout_ms(self) -> int:
         return max(1, round(min(self.connect_timeout_s, self.publish_timeout_s) * 1000))
+
+
+async def _stop_after(start: asyncio.Future[None], client: _Consumer | AIOKafkaProducer) -> None:
+    await asyncio.gather(start, return_exceptions=True)
+    await client.stop()
 
 
 def _servers(bootstrap_servers: str | Sequence[str]) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import time
 
@@ -115,3 +116,31 @@ async def test_a_hung_broker_is_noticed_by_the_probe(own_kafka: KafkaServer) -> 
 
 
 LOOPS = ["asyncio", "uvloop"]
+
+
+def _open_kafka_connections() -> list[object]:
+    from aiokafka.conn import AIOKafkaConnection
+
+    gc.collect()
+    return [
+        conn
+        for conn in gc.get_objects()
+        if isinstance(conn, AIOKafkaConnection) and conn.connected()
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_connect_timed_out_inside_the_clients_start_leaves_no_connection_open() -> None:
+    """The broker answers the bus's own probe but never the consumer's bootstrap Metadata:
+    the connect times out inside aiokafka's start. aiokafka drops a bootstrap connection
+    cancelled there without closing it; the bus lets the start finish and stops the
+    client, so nothing is left open (nor found unclosed, later, by the collector)."""
+    from purgatory.kafka import AsyncEmbeddedKafka
+
+    async with AsyncEmbeddedKafka(brokers=1, topics={"purgatory": 1}) as kafka:
+        kafka.faults.add("Metadata", drop=True, client_id="purgatory-bus-b", times=None)
+        bus = KafkaBus(kafka.bootstrap_servers, name="b", **{**FAST, "connect_timeout_s": 0.5})
+        with pytest.raises(BusUnavailable):
+            await bus.start()
+        await bus.close()
+        assert _open_kafka_connections() == []
