@@ -407,6 +407,11 @@ class DelayedOperationPurgatory(Generic[Op]):
         """How many keys have threshold waiters."""
         return len(self._thresholds)
 
+    def keys_with_threshold_waiters(self) -> list[Hashable]:
+        """The keys that have threshold waiters now (a copy), for whoever re-reads their
+        values after a gap (a bus after an outage)."""
+        return list(self._thresholds)
+
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(record)`` for every operation that leaves the purgatory."""
         self._listeners.append(listener)

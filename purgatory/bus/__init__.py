@@ -19,6 +19,7 @@ from purgatory.bus._bus import (
     BusOptions,
     BusStatistics,
     BusUnavailable,
+    ValueReader,
 )
 from purgatory.bus.memory import MemoryBus, MemoryHub
 
@@ -40,6 +41,7 @@ __all__ = [
     "MemoryHub",
     "PostgresBus",
     "RedisBus",
+    "ValueReader",
 ]
 
 # Backends whose client library is imported only when the backend is.

@@ -14,6 +14,12 @@ wake-up as long as the bus re-checks everything after anything that may have los
 - triggers of one key that arrive together cost one check (a bounded set of pending keys;
   past its bound the set gives way to one re-check of everything).
 
+A bus also carries values, for the threshold waits (``wait_for_value``): ``publish_value``
+advances a key in every process, and a purgatory attached with a ``values`` reader has the
+values of its waited keys read again at every re-check, so an advance lost with a message is
+found there as a trigger is. An advance only raises a value: one that arrives after a higher
+one changes nothing (a truncation stays the business of the process that sees it).
+
 A backend (Redis, PostgreSQL, Kafka, memory) implements four coroutines: connect and
 subscribe, receive until the connection ends, send one message, disconnect.
 """
@@ -23,23 +29,28 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import inspect
 import logging
 import math
 import random
 import time
 import uuid
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Final, TypedDict
+from typing import Any, Final, TypeAlias, TypedDict
 
 from purgatory._lifecycle import StartClose
-from purgatory._purgatory import DelayedOperationPurgatory
+from purgatory._purgatory import DelayedOperationPurgatory, checked_value
 from purgatory.bus._envelope import check_keys, decode, encode
 
 logger = logging.getLogger("purgatory.bus")
 
 DEFAULT_RECHECK_INTERVAL_S: Final = 5.0
 """How often (seconds) watched keys are re-checked while the bus is disconnected."""
+
+ValueReader: TypeAlias = Callable[[str], "int | Awaitable[int | None] | None"]
+"""Reads a key's value from the state every process shares (None: it has none yet); a
+plain function or a coroutine function."""
 
 
 class BusError(Exception):
@@ -62,11 +73,12 @@ class BusStatistics:
     name: str
     connected: bool
     attached: int
-    published: int  # keys published by this process (sent, or refused: see publish_errors)
+    published: int  # keys and values published by this process (sent, or refused)
     publish_errors: int  # publish calls that raised BusUnavailable
     messages_sent: int
     messages_received: int  # from other processes (own messages are skipped)
     received: int  # keys received from other processes
+    values_received: int  # values received from other processes
     coalesced: int  # triggers merged into a check already pending for the key
     checks: int  # check_and_complete calls the triggers ran, per purgatory
     rechecks: int  # passes that re-checked every watched key
@@ -147,6 +159,7 @@ class Bus(StartClose):
         #: tells this bus's own messages apart from other processes'
         self.sender_id = uuid.uuid4().hex
         self._purgatories: list[DelayedOperationPurgatory[Any]] = []
+        self._readers: dict[DelayedOperationPurgatory[Any], ValueReader] = {}
         self._pending: dict[str, None] = {}
         self._recheck_wanted = False
         self._started = False
@@ -161,6 +174,7 @@ class Bus(StartClose):
         self._last_error: BaseException | None = None
         self._published = self._publish_errors = self._sent = 0
         self._messages_received = self._received = self._coalesced = self._checks = 0
+        self._values_received = 0
         self._rechecks = self._rechecked_keys = self._reconnects = 0
         self._overflows = self._malformed = 0
         self._disconnected_s = 0.0
@@ -192,21 +206,35 @@ class Bus(StartClose):
 
     # -- the public operations -----------------------------------------------------------
 
-    def attach(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
-        """Have every trigger on the bus run ``purgatory.check_and_complete(key)``."""
+    def attach(
+        self, purgatory: DelayedOperationPurgatory[Any], *, values: ValueReader | None = None
+    ) -> None:
+        """Have every trigger on the bus run ``purgatory.check_and_complete(key)``, and
+        every value published advance ``purgatory``'s key (``set_value``, when it raises
+        the value).
+
+        ``values`` reads a key's value from the shared state: at every re-check (after a
+        connect, and while disconnected) each key with threshold waiters in ``purgatory``
+        is read and advanced, so an advance whose message was lost still wakes its
+        waiters. Without it, threshold waiters hear only the advances that arrive."""
         if self._closed:
             raise BusClosed(f"bus {self.name!r} is closed: it cannot be attached to")
         if not isinstance(purgatory, DelayedOperationPurgatory):
             raise TypeError(f"expected a DelayedOperationPurgatory, got {purgatory!r}")
+        if values is not None and not callable(values):
+            raise TypeError(f"values must be a function of a key, got {values!r}")
         if any(p is purgatory for p in self._purgatories):
             raise ValueError(f"{purgatory!r} is already attached to bus {self.name!r}")
         self._purgatories.append(purgatory)
+        if values is not None:
+            self._readers[purgatory] = values
 
     def detach(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
         """Stop triggering ``purgatory``."""
         for i, attached in enumerate(self._purgatories):
             if attached is purgatory:
                 del self._purgatories[i]
+                self._readers.pop(purgatory, None)
                 return
         raise ValueError(f"{purgatory!r} is not attached to bus {self.name!r}")
 
@@ -219,14 +247,12 @@ class Bus(StartClose):
         process whose connection never dropped will not hear these keys: publish again)."""
         checked = check_keys(keys)
         messages = encode(self.sender_id, checked, self.max_message_bytes)
-        self._check_open("publish on")
-        if not self._started:
-            raise RuntimeError(
-                f"bus {self.name!r} is not started: use `async with bus:` or `await bus.start()`"
-            )
-        self._bind_loop()
+        self._check_started("publish on")
         self._published += len(checked)
         self._trigger(checked)
+        await self._send_all(messages)
+
+    async def _send_all(self, messages: list[str]) -> None:
         try:
             async with asyncio.timeout(self.publish_timeout_s):
                 await self._connected.wait()
@@ -239,6 +265,22 @@ class Bus(StartClose):
         except Exception as exc:  # the backend's own connection errors
             self._publish_errors += 1
             raise BusUnavailable(f"bus {self.name!r} could not publish: {exc}") from exc
+
+    async def publish_value(self, key: str, value: int) -> None:
+        """Advance ``key`` to ``value`` in every attached purgatory of every process: each
+        runs ``set_value(key, value)`` unless its value is already at or past it, which
+        completes the threshold waiters it reaches.
+
+        This process's purgatories first, then the message; :class:`BusUnavailable` as for
+        :meth:`publish` (processes attached with a ``values`` reader read the value again
+        when their bus reconnects)."""
+        (checked,) = check_keys([key])
+        new = checked_value("value", value)
+        messages = encode(self.sender_id, [(checked, new)], self.max_message_bytes)
+        self._check_started("publish on")
+        self._published += 1
+        self._advance(checked, new)
+        await self._send_all(messages)
 
     @property
     def connected(self) -> bool:
@@ -259,6 +301,7 @@ class Bus(StartClose):
             messages_sent=self._sent,
             messages_received=self._messages_received,
             received=self._received,
+            values_received=self._values_received,
             coalesced=self._coalesced,
             checks=self._checks,
             rechecks=self._rechecks,
@@ -310,7 +353,7 @@ class Bus(StartClose):
     def _deliver(self, message: str | bytes) -> None:
         """One message arrived: trigger its keys, unless this bus sent it."""
         try:
-            sender, keys = decode(message)
+            sender, keys, values = decode(message)
         except ValueError as exc:
             # Not ours, or damaged: what it meant is unknown, so check everything.
             self._malformed += 1
@@ -322,7 +365,24 @@ class Bus(StartClose):
             return
         self._messages_received += 1
         self._received += len(keys)
-        self._trigger(keys)
+        self._values_received += len(values)
+        for key, value in values:
+            self._advance(key, value)
+        if keys:
+            self._trigger(keys)
+
+    def _advance(self, key: str, value: int) -> None:
+        """``set_value(key, value)`` in every attached purgatory whose value it raises."""
+        for purgatory in tuple(self._purgatories):
+            if purgatory.closed:
+                continue
+            current = purgatory.value_of(key)
+            if current is not None and current >= value:
+                continue
+            try:
+                purgatory.set_value(key, value)
+            except Exception:
+                logger.exception("bus %r: advancing %r in %r failed", self.name, key, purgatory)
 
     # -- triggering ----------------------------------------------------------------------
 
@@ -387,6 +447,27 @@ class Bus(StartClose):
                 await purgatory.check_all()
             except Exception:
                 logger.exception("bus %r: re-checking %r failed", self.name, purgatory)
+            reader = self._readers.get(purgatory)
+            if reader is not None:
+                await self._reread_values(purgatory, reader)
+
+    async def _reread_values(
+        self, purgatory: DelayedOperationPurgatory[Any], reader: ValueReader
+    ) -> None:
+        """Read again the value of every key ``purgatory`` has threshold waiters on (keys
+        a bus can carry: str) and advance it."""
+        for key in purgatory.keys_with_threshold_waiters():
+            if not isinstance(key, str):
+                continue
+            self._rechecked_keys += 1
+            try:
+                value = reader(key)
+                if inspect.isawaitable(value):
+                    value = await value
+                if value is not None:
+                    self._advance(key, checked_value("value", value))
+            except Exception:
+                logger.exception("bus %r: reading the value of %r failed", self.name, key)
 
     # -- the connection --------------------------------------------------------------------
 
@@ -478,6 +559,14 @@ class Bus(StartClose):
 
     def _now(self) -> float:
         return time.monotonic()
+
+    def _check_started(self, doing: str) -> None:
+        self._check_open(doing)
+        if not self._started:
+            raise RuntimeError(
+                f"bus {self.name!r} is not started: use `async with bus:` or `await bus.start()`"
+            )
+        self._bind_loop()
 
     def _check_open(self, doing: str) -> None:
         if self._closed:

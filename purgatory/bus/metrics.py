@@ -35,6 +35,7 @@ _COUNTERS: Final = (
     ("messages_sent", "messages_sent", "Messages sent (a publish may split into several)."),
     ("messages_received", "messages_received", "Messages received from other processes."),
     ("received_keys", "received", "Keys received from other processes."),
+    ("received_values", "values_received", "Values received from other processes."),
     ("coalesced_keys", "coalesced", "Triggers merged into a check already pending."),
     ("checks", "checks", "check_and_complete calls run for triggers."),
     ("rechecks", "rechecks", "Re-checks of every watched key (after connects, while cut off)."),

@@ -125,6 +125,85 @@ async def test_several_purgatories_attach_and_detach(backend: Backend) -> None:
                 bus.attach(p1)
 
 
+# -- values cross processes ----------------------------------------------------------------
+
+
+def value_waiter(purgatory: Purgatory, key: str, threshold: int) -> asyncio.Task[bool]:
+    """A parked wait for ``key``'s value to reach ``threshold``, timing out after 10 min."""
+    return asyncio.create_task(purgatory.wait_for_value(key, threshold, 600_000))
+
+
+async def parked_on_values(purgatory: Purgatory, keys: int) -> None:
+    await until(lambda: purgatory.threshold_keys() >= keys, 5)
+
+
+@pytest.mark.asyncio
+async def test_a_value_published_on_one_bus_advances_it_on_another(backend: Backend) -> None:
+    async with Purgatory("a") as pa, Purgatory("b") as pb:
+        async with backend.bus("a") as bus_a, backend.bus("b") as bus_b:
+            bus_a.attach(pa)
+            bus_b.attach(pb)
+            here, there, later = value_waiter(pa, "hw", 5), value_waiter(pb, "hw", 5), None
+            later = value_waiter(pb, "hw", 9)
+            await parked_on_values(pa, 1)
+            await parked_on_values(pb, 1)
+            await until(lambda: bus_b.statistics().rechecks == 1)  # the connect's own
+            await bus_a.publish_value("hw", 7)
+            assert pa.value_of("hw") == 7  # this process at once
+            assert await asyncio.wait_for(here, 5) is True
+            assert await asyncio.wait_for(there, 5) is True
+            assert pb.value_of("hw") == 7
+            assert not later.done()  # 7 does not reach 9
+            # An advance that arrives after a higher one does not lower the value.
+            await bus_a.publish_value("hw", 6)
+            await bus_a.publish("sentinel")
+            await until(lambda: bus_b.statistics().received == 1, 5)
+            assert pb.value_of("hw") == 7
+            await bus_a.publish_value("hw", 9)
+            assert await asyncio.wait_for(later, 5) is True
+            stats = bus_b.statistics()
+            assert (stats.values_received, stats.received) == (3, 1)
+            with pytest.raises(TypeError, match="value must be an int"):
+                await bus_a.publish_value("hw", 1.5)  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="keys on a bus are str"):
+                await bus_a.publish_value(7, 1)  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="values must be a function"):
+                bus_a.attach(Purgatory("c"), values=3)  # type: ignore[arg-type]
+            assert bus_a.statistics().messages_sent == 4
+
+
+@pytest.mark.asyncio
+async def test_an_outage_loses_no_advance(backend: Backend) -> None:
+    """Threshold waiters behind a bus attached with a values reader; the server dies; the
+    values advance and their publish fails; the server comes back: the reconnect's
+    re-check reads every waited key's value and answers every waiter it reaches."""
+    shared: dict[str, int] = {}
+    options = {"recheck_interval_s": 1000.0, "backoff_max_s": 0.5}
+    async with Purgatory("w") as p:
+        async with (
+            backend.bus("w", **options) as bus,
+            backend.bus("pub", publish_timeout_s=1.0) as publisher,
+        ):
+            bus.attach(p, values=shared.get)
+            keys = [f"offset-{i}" for i in range(10)]
+            waits = [value_waiter(p, key, 3) for key in keys]
+            unreached = value_waiter(p, keys[0], 4)
+            await parked_on_values(p, len(keys))
+            await until(lambda: bus.statistics().rechecks == 1)
+            await backend.cut()
+            await until(lambda: not (bus.connected or publisher.connected), 5)
+            for key in keys:
+                shared[key] = 3
+            with pytest.raises(BusUnavailable, match=r"within 1\.0 s"):
+                await publisher.publish_value(keys[0], 3)
+            assert not any(w.done() for w in waits)  # nothing could reach them
+            await backend.restore()
+            assert all(await asyncio.wait_for(asyncio.gather(*waits), 10))
+            assert not unreached.done()
+            assert bus.statistics().reconnects == 1
+            unreached.cancel()
+
+
 # -- what a message carries ---------------------------------------------------------------
 
 
