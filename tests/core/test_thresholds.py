@@ -101,6 +101,7 @@ async def test_a_set_completes_exactly_the_waiters_it_reaches() -> None:
             op.purgatory = purgatory
             assert purgatory.watch_threshold(op, "hw", threshold) is False
         assert (purgatory.watched, purgatory.num_delayed, purgatory.threshold_keys()) == (6, 6, 1)
+        assert purgatory.keys_with_threshold_waiters() == ["hw"]
         assert purgatory.watched_keys() == 0  # no watcher list: check_and_complete skips them
 
         assert purgatory.set_value("hw", 2) == 0
@@ -115,6 +116,7 @@ async def test_a_set_completes_exactly_the_waiters_it_reaches() -> None:
         assert purgatory.pending_operations() == [ops[5]]
         assert purgatory.set_value("hw", 100) == 1
         assert (purgatory.watched, purgatory.num_delayed, purgatory.threshold_keys()) == (0, 0, 0)
+        assert purgatory.keys_with_threshold_waiters() == []
         assert purgatory.statistics().completed == 6
         # the values are kept
         assert purgatory.value_of("hw") == 100
