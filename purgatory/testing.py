@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from purgatory.json_types import Json
+
 __all__ = [
     "ServeAddresses",
     "ServeNotReady",
@@ -116,7 +118,7 @@ class ServeAddresses:
     http: tuple[tuple[str, int], ...]
     bootstrap_servers: str | None
     brokers: Mapping[int, tuple[str, int]]
-    document: Mapping[str, Any]
+    document: Mapping[str, Json]
 
     @classmethod
     def parse(cls, text: str) -> ServeAddresses:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Final, Literal, NamedTuple, Self, final
 
 from purgatory._outcomes import OperationRecord, Outcome, operation_kind
+from purgatory.json_types import Json, JsonObject
 
 __all__ = [
     "EVENT_FIELDS",
@@ -126,7 +127,7 @@ class TraceEvent:
             checks=record.checks,
         )
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         """The JSON object, in the order of :data:`EVENT_FIELDS` with the labels after
         ``purgatory``."""
         return {
@@ -170,7 +171,7 @@ def _typed(value: object, kind: FieldType) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _check(obj: Mapping[str, object], fields: Sequence[TraceField]) -> None:
+def _check(obj: Mapping[str, Json], fields: Sequence[TraceField]) -> None:
     for f in fields:
         value = obj.get(f.name)
         if value is None:

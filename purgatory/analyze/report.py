@@ -127,7 +127,8 @@ def fault_key(faults: Sequence[FaultMarker]) -> str:
 
 
 # Legends beside the plot, not on it: over the data they hid the first seconds' points.
-_BESIDE: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
+_BESIDE_LOC = "upper left"
+_BESIDE_ANCHOR = (1.01, 1.0)
 
 
 def plot_in_flight(rows: Sequence[Row], path: str, bucket_s: int, faults: Faults = ()) -> None:
@@ -145,7 +146,7 @@ def plot_in_flight(rows: Sequence[Row], path: str, bucket_s: int, faults: Faults
             label=name,
         )
     if grouped:
-        ax.legend(title="purgatory", **_BESIDE)
+        ax.legend(title="purgatory", loc=_BESIDE_LOC, bbox_to_anchor=_BESIDE_ANCHOR)
     else:
         _empty(ax, "operations")
     _mark_faults(ax, faults, start, label=True)
@@ -179,7 +180,7 @@ def plot_outcomes(rows: Sequence[Row], path: str, bucket_s: int, faults: Faults 
         first = ax is axes[0, 0]
         ax.set_title(name, loc="left", pad=_title_pad(faults, first))
         ax.set_ylabel("operations/s")
-        ax.legend(fontsize="small", **_BESIDE)
+        ax.legend(fontsize="small", loc=_BESIDE_LOC, bbox_to_anchor=_BESIDE_ANCHOR)
         _mark_faults(ax, faults, start, label=first)
     if not names:
         _empty(axes[0, 0], "operations")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from purgatory.json_types import JsonObject
 from purgatory.trace import FaultMarker
 
 
@@ -52,7 +53,7 @@ class PurgatoryAnalysis:
     totals: OutcomeStats
     kinds: dict[str, OutcomeStats]
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         """The totals' fields, with ``kinds`` beside them."""
         kinds = {name: asdict(stats) for name, stats in self.kinds.items()}
         return asdict(self.totals) | {"kinds": kinds}
@@ -74,7 +75,7 @@ class AnalysisSummary:
     tables: dict[str, str]
     elapsed_s: float
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         """The JSON document: the line counts' fields at the top level, then the rest."""
         return {
             **asdict(self.counts),

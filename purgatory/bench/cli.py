@@ -26,6 +26,7 @@ from purgatory.bench.runner import (
 )
 from purgatory.bench.workload import PurgatoryPerformanceConfig
 from purgatory.cli_types import int_at_least, positive_float
+from purgatory.json_types import JsonObject
 
 if TYPE_CHECKING:
     from purgatory.bench.deadlines import DeadlineResult
@@ -266,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
         if wrong:
             _fail(args, f"{', '.join(wrong)}: only for 'purgatory bench {owner}'")
     # the JSON edge: {"benchmark": kind, ["config": ...,] "results": [...]}
-    out: dict[str, object] = {"benchmark": args.kind}
+    out: JsonObject = {"benchmark": args.kind}
     if args.kind == "deadlines":
         deadlines = _run_deadlines(args)
         text = "\n".join(_format_deadlines(r) for r in deadlines)

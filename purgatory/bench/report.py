@@ -13,6 +13,7 @@ from typing import Final
 from purgatory.bench.runner import LatenessSummary, RunResult
 from purgatory.bench.timer_bench import TimerBenchResult, TimerPhases
 from purgatory.bench.workload import PurgatoryPerformanceConfig
+from purgatory.json_types import JsonObject
 
 #: the performance targets (docs/performance.md): met at or below these
 CPU_RATIO_TARGET: Final = 0.5
@@ -58,8 +59,8 @@ class RunReport:
     #: ``ratio_vs_call_later``/``ratio_vs_heap`` for the baselines that ran
     vs_floor: dict[str, float | None]
 
-    def to_dict(self) -> dict[str, object]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         del out["extra"], out["vs_floor"]
         out["lateness_ms"] = asdict(self.lateness_ms)
         return out | self.extra | self.vs_floor
@@ -100,8 +101,8 @@ class WorkloadReport:
     expired_check: ExpiredCheck | None = None
     targets: dict[str, CpuTarget | LatenessTarget] | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {
             "loop": self.loop,
             "runs": [run.to_dict() for run in self.runs],
             "run_order": self.run_order,
@@ -154,7 +155,7 @@ class TimerReport:
     ratio_without_create: float | None
     target: TimerTarget
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 
@@ -288,7 +289,7 @@ def workload_report(
     return dataclasses.replace(report, expired_check=expired_check(cfg, subject), targets=targets)
 
 
-def config_dict(cfg: PurgatoryPerformanceConfig) -> dict[str, object]:
+def config_dict(cfg: PurgatoryPerformanceConfig) -> JsonObject:
     """The configuration as JSON (with the latency distribution's parameters)."""
     return dataclasses.asdict(cfg) | {"mu": _round(cfg.mu, 6), "sigma": _round(cfg.sigma, 6)}
 

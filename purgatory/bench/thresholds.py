@@ -22,12 +22,13 @@ import gc
 import random
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Final
 
 import purgatory
 from purgatory import DelayedOperation, DelayedOperationPurgatory, OperationCancelled
 from purgatory._outcomes import OperationRecord
 from purgatory.bench.runner import loop_factory
+from purgatory.json_types import JsonObject
 
 DEFAULT_WAITERS: Final = 100_000
 DEFAULT_ADVANCES: Final = 10_000
@@ -76,7 +77,7 @@ class ThresholdBenchResult:
         """wait_until's CPU per trigger over set_value's, over the same advances."""
         return self.wait_until.us_per_trigger / self.set_value.us_per_trigger
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         out = asdict(self)
         for name in ("set_value_all", "set_value", "wait_until"):
             cost: TriggerCost = getattr(self, name)

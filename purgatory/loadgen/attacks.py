@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
+from purgatory.json_types import JsonObject
 from purgatory.loopback import is_loopback
 from purgatory.percentiles import percentile
 
@@ -94,7 +95,7 @@ class ProbeSummary:
     server_stored_mib: StoredMib | None = None
     server_open_fds_max: int | None = None
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
@@ -111,8 +112,8 @@ class SocketsAttackReport:
         """``/healthz`` never failed during the attack."""
         return not self.probe.healthz_failed
 
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"mode": "sockets"}
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {"mode": "sockets"}
         for kind, summary in self.kinds.items():
             out.update({f"{kind}_{k}": v for k, v in asdict(summary).items()})
         return out | self.probe.to_dict()
@@ -139,8 +140,8 @@ class FloodReport:
         """``/healthz`` never failed during the flood."""
         return not self.probe.healthz_failed
 
-    def to_dict(self) -> dict[str, object]:
-        out = {k: v for k, v in asdict(self).items() if k != "probe"}
+    def to_dict(self) -> JsonObject:
+        out: JsonObject = {k: v for k, v in asdict(self).items() if k != "probe"}
         return {"mode": "produce_flood", **out} | self.probe.to_dict()
 
 

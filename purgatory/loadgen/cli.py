@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from purgatory import event_loops
 from purgatory.cli_types import int_at_least
+from purgatory.json_types import Json
 from purgatory.loadgen.long_polls import drive
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def _figure(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.3f}".rstrip("0").rstrip(".")
 
 
-def format_summary(summary: Mapping[str, object]) -> str:
+def format_summary(summary: Mapping[str, Json]) -> str:
     """The summary as a person reads it: one labelled line per figure, thousands separated;
     a group of figures (percentiles, counts by error) on one line, ``none`` when empty."""
     width = max(len(key) for key in summary)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Final, TypedDict, cast
 
 from purgatory.errors import ErrorCode
+from purgatory.json_types import Json, JsonObject
 from purgatory.percentiles import percentile
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class FetchAnswer(TypedDict):
 
 
 #: a JSON object as the server answers it
-Answer = Mapping[str, object]
+Answer = Mapping[str, Json]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,7 @@ class LongPollSummary:
         """No request failed."""
         return self.failed_requests == 0
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 
@@ -99,7 +100,7 @@ FAILURE_BACKOFF_S: Final = 0.1
 
 
 async def _post(
-    session: aiohttp.ClientSession, url: str, body: Mapping[str, object], stats: Stats
+    session: aiohttp.ClientSession, url: str, body: JsonObject, stats: Stats
 ) -> tuple[Answer | None, float]:
     """The JSON answer (None if the request failed) and how long to wait before the next
     try: the server's ``Retry-After`` on a refusal that has one, a short back-off on other
@@ -172,7 +173,7 @@ async def _producer(
     next_at = loop.time()
     partition = 0
 
-    async def one(body: Mapping[str, object], started: float) -> None:
+    async def one(body: JsonObject, started: float) -> None:
         if (await _post(session, url, body, stats))[0] is not None:
             stats.produce_latency.append(time.monotonic() - started)
         stats.produces += 1

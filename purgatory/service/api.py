@@ -13,6 +13,7 @@ from typing import Any, Final
 
 import msgspec
 
+from purgatory.json_types import Json, JsonObject
 from purgatory.service.bodies import (
     ElectLeadersResponse,
     ErrorBody,
@@ -188,7 +189,7 @@ ROUTES: Final = (
 )
 
 
-def openapi_document(types: RequestTypes, version: str) -> dict[str, Any]:
+def openapi_document(types: RequestTypes, version: str) -> JsonObject:
     """The OpenAPI 3.0 document of every route, rendered from :data:`ROUTES`."""
     bodies: list[Any] = [getattr(types, r.request) for r in ROUTES if r.request is not None]
     bodies += [
@@ -204,9 +205,9 @@ def openapi_document(types: RequestTypes, version: str) -> dict[str, Any]:
     )
     schema_of = dict(zip(bodies, refs, strict=True))
     components = {name: _openapi_30(schema) for name, schema in components.items()}
-    paths: dict[str, dict[str, Any]] = {}
+    paths: dict[str, JsonObject] = {}
     for route in ROUTES:
-        operation: dict[str, Any] = {"operationId": route.name, "summary": route.summary}
+        operation: JsonObject = {"operationId": route.name, "summary": route.summary}
         names = [part[1:-1] for part in route.path.split("/") if part.startswith("{")]
         if names:
             operation["parameters"] = [
@@ -219,7 +220,7 @@ def openapi_document(types: RequestTypes, version: str) -> dict[str, Any]:
                 "required": True,
                 "content": {"application/json": {"schema": body}},
             }
-        responses: dict[str, Any] = {}
+        responses: JsonObject = {}
         common: Answers = {
             400: ("invalid request, or a Host header this server does not serve", ErrorBody)
         }
@@ -232,7 +233,7 @@ def openapi_document(types: RequestTypes, version: str) -> dict[str, Any]:
             post = _POST_ANSWERS
         for status, (description, kind) in {**common, **route.responses, **post}.items():
             if kind is None:
-                schema: dict[str, Any] = {"type": "string"}
+                schema: Json = {"type": "string"}
             elif kind == OBJECT:
                 schema = {"type": "object"}
             else:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
+from purgatory.json_types import JsonObject
 from purgatory.sim.errors import ErrorCode, SimulationError
 from purgatory.sim.log import EncodedBatch, Record, RecordBatch
 from purgatory.sim.producers import CompletedTxn
@@ -293,7 +294,7 @@ class ClusterMetadata:
     brokers: list[BrokerMetadata]
     topics: list[TopicMetadata]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 

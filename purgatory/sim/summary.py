@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Final
 
+from purgatory.json_types import JsonObject
 from purgatory.sim.messages import TopicMetadata
 
 # Wall-clock fields: they differ between runs even on virtual time.
@@ -83,12 +84,12 @@ class RunSummary:
         """An acked record was lost or an invariant was broken."""
         return self.lost_records > 0 or bool(self.violations)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         """The JSON object, fields in declaration order (the JSON edge: nested summaries
         become objects here)."""
         return dataclasses.asdict(self)
 
-    def seeded(self) -> dict[str, object]:
+    def seeded(self) -> JsonObject:
         """:meth:`to_dict` without the wall-clock fields: what the same seed repeats."""
         return {k: v for k, v in self.to_dict().items() if k not in WALL_CLOCK_FIELDS}
 
