@@ -16,9 +16,10 @@ import struct
 from collections.abc import Sequence
 from typing import Final, NamedTuple, final
 
-from purgatory.kafka.codec import DecodeError, Reader, Writer
+from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.compression import deflate, inflate
 from purgatory.kafka.crc32c import crc32c
+from purgatory.kafka.wire_errors import DecodeError
 from purgatory.sim.log import CONTROL, TRANSACTIONAL, BatchAttributes, RecordBatch
 
 # Attributes bit 4 (TRANSACTIONAL): the batch belongs to a transaction; bit 5 (CONTROL): a

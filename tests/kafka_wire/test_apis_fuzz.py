@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from kio.static.primitive import Records
 from kio_wire import request_frame, uvarint
 
-from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.partitions import PartitionHandlers
@@ -28,6 +27,7 @@ from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import encode_batch, split_batches
 from purgatory.kafka.schemas import encode_response, read_request, request_type
 from purgatory.kafka.server import ProtocolStats
+from purgatory.kafka.wire_errors import DecodeError
 from purgatory.sim import Cluster, ProduceRequest
 from purgatory.sim import FetchRequest as FetchRequest_
 from purgatory.sim.errors import ErrorCode
