@@ -127,7 +127,7 @@ async def new_cluster(
     broker's ``broker.rack``; ``replica_selector_class``: Kafka's
     ``replica.selector.class``."""
     from purgatory.sim.cluster import DEFAULT_REPLICA_RTT, Cluster
-    from purgatory.sim.faults import Latency
+    from purgatory.sim.latency import Latency
 
     rtt: Latency | None = DEFAULT_REPLICA_RTT
     if replica_rtt_ms is not None:
@@ -167,7 +167,7 @@ async def apply_fault(
     opens it again on its port. Raises :class:`BrokerError`.
     """
     from purgatory.sim.cluster import Cluster
-    from purgatory.sim.faults import Latency
+    from purgatory.sim.latency import Latency
 
     if not isinstance(broker, Cluster):
         raise BrokerError(

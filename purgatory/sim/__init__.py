@@ -14,7 +14,7 @@ manager, the delayed operations) stay importable from their modules
 
 from purgatory.sim.cluster import Broker, Cluster
 from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.faults import Latency
+from purgatory.sim.latency import Latency
 from purgatory.sim.log import Record
 from purgatory.sim.messages import (
     BrokerMetadata,

@@ -35,7 +35,7 @@ from purgatory._lifecycle import StartClose
 from purgatory.sim import messages
 from purgatory.sim.controller import Controller
 from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.faults import Latency
+from purgatory.sim.latency import Latency
 from purgatory.sim.log import LogConfig, LogSpace, Record, RecordBatch
 from purgatory.sim.metadata import MetadataCache, describe_partition
 from purgatory.sim.operations import BrokerOperation, DelayedFetch, DelayedProduce

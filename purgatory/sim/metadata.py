@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import final
 
 from purgatory.sim.errors import ErrorCode
-from purgatory.sim.faults import Latency
+from purgatory.sim.latency import Latency
 from purgatory.sim.messages import (
     BrokerMetadata,
     ClusterMetadata,

@@ -18,7 +18,7 @@ from purgatory.kafka.schemas import build, request_type
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
-from purgatory.sim.faults import Latency
+from purgatory.sim.latency import Latency
 from purgatory.sim.partition import Partition
 
 TIMEOUT = 60.0
