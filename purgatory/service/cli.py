@@ -615,7 +615,7 @@ async def serve(settings: ServeSettings) -> int:
     ``replica_rtt_ms`` sets the replication network's round trip (None: the default);
     ``storage`` bounds what the logs hold (default: :class:`StorageLimits`)."""
     from purgatory.kafka.front_door import KafkaFrontDoor
-    from purgatory.service.broker import new_cluster
+    from purgatory.service.cluster import new_cluster
     from purgatory.service.connections import ServiceRunner
 
     configs, storage = _effective_configs(settings)

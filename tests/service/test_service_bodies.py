@@ -10,7 +10,7 @@ import pytest
 
 from purgatory.service.api import ROUTES, openapi_document
 from purgatory.service.bodies import RequestTypes
-from purgatory.service.broker import error_name, refused
+from purgatory.service.cluster import error_name, refused
 from purgatory.service.config import ServiceConfig
 from purgatory.sim.errors import ErrorCode, SimulationError
 

@@ -1,4 +1,4 @@
-"""What the service needs from a broker, and the glue to the simulated cluster.
+"""What the service needs from the cluster, and the glue to the simulated one.
 
 :class:`ServiceCluster` is the structural interface the HTTP layer is written against;
 :class:`purgatory.sim.cluster.Cluster` satisfies it. The helpers here turn what the
