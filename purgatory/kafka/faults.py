@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple, Self, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import (
     error_response,
@@ -56,7 +57,6 @@ from purgatory.kafka.schemas import (
 )
 from purgatory.kafka.server import CloseConnection, DropResponse, Handler, Response
 from purgatory.kafka.shapes import FieldShape, Kind, shape_of
-from purgatory.sim.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

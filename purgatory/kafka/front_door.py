@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.errors import ErrorCode
 from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
 from purgatory.kafka.authorization import Caller, authorized, unruled
 from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs
@@ -66,7 +67,6 @@ from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits
 from purgatory.kafka.throttling import Throttle, Throttler
 from purgatory.kafka.tls import TlsListener, TlsMaterial, TlsSettings, tls_settings
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
 
 #: the security protocols, in the order the front door starts their listeners
 PLAINTEXT: Final = "PLAINTEXT"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, NamedTuple, Protocol, TypeVar, cast, final
 
 from purgatory import OperationCancelled
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
 from purgatory.kafka.sasl import (
     ANONYMOUS,
@@ -47,7 +48,6 @@ from purgatory.kafka.schemas import (
 from purgatory.kafka.throttling import Mute, Throttler
 from purgatory.kafka.tls import NoMatchingRule, TlsListener
 from purgatory.kafka.wire_errors import DecodeError
-from purgatory.sim.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

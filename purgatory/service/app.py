@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 import purgatory
+from purgatory.errors import ErrorCode
 from purgatory.metrics import PurgatoryMetrics
 from purgatory.service import cluster as cluster_api
 from purgatory.service.api import ROUTES, openapi_document
@@ -48,7 +49,7 @@ from purgatory.service.http_metrics import ServiceMetrics
 from purgatory.service.pending import Parks, PendingBudget
 from purgatory.service.refusals import ServiceRefusal
 from purgatory.service.throttled import Throttled
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.messages import ElectLeadersRequest, FetchRequest, ProduceRequest
 
 if TYPE_CHECKING:

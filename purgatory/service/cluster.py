@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from purgatory import DelayedOperationPurgatory
+from purgatory.errors import ErrorCode
 from purgatory.service.config import StorageLimits
 from purgatory.sim import messages
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 
 if TYPE_CHECKING:
     from purgatory.kafka.faults import Faults

@@ -12,8 +12,9 @@ manager, the delayed operations) stay importable from their modules
 :mod:`purgatory.sim.operations`), but are not the API.
 """
 
+from purgatory.errors import ErrorCode
 from purgatory.sim.cluster import Broker, Cluster
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.latency import Latency
 from purgatory.sim.log import Record
 from purgatory.sim.messages import (

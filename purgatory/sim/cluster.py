@@ -32,9 +32,10 @@ from typing import Any, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory
 from purgatory._lifecycle import StartClose
+from purgatory.errors import ErrorCode
 from purgatory.sim import messages
 from purgatory.sim.controller import Controller
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.latency import Latency
 from purgatory.sim.log import LogConfig, LogSpace, Record, RecordBatch
 from purgatory.sim.metadata import MetadataCache, describe_partition

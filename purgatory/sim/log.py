@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Final, NamedTuple, Protocol, final
 
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.errors import ErrorCode
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.producers import (
     NO_PRODUCER_ID,
     EndTxnMarker,

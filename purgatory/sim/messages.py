@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.errors import ErrorCode
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.log import EncodedBatch, Record, RecordBatch
 from purgatory.sim.producers import CompletedTxn
 from purgatory.sim.validate import check_int, check_records

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory, OperationCancelled
+from purgatory.errors import ErrorCode
 from purgatory.sim.cleaner import clean
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.messages import (
     READ_COMMITTED,
     DeleteRecordsRequest,

@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable
 from typing import Protocol, final
 
-from purgatory.sim.errors import ErrorCode
+from purgatory.errors import ErrorCode
 from purgatory.sim.latency import Latency
 from purgatory.sim.metadata import MetadataCache
 from purgatory.sim.operations import DelayedReplicaFetch, FollowerResponse

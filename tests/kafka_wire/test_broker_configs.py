@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.broker_configs import BROKER_CONFIGS, broker_configs
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.embedded import EmbeddedKafka
-from purgatory.sim.errors import ErrorCode
 from purgatory.testing import ServeProcess
 
 STATIC, DEFAULT = 4, 5  # Kafka's ConfigSource STATIC_BROKER_CONFIG, DEFAULT_CONFIG

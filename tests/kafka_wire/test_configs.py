@@ -31,6 +31,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource as KpResource
 from kafka.admin import ConfigResourceType as KpType
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.broker_configs import (
     TOPIC_CONFIGS,
     BrokerConfigs,
@@ -50,7 +51,6 @@ from purgatory.kafka.record_batches import (
 )
 from purgatory.kafka.schemas import build, request_type, versions
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import ProduceRequest
 
 TOPIC, BROKER, GROUP = 2, 4, 32

@@ -14,13 +14,13 @@ import pytest
 import pytest_asyncio
 from kio_wire import read_response, round_trip
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka import schemas
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.faults import _PARTITIONED, PARTITION_APIS, Faults, partitioned_apis
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import encode_batch
 from purgatory.kafka.schemas import build, error_response, request_type, versions
-from purgatory.sim.errors import ErrorCode
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 TOPIC_ID = uuid.UUID(int=7, version=4)

@@ -16,6 +16,7 @@ from typing import Any, Final
 import pytest
 from kio_wire import read_response, request_frame, uvarint
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import (
     CHECK_NAMES_ENV,
@@ -29,7 +30,6 @@ from purgatory.kafka.schemas import (
 )
 from purgatory.kafka.shapes import Kind, shape_of
 from purgatory.kafka.wire_errors import DecodeError
-from purgatory.sim.errors import ErrorCode
 
 # -- a frame kio alone cannot survive ----------------------------------------------------
 

@@ -15,9 +15,9 @@ import pytest
 import pytest_asyncio
 from kio_wire import Wire
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
-from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import ProduceRequest
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from purgatory.errors import ErrorCode
 from purgatory.sim import (
     Cluster,
     DeleteRecordsRequest,
-    ErrorCode,
     FetchRequest,
     ProduceRequest,
     SimulationError,

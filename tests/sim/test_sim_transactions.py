@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from purgatory.errors import ErrorCode
 from purgatory.sim import (
     Cluster,
     ElectLeadersRequest,
-    ErrorCode,
     FetchRequest,
     Latency,
     ProduceRequest,
