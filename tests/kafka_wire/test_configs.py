@@ -38,9 +38,9 @@ from purgatory.kafka.broker_configs import (
     as_text,
     check_topic_config,
 )
+from purgatory.kafka.cluster_configs import ClusterConfigs
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.configs import ConfigHandlers
-from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import (
     compression_of,
