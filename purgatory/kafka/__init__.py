@@ -5,7 +5,8 @@ The public API, importable from here::
     from purgatory.kafka import EmbeddedKafka, ErrorCode
 
 * :class:`EmbeddedKafka` (its own loop thread) and :class:`AsyncEmbeddedKafka` (the
-  running loop): N simulated brokers on free loopback ports;
+  running loop): N simulated brokers on free loopback ports, with the keyword arguments
+  of :class:`EmbeddedKafkaOptions`;
 * :class:`Faults`, :class:`Rule`, :class:`PartitionRule`, :class:`Hit`: the fault rules
   (per request, per partition) on their ``faults`` attribute;
 * :class:`ErrorCode` (Kafka's error codes, from :mod:`purgatory.errors`) and
@@ -39,13 +40,14 @@ from typing import TYPE_CHECKING, Any
 from purgatory.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
+    from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka, EmbeddedKafkaOptions
     from purgatory.kafka.faults import Faults, Hit, PartitionRule, Rule
     from purgatory.sim.errors import SimulationError
 
 __all__ = [
     "AsyncEmbeddedKafka",
     "EmbeddedKafka",
+    "EmbeddedKafkaOptions",
     "ErrorCode",
     "Faults",
     "Hit",
@@ -58,6 +60,7 @@ __all__ = [
 _LAZY = {
     "AsyncEmbeddedKafka": "purgatory.kafka.embedded",
     "EmbeddedKafka": "purgatory.kafka.embedded",
+    "EmbeddedKafkaOptions": "purgatory.kafka.embedded",
     "Faults": "purgatory.kafka.faults",
     "Hit": "purgatory.kafka.faults",
     "PartitionRule": "purgatory.kafka.faults",
