@@ -18,22 +18,22 @@ from functools import partial
 from typing import Final, NamedTuple, final
 
 from purgatory.errors import ErrorCode
-from purgatory.kafka.broker_configs import (
+from purgatory.kafka.broker_config_table import (
     APPLIED_AT_START,
     BROKER_CONFIGS,
     LISTENER_PREFIXED,
     THREAD_POOLS,
-    TOPIC_CONFIGS,
     BrokerConfig,
-    BrokerConfigs,
-    ConfigType,
+)
+from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.config_rules import ConfigType, Value, as_text
+from purgatory.kafka.coordinator.offsets_topic import default_replication_factor
+from purgatory.kafka.topic_configs import (
+    TOPIC_CONFIGS,
     TopicConfig,
-    Value,
-    as_text,
     check_topic_config,
     check_topic_configs,
 )
-from purgatory.kafka.coordinator.offsets_topic import default_replication_factor
 from purgatory.sim import Cluster
 from purgatory.sim.errors import SimulationError
 from purgatory.sim.log import LogConfig

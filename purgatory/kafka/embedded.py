@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Self, TypedDict, TypeVar, Unpack, final
 
 from purgatory._lifecycle import StartClose
-from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs, broker_configs
+from purgatory.kafka.broker_config_table import BROKER_CONFIGS
+from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.tls import TlsMaterial
@@ -148,7 +149,7 @@ class AsyncEmbeddedKafka(StartClose):
     tests, or to ``default.replication.factor`` if ``configs`` sets it.
 
     ``configs`` are broker configs by Kafka's names, as a test Kafka's server.properties
-    sets them (:data:`~purgatory.kafka.broker_configs.BROKER_CONFIGS`: ``num.partitions``,
+    sets them (:data:`~purgatory.kafka.broker_config_table.BROKER_CONFIGS`: ``num.partitions``,
     ``auto.create.topics.enable``, ``group.min.session.timeout.ms``,
     ``message.max.bytes``, ``log.retention.ms``, ...), values as Kafka's text or typed;
     an unknown name or a bad value raises ValueError naming it. ``min_insync_replicas`` is

@@ -23,7 +23,8 @@ from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.errors import ErrorCode
 from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
 from purgatory.kafka.authorization import Caller, authorized, unruled
-from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs
+from purgatory.kafka.broker_config_table import BROKER_CONFIGS
+from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.cluster_configs import ClusterConfigs
 from purgatory.kafka.coordinator.group_configs import KAFKA_BROKER_DEFAULTS, GroupConfig
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator, ShareSettings

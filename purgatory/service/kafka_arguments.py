@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from purgatory.kafka.broker_configs import (
-    BROKER_CONFIGS,
-    BrokerConfigs,
-    broker_configs,
-    parse_assignment,
-)
+from purgatory.kafka.broker_config_table import BROKER_CONFIGS
+from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs, parse_assignment
 from purgatory.kafka.sasl import parse_user
 from purgatory.kafka.server import ListenerLimits
 from purgatory.loopback import is_loopback
