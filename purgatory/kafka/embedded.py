@@ -39,8 +39,8 @@ from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.tls import TlsMaterial
 from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult, Latency, Record
+from purgatory.sim.batches import records_in
 from purgatory.sim.cluster import check_racks
-from purgatory.sim.log import records_in
 from purgatory.sim.messages import PartitionMetadata
 
 T = TypeVar("T")

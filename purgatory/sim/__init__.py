@@ -13,10 +13,10 @@ manager, the delayed operations) stay importable from their modules
 """
 
 from purgatory.errors import ErrorCode
+from purgatory.sim.batches import Record
 from purgatory.sim.cluster import Broker, Cluster
 from purgatory.sim.errors import SimulationError
 from purgatory.sim.latency import Latency
-from purgatory.sim.log import Record
 from purgatory.sim.messages import (
     BrokerMetadata,
     ClusterMetadata,

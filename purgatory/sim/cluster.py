@@ -34,10 +34,11 @@ from purgatory import DelayedOperationPurgatory
 from purgatory._lifecycle import StartClose
 from purgatory.errors import ErrorCode
 from purgatory.sim import messages
+from purgatory.sim.batches import Record, RecordBatch
 from purgatory.sim.controller import Controller
 from purgatory.sim.errors import SimulationError
 from purgatory.sim.latency import Latency
-from purgatory.sim.log import LogConfig, LogSpace, Record, RecordBatch
+from purgatory.sim.log import LogConfig, LogSpace
 from purgatory.sim.metadata import MetadataCache, describe_partition
 from purgatory.sim.operations import BrokerOperation, DelayedFetch, DelayedProduce
 from purgatory.sim.partition import HighWatermarkListener, Partition

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
 from purgatory.errors import ErrorCode
+from purgatory.sim.batches import EncodedBatch, Record, RecordBatch
 from purgatory.sim.errors import SimulationError
-from purgatory.sim.log import EncodedBatch, Record, RecordBatch
 from purgatory.sim.producers import CompletedTxn
 from purgatory.sim.validate import check_int, check_records
 

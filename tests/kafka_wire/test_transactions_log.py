@@ -25,7 +25,7 @@ from purgatory.kafka.record_batches import encode_batch, split_batches
 from purgatory.kafka.schemas import build, request_type
 from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, ProduceRequest, TxnMarker
-from purgatory.sim.log import CONTROL, TRANSACTIONAL
+from purgatory.sim.batches import CONTROL, TRANSACTIONAL
 
 TIMEOUT = 60.0
 T0 = 1_700_000_000_000

@@ -19,13 +19,8 @@ from purgatory.sim import (
     ProduceRequest,
     SimulationError,
 )
-from purgatory.sim.log import (
-    BATCH_MEMORY,
-    RECORD_MEMORY,
-    Log,
-    LogConfig,
-    LogSpace,
-)
+from purgatory.sim.batches import BATCH_MEMORY, RECORD_MEMORY
+from purgatory.sim.log import Log, LogConfig, LogSpace
 from purgatory.testing import run_virtual
 
 Body = Callable[[Cluster, asyncio.AbstractEventLoop], Awaitable[Any]]

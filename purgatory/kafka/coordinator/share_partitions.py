@@ -35,7 +35,7 @@ from typing import Final, final
 from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer, TimerTask
 from purgatory.errors import ErrorCode
 from purgatory.sim import Cluster
-from purgatory.sim.log import RecordBatch
+from purgatory.sim.batches import RecordBatch
 from purgatory.sim.partition import Partition
 
 #: the acknowledgement types (ShareFetch and ShareAcknowledge)

@@ -20,7 +20,7 @@ from purgatory.kafka.coordinator.txn_metadata import (
     TxnMetadata,
 )
 from purgatory.sim import Cluster, ProduceRequest
-from purgatory.sim.log import EncodedBatch
+from purgatory.sim.batches import EncodedBatch
 
 #: builds one ``__transaction_state`` record (key, value; None: a tombstone) as a Kafka batch
 BatchEncoder = Callable[[bytes, bytes | None], EncodedBatch]
