@@ -24,7 +24,9 @@ Inside, the package depends downward on :mod:`purgatory.sim` only. Its rooms, fr
   tables every listener serves; :mod:`.metrics` exports the listeners' counters.
 * :mod:`.handlers`: the request handlers, one class per concern, each with one table of
   the API keys and versions it answers.
-* :mod:`.server`: the connection server (framing, per-connection ordering, limits);
+* :mod:`.server`: the connection server (framing, per-connection ordering, limits), over
+  :mod:`.connections` (an accepted connection, its TLS handshake) and
+  :mod:`.protocol_stats` (what the listeners count);
   :mod:`.coordinator`: the state Kafka's coordinators keep (groups, committed offsets,
   producer ids), which never sees the wire.
 * the wire: :mod:`.protocol` (headers, API keys, ApiVersions), :mod:`.record_batches`

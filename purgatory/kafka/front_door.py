@@ -61,10 +61,11 @@ from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.handlers.transactions import TransactionHandlers
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
 from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.quotas import ClientQuotas, QuotaWindow
 from purgatory.kafka.record_batches import WireBatch, encode_batch
 from purgatory.kafka.sasl import Credentials, SaslListener, enabled_mechanisms
-from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
+from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits
 from purgatory.kafka.throttling import Throttle, Throttler
 from purgatory.kafka.tls import TlsListener, TlsMaterial, TlsSettings, tls_settings
 from purgatory.sim import Cluster

@@ -25,9 +25,9 @@ from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.topics import TopicHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.record_batches import encode_batch, split_batches
 from purgatory.kafka.schemas import encode_response, read_request, request_type
-from purgatory.kafka.server import ProtocolStats
 from purgatory.kafka.wire_errors import DecodeError
 from purgatory.sim import Cluster, ProduceRequest
 from purgatory.sim import FetchRequest as FetchRequest_

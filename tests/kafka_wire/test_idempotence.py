@@ -15,8 +15,8 @@ from purgatory.errors import ErrorCode
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.schemas import build, request_type
-from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster
 from purgatory.sim.latency import Latency
 from purgatory.sim.partition import Partition

@@ -22,8 +22,9 @@ from kio_wire import exchange, read_frame, read_response, request_frame
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.schemas import build, request_type, respond, versions
-from purgatory.kafka.server import KafkaProtocolServer, ListenerLimits, ProtocolStats, Response
+from purgatory.kafka.server import KafkaProtocolServer, ListenerLimits, Response
 
 TIMEOUT = 5.0
 LIST_OFFSETS = ApiKey.LIST_OFFSETS

@@ -21,9 +21,9 @@ from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.record_batches import encode_batch, split_batches
 from purgatory.kafka.schemas import build, request_type
-from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, ProduceRequest, TxnMarker
 from purgatory.sim.batches import CONTROL, TRANSACTIONAL
 
