@@ -43,7 +43,8 @@ from purgatory.errors import ErrorCode
 
 if TYPE_CHECKING:
     from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka, EmbeddedKafkaOptions
-    from purgatory.kafka.faults import Faults, Hit, PartitionRule, Rule
+    from purgatory.kafka.fault_rules import Hit, PartitionRule, Rule
+    from purgatory.kafka.faults import Faults
     from purgatory.sim.errors import SimulationError
 
 __all__ = [
@@ -64,9 +65,9 @@ _LAZY = {
     "EmbeddedKafka": "purgatory.kafka.embedded",
     "EmbeddedKafkaOptions": "purgatory.kafka.embedded",
     "Faults": "purgatory.kafka.faults",
-    "Hit": "purgatory.kafka.faults",
-    "PartitionRule": "purgatory.kafka.faults",
-    "Rule": "purgatory.kafka.faults",
+    "Hit": "purgatory.kafka.fault_rules",
+    "PartitionRule": "purgatory.kafka.fault_rules",
+    "Rule": "purgatory.kafka.fault_rules",
     "SimulationError": "purgatory.sim.errors",
 }
 

@@ -53,7 +53,8 @@ from purgatory.sim.errors import SimulationError
 from purgatory.sim.messages import ElectLeadersRequest, FetchRequest, ProduceRequest
 
 if TYPE_CHECKING:
-    from purgatory.kafka.faults import Faults, PartitionRule
+    from purgatory.kafka.fault_rules import PartitionRule
+    from purgatory.kafka.faults import Faults
 
 logger = logging.getLogger("purgatory.service")
 
