@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from purgatory.sim import Cluster, ErrorCode, Latency, ProduceRequest
+from purgatory.errors import ErrorCode
+from purgatory.sim import Cluster, Latency, ProduceRequest
 
 
 async def produce_with_retry(cluster: Cluster, value: bytes) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import build, request_type
 from purgatory.service.app import json_response
 from purgatory.service.bodies import ErrorBody
-from purgatory.service.broker import HTTP_STATUS, error_name, refused
+from purgatory.service.cluster import HTTP_STATUS, error_name, refused
 from purgatory.service.refusals import ServiceRefusal
 from purgatory.sim.errors import SimulationError
 from purgatory.sim.messages import ElectLeadersRequest, ElectLeadersResult, PartitionElection

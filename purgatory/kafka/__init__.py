@@ -5,7 +5,8 @@ The public API, importable from here::
     from purgatory.kafka import EmbeddedKafka, ErrorCode
 
 * :class:`EmbeddedKafka` (its own loop thread) and :class:`AsyncEmbeddedKafka` (the
-  running loop): N simulated brokers on free loopback ports;
+  running loop): N simulated brokers on free loopback ports, with the keyword arguments
+  of :class:`EmbeddedKafkaOptions`;
 * :class:`Faults`, :class:`Rule`, :class:`PartitionRule`, :class:`Hit`: the fault rules
   (per request, per partition) on their ``faults`` attribute;
 * :class:`ErrorCode` (Kafka's error codes, from :mod:`purgatory.errors`) and
@@ -23,7 +24,9 @@ Inside, the package depends downward on :mod:`purgatory.sim` only. Its rooms, fr
   tables every listener serves; :mod:`.metrics` exports the listeners' counters.
 * :mod:`.handlers`: the request handlers, one class per concern, each with one table of
   the API keys and versions it answers.
-* :mod:`.server`: the connection server (framing, per-connection ordering, limits);
+* :mod:`.server`: the connection server (framing, per-connection ordering, limits), over
+  :mod:`.connections` (an accepted connection, its TLS handshake) and
+  :mod:`.protocol_stats` (what the listeners count);
   :mod:`.coordinator`: the state Kafka's coordinators keep (groups, committed offsets,
   producer ids), which never sees the wire.
 * the wire: :mod:`.protocol` (headers, API keys, ApiVersions), :mod:`.record_batches`
@@ -39,13 +42,15 @@ from typing import TYPE_CHECKING, Any
 from purgatory.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
-    from purgatory.kafka.faults import Faults, Hit, PartitionRule, Rule
+    from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka, EmbeddedKafkaOptions
+    from purgatory.kafka.fault_rules import Hit, PartitionRule, Rule
+    from purgatory.kafka.faults import Faults
     from purgatory.sim.errors import SimulationError
 
 __all__ = [
     "AsyncEmbeddedKafka",
     "EmbeddedKafka",
+    "EmbeddedKafkaOptions",
     "ErrorCode",
     "Faults",
     "Hit",
@@ -58,10 +63,11 @@ __all__ = [
 _LAZY = {
     "AsyncEmbeddedKafka": "purgatory.kafka.embedded",
     "EmbeddedKafka": "purgatory.kafka.embedded",
+    "EmbeddedKafkaOptions": "purgatory.kafka.embedded",
     "Faults": "purgatory.kafka.faults",
-    "Hit": "purgatory.kafka.faults",
-    "PartitionRule": "purgatory.kafka.faults",
-    "Rule": "purgatory.kafka.faults",
+    "Hit": "purgatory.kafka.fault_rules",
+    "PartitionRule": "purgatory.kafka.fault_rules",
+    "Rule": "purgatory.kafka.fault_rules",
     "SimulationError": "purgatory.sim.errors",
 }
 

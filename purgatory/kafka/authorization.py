@@ -31,10 +31,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.acls import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import build, error_response
-from purgatory.sim.errors import ErrorCode
 
 #: the error a refusal on each resource type is answered with
 ERRORS: Final[Mapping[ResourceType, ErrorCode]] = {

@@ -3,8 +3,8 @@ writer of varints and bytes (Kafka's message format v2, which the request schema
 opaque bytes; requests and responses themselves go through :mod:`purgatory.kafka.schemas`).
 
 Every decoder reads through :class:`Reader`, so truncated or garbage input surfaces as
-one exception type, :class:`DecodeError`, never an ``IndexError`` from deep inside a
-parser.
+one exception type, :class:`~purgatory.kafka.wire_errors.DecodeError`, never an
+``IndexError`` from deep inside a parser.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from __future__ import annotations
 import struct
 from typing import Final, final
 
+# The request handlers still import DecodeError from here; its home is wire_errors.
+from purgatory.kafka.wire_errors import DecodeError as DecodeError
+
 _I8: Final = struct.Struct(">b")
-
-
-class DecodeError(ValueError):
-    """The bytes do not decode as the expected Kafka structure."""
 
 
 @final

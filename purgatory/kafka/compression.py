@@ -14,7 +14,7 @@ import struct
 import zlib
 from typing import Any, Final
 
-from purgatory.kafka.codec import DecodeError
+from purgatory.kafka.wire_errors import DecodeError
 
 GZIP: Final = 1
 SNAPPY: Final = 2

@@ -29,16 +29,18 @@ import asyncio
 import ssl as _ssl
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, Final, Self, TypeVar, final
+from dataclasses import dataclass
+from typing import Any, Final, Self, TypedDict, TypeVar, Unpack, final
 
 from purgatory._lifecycle import StartClose
-from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs, broker_configs
+from purgatory.kafka.broker_config_table import BROKER_CONFIGS
+from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.tls import TlsMaterial
 from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult, Latency, Record
+from purgatory.sim.batches import records_in
 from purgatory.sim.cluster import check_racks
-from purgatory.sim.log import records_in
 from purgatory.sim.messages import PartitionMetadata
 
 T = TypeVar("T")
@@ -48,6 +50,93 @@ CALL_TIMEOUT_S: Final = 60.0
 
 #: A topic to create at start: its partition count, or (partitions, replication factor).
 TopicSpec = int | tuple[int, int]
+
+
+class EmbeddedKafkaOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`AsyncEmbeddedKafka` and :class:`EmbeddedKafka`
+    (and of the ``kafka_cluster`` marker), each optional; what each does is
+    :class:`AsyncEmbeddedKafka`'s to say."""
+
+    #: created at start: name -> partitions, or (partitions, replication factor)
+    topics: Mapping[str, TopicSpec] | None
+    #: ``min.insync.replicas`` (default 1)
+    min_insync_replicas: int
+    #: the listeners' address (default ``127.0.0.1``)
+    host: str
+    #: the simulation's random seed (default 0)
+    seed: int
+    #: other :class:`~purgatory.sim.Cluster` options (replica lag, round trips)
+    cluster_options: Mapping[str, Any] | None
+    #: broker configs by Kafka's names, as Kafka's text or typed
+    configs: Mapping[str, object] | None
+    #: SASL users: name -> password
+    users: Mapping[str, str] | None
+    #: the first port of the SASL_PLAINTEXT listeners (0: free ports)
+    sasl_port: int | None
+    #: SSL listeners on free ports (``ssl_port=0``)
+    ssl: bool
+    #: the first port of the SSL listeners (0: free ports)
+    ssl_port: int | None
+    #: the first port of the SASL_SSL listeners (0: free ports)
+    sasl_ssl_port: int | None
+    #: each broker's rack (``broker.rack``), one per broker
+    racks: Sequence[str | None] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """:class:`EmbeddedKafkaOptions` checked, with their defaults: what the cluster and its
+    front door are built from."""
+
+    topics: Mapping[str, TopicSpec]
+    host: str
+    seed: int
+    configs: BrokerConfigs
+    cluster_options: dict[str, Any]
+    users: Mapping[str, str] | None
+    sasl_port: int | None
+    ssl_port: int | None
+    sasl_ssl_port: int | None
+
+    @classmethod
+    def of(cls, brokers: int, options: EmbeddedKafkaOptions) -> _Setup:
+        """``options`` checked: TypeError for a name that is not an option, ValueError
+        (or TypeError) for a bad value."""
+        unknown = options.keys() - EmbeddedKafkaOptions.__optional_keys__
+        if unknown:
+            raise TypeError(f"got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        cluster_options = options.get("cluster_options")
+        racks = options.get("racks")
+        users = options.get("users")
+        sasl_port = options.get("sasl_port")
+        sasl_ssl_port = options.get("sasl_ssl_port")
+        checked = _checked_configs(
+            brokers, options.get("configs"), options.get("min_insync_replicas", 1), cluster_options
+        )
+        _check_racks(brokers, racks, cluster_options)
+        ssl_port = _check_ports(
+            users, sasl_port, options.get("ssl", False), options.get("ssl_port"), sasl_ssl_port
+        )
+        cluster = dict(cluster_options or {})
+        cluster["min_insync_replicas"] = checked.number("min.insync.replicas")
+        for name, option in _CLUSTER_CONFIGS.items():
+            if checked.is_set(name):
+                cluster[option] = checked.explicit[name]
+        # Kafka's log.retention.ms (seven days) unless set, as DescribeConfigs reports it
+        cluster.setdefault("log_retention_ms", BROKER_CONFIGS["log.retention.ms"].kafka_default)
+        if racks is not None:
+            cluster["racks"] = list(racks)
+        return cls(
+            topics=options.get("topics") or {},
+            host=options.get("host", "127.0.0.1"),
+            seed=options.get("seed", 0),
+            configs=checked,
+            cluster_options=cluster,
+            users=users,
+            sasl_port=sasl_port,
+            ssl_port=ssl_port,
+            sasl_ssl_port=sasl_ssl_port,
+        )
 
 
 @final
@@ -60,7 +149,7 @@ class AsyncEmbeddedKafka(StartClose):
     tests, or to ``default.replication.factor`` if ``configs`` sets it.
 
     ``configs`` are broker configs by Kafka's names, as a test Kafka's server.properties
-    sets them (:data:`~purgatory.kafka.broker_configs.BROKER_CONFIGS`: ``num.partitions``,
+    sets them (:data:`~purgatory.kafka.broker_config_table.BROKER_CONFIGS`: ``num.partitions``,
     ``auto.create.topics.enable``, ``group.min.session.timeout.ms``,
     ``message.max.bytes``, ``log.retention.ms``, ...), values as Kafka's text or typed;
     an unknown name or a bad value raises ValueError naming it. ``min_insync_replicas`` is
@@ -86,48 +175,21 @@ class AsyncEmbeddedKafka(StartClose):
     ``client.rack`` fetch from an in-sync follower in their rack (KIP-392).
     """
 
-    def __init__(
-        self,
-        brokers: int = 3,
-        *,
-        topics: Mapping[str, TopicSpec] | None = None,
-        min_insync_replicas: int = 1,
-        host: str = "127.0.0.1",
-        seed: int = 0,
-        cluster_options: Mapping[str, Any] | None = None,
-        configs: Mapping[str, object] | None = None,
-        users: Mapping[str, str] | None = None,
-        sasl_port: int | None = None,
-        ssl: bool = False,
-        ssl_port: int | None = None,
-        sasl_ssl_port: int | None = None,
-        racks: Sequence[str | None] | None = None,
-    ) -> None:
-        checked = _checked_configs(brokers, configs, min_insync_replicas, cluster_options)
-        _check_racks(brokers, racks, cluster_options)
-        ssl_port = _check_ports(users, sasl_port, ssl, ssl_port, sasl_ssl_port)
-        options = dict(cluster_options or {})
-        options["min_insync_replicas"] = checked.number("min.insync.replicas")
-        for name, option in _CLUSTER_CONFIGS.items():
-            if checked.is_set(name):
-                options[option] = checked.explicit[name]
-        # Kafka's log.retention.ms (seven days) unless set, as DescribeConfigs reports it
-        options.setdefault("log_retention_ms", BROKER_CONFIGS["log.retention.ms"].kafka_default)
-        if racks is not None:
-            options["racks"] = list(racks)
-        self.cluster = Cluster(brokers, seed=seed, **options)
-        self.configs = checked
+    def __init__(self, brokers: int = 3, **options: Unpack[EmbeddedKafkaOptions]) -> None:
+        setup = _Setup.of(brokers, options)
+        self.cluster = Cluster(brokers, seed=setup.seed, **setup.cluster_options)
+        self.configs = setup.configs
         self.front_door = KafkaFrontDoor(
             self.cluster,
-            host,
+            setup.host,
             0,
-            configs=checked,
-            users=users,
-            sasl_port=sasl_port,
-            ssl_port=ssl_port,
-            sasl_ssl_port=sasl_ssl_port,
+            configs=setup.configs,
+            users=setup.users,
+            sasl_port=setup.sasl_port,
+            ssl_port=setup.ssl_port,
+            sasl_ssl_port=setup.sasl_ssl_port,
         )
-        self._topics = dict(topics or {})
+        self._topics = dict(setup.topics)
         self._started = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -367,41 +429,14 @@ class EmbeddedKafka:
         self,
         brokers: int = 3,
         *,
-        topics: Mapping[str, TopicSpec] | None = None,
-        min_insync_replicas: int = 1,
-        host: str = "127.0.0.1",
-        seed: int = 0,
-        cluster_options: Mapping[str, Any] | None = None,
-        configs: Mapping[str, object] | None = None,
-        users: Mapping[str, str] | None = None,
-        sasl_port: int | None = None,
-        ssl: bool = False,
-        ssl_port: int | None = None,
-        sasl_ssl_port: int | None = None,
-        racks: Sequence[str | None] | None = None,
         loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+        **options: Unpack[EmbeddedKafkaOptions],
     ) -> None:
-        # checked here, so that a bad config raises before any thread starts
-        _checked_configs(brokers, configs, min_insync_replicas, cluster_options)
-        _check_ports(users, sasl_port, ssl, ssl_port, sasl_ssl_port)
-        _check_racks(brokers, racks, cluster_options)
+        # checked here, so that a bad option raises before any thread starts
+        _Setup.of(brokers, options)
 
         def build() -> AsyncEmbeddedKafka:
-            return AsyncEmbeddedKafka(
-                brokers,
-                topics=topics,
-                min_insync_replicas=min_insync_replicas,
-                host=host,
-                seed=seed,
-                cluster_options=cluster_options,
-                configs=configs,
-                users=users,
-                sasl_port=sasl_port,
-                ssl=ssl,
-                ssl_port=ssl_port,
-                sasl_ssl_port=sasl_ssl_port,
-                racks=racks,
-            )
+            return AsyncEmbeddedKafka(brokers, **options)
 
         self._build = build
         self._loop_factory = loop_factory

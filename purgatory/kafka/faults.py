@@ -35,7 +35,6 @@ lock, so a test thread may add and remove them while the listeners run on their 
 from __future__ import annotations
 
 import asyncio
-import enum
 import inspect
 import itertools
 import logging
@@ -43,148 +42,35 @@ import threading
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any, Final, NamedTuple, Self, final
+from typing import Any, Final, final
 
+from purgatory.errors import ErrorCode
+from purgatory.kafka.fault_partitions import (
+    PARTITION_APIS,
+    PARTITIONED_APIS,
+    partitions_of,
+    partly_failed,
+)
+from purgatory.kafka.fault_rules import (
+    Hit,
+    PartitionRule,
+    Rule,
+    api_key,
+    check_times,
+    error_number,
+)
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import (
     error_response,
-    kio_error,
-    request_type,
-    response_type,
-    versions,
 )
 from purgatory.kafka.server import CloseConnection, DropResponse, Handler, Response
-from purgatory.kafka.shapes import FieldShape, Kind, shape_of
-from purgatory.sim.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+__all__ = ["HISTORY", "Faults", "Hit", "PartitionRule", "Rule"]
+
 #: How many hits :attr:`Faults.history` keeps (the oldest go first).
 HISTORY: Final = 1000
-
-#: (topic, partitions) of a request, in request order.
-Partitions = list[tuple[str, list[int]]]
-
-
-class Hit(NamedTuple):
-    """One request a rule acted on."""
-
-    rule: Rule | PartitionRule
-    broker: int
-    api: ApiKey
-    version: int
-    correlation_id: int
-    client_id: str | None
-
-
-@dataclass(eq=False, kw_only=True)
-class _Placed:
-    """What a per-request rule and a partition rule share: where they act (``broker``,
-    ``topic``, ``partition``: None, anywhere), how often, and the :class:`Faults` that
-    holds them."""
-
-    broker: int | None = None
-    topic: str | None = None
-    partition: int | None = None
-    #: hits left before the rule removes itself (None: until removed)
-    times: int | None = 1
-    #: requests this rule acted on so far (one hit per request)
-    hits: int = 0
-    #: its number, unique in its :class:`Faults` (what ``DELETE /v1/faults/{id}`` names)
-    id: int = 0
-    _faults: Faults | None = field(default=None, repr=False)
-
-    def remove(self) -> None:
-        """Stop acting (a no-op if the rule is already gone)."""
-        if self._faults is not None:
-            assert isinstance(self, Rule | PartitionRule)
-            self._faults.remove(self)
-
-    @property
-    def active(self) -> bool:
-        return self._faults is not None and self._faults.holds(self)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.remove()
-
-
-@final
-@dataclass(eq=False)
-class Rule(_Placed):
-    """One fault rule (see the module docstring); :meth:`Faults.add` makes them."""
-
-    api: ApiKey
-    #: the Kafka error code answered (an :class:`ErrorCode`'s number, or any other code)
-    error: int | None = None
-    drop: bool = False
-    disconnect: bool = False
-    delay_ms: float = 0.0
-    after: bool = False
-    versions: tuple[int, int] | None = None
-    client_id: str | None = None
-
-    def describe(self) -> str:
-        does = [
-            f"error {_error_name(self.error)}" if self.error is not None else "",
-            "drop" if self.drop else "",
-            "disconnect" if self.disconnect else "",
-            f"delay {self.delay_ms:g} ms" if self.delay_ms else "",
-        ]
-        action = " + ".join(d for d in does if d)
-        return f"{self.api.name} {action}{' after applying' if self.after else ''}"
-
-    def _matches(self, broker: int, header: RequestHeader, partitions: Partitions | None) -> bool:
-        if self.broker is not None and broker != self.broker:
-            return False
-        if self.versions is not None and not (
-            self.versions[0] <= header.api_version <= self.versions[1]
-        ):
-            return False
-        if self.client_id is not None and header.client_id != self.client_id:
-            return False
-        if self.topic is None and self.partition is None:
-            return True
-        return partitions is not None and any(
-            (self.topic is None or topic == self.topic)
-            and (self.partition is None or self.partition in indexes)
-            for topic, indexes in partitions
-        )
-
-
-@final
-@dataclass(eq=False)
-class PartitionRule(_Placed):
-    """One partition fault (see :meth:`Faults.add_partition_fault`): in requests of
-    ``apis`` to ``broker`` (None: any), the partitions of ``topic`` numbered ``partition``
-    (None: any) are answered ``error``; the rest of each request is served."""
-
-    #: the Kafka error code answered (an :class:`ErrorCode`'s number, or any other code)
-    error: int
-    #: the APIs it acts on
-    apis: frozenset[ApiKey]
-
-    @property
-    def error_name(self) -> str:
-        """Kafka's name of the error answered (``NOT_LEADER_OR_FOLLOWER``)."""
-        return _error_name(self.error)
-
-    def describe(self) -> str:
-        apis = "/".join(sorted(k.name for k in self.apis)) if self.apis != _PER_PARTITION else "*"
-        where = f"{'*' if self.topic is None else self.topic}-"
-        where += "*" if self.partition is None else str(self.partition)
-        on = "" if self.broker is None else f" on broker {self.broker}"
-        return f"{apis} {where}{on}: error {_error_name(self.error)}"
-
-    def _names(self, topic: str | None, index: int) -> bool:
-        return (
-            topic is not None
-            and (self.topic is None or topic == self.topic)
-            and (self.partition is None or index == self.partition)
-        )
 
 
 @final
@@ -255,8 +141,8 @@ class Faults:
         cluster-wide ones, then in the order added; the first that matches acts. Raises
         ValueError for a rule that does nothing, contradicts itself, or filters on topics
         of an API whose requests name none."""
-        key = _api_key(api)
-        code = None if error is None else _error_number(error)
+        key = api_key(api)
+        code = None if error is None else error_number(error)
         if sum((error is not None, drop, disconnect)) > 1:
             raise ValueError("a rule answers with an error, drops, or disconnects: pick one")
         if not (isinstance(delay_ms, int | float) and 0 <= delay_ms < float("inf")):
@@ -265,8 +151,8 @@ class Faults:
             raise ValueError("a rule must do something: error=, drop=, disconnect= or delay_ms=")
         if error is not None and key == ApiKey.API_VERSIONS:
             raise ValueError("ApiVersions is never intercepted: a client could not connect")
-        if (topic is not None or partition is not None) and key not in _PARTITIONED:
-            supported = ", ".join(sorted(k.name for k in _PARTITIONED))
+        if (topic is not None or partition is not None) and key not in PARTITIONED_APIS:
+            supported = ", ".join(sorted(k.name for k in PARTITIONED_APIS))
             raise ValueError(
                 f"{key.name} requests name no partitions; topic= works for {supported}"
             )
@@ -274,7 +160,7 @@ class Faults:
             len(versions) == 2 and all(isinstance(v, int) for v in versions)
         ):
             raise ValueError(f"versions must be (lowest, highest), got {versions!r}")
-        _check_times(times)
+        check_times(times)
         rule = Rule(
             key,
             code,
@@ -321,19 +207,19 @@ class Faults:
         takes the error of the first that names it. Raises ValueError (TypeError for a
         wrong type) for an unknown API or error, an API whose answer has no code per
         partition, or a negative broker, partition or count."""
-        code = _error_number(error)
+        code = error_number(error)
         keys: frozenset[ApiKey]
         if apis is None:
-            keys = _PER_PARTITION
+            keys = PARTITION_APIS
         else:
             if isinstance(apis, str | int):
                 raise TypeError(f"apis must be a list of APIs, got {apis!r}")
-            keys = frozenset(_api_key(api) for api in apis)
+            keys = frozenset(api_key(api) for api in apis)
             if not keys:
                 raise ValueError("apis must name at least one API (or be None: all of them)")
-            wrong = sorted(k.name for k in keys - _PER_PARTITION)
+            wrong = sorted(k.name for k in keys - PARTITION_APIS)
             if wrong:
-                supported = ", ".join(sorted(k.name for k in _PER_PARTITION))
+                supported = ", ".join(sorted(k.name for k in PARTITION_APIS))
                 raise ValueError(
                     f"{', '.join(wrong)}: no error code per partition to fail; "
                     f"partition faults work for {supported}"
@@ -345,7 +231,7 @@ class Faults:
                 raise ValueError(f"{name} must be an int >= 0 or None, got {value!r}")
         if topic is not None and (not isinstance(topic, str) or not topic):
             raise ValueError(f"topic must be a topic name or None, got {topic!r}")
-        _check_times(times)
+        check_times(times)
         rule = PartitionRule(
             code, keys, broker=broker, topic=topic, partition=partition, times=times, _faults=self
         )
@@ -399,7 +285,7 @@ class Faults:
             return None
         partitions = None
         if any(r.topic is not None or r.partition is not None for r in candidates):
-            partitions = _partitions(request, self._topic_name)
+            partitions = partitions_of(request, self._topic_name)
         with self._lock:
             for rule in candidates:
                 if rule in self._rules and rule._matches(broker, header, partitions):
@@ -443,7 +329,7 @@ class Faults:
         ]
         if not candidates:
             return None
-        named = _partitions(request, self._topic_name)
+        named = partitions_of(request, self._topic_name)
         failed: dict[tuple[str, int], int] = {}
         fired: list[PartitionRule] = []
         with self._lock:
@@ -494,7 +380,7 @@ class Faults:
             if self._partition_rules:
                 failed = self._take_partitions(broker, header, request)
                 if failed is not None:
-                    return _partly_failed(failed, header, request, handler, self._topic_name)
+                    return partly_failed(failed, header, request, handler, self._topic_name)
             return handler(header, request)
         if rule.after:
             return _after(rule, header, request, handler)
@@ -540,328 +426,3 @@ async def _after(rule: Rule, header: RequestHeader, request: Any, handler: Handl
         raise CloseConnection(rule.describe())
     acted = _act(rule, request)
     return await acted if inspect.isawaitable(acted) else acted
-
-
-def _check_times(times: int | None) -> None:
-    if times is not None and (isinstance(times, bool) or not isinstance(times, int)):
-        raise TypeError(f"times must be an int or None, got {times!r}")
-    if times is not None and times < 1:
-        raise ValueError(f"times must be >= 1 or None, got {times}")
-
-
-def _partly_failed(
-    failed: dict[tuple[str, int], int],
-    header: RequestHeader,
-    request: Any,
-    handler: Handler,
-    topic_name: Callable[[uuid.UUID], str | None],
-) -> Response | Awaitable[Response]:
-    """The answer to ``request`` with the partitions of ``failed`` answered their error
-    and the others by ``handler``, which is handed the request without them."""
-    kept = _select(request, lambda topic, index: (topic, index) not in failed, topic_name)
-    answers = [
-        error_response(
-            _select(request, _failing_with(failed, code), topic_name),
-            code,
-        )
-        for code in sorted(set(failed.values()))
-    ]
-    if header.api_key == ApiKey.PRODUCE and request.acks == 0:
-        # acks=0: Kafka answers nothing, an error included; the rest is applied
-        return None if kept is None else handler(header, kept)
-    if kept is None:
-        return _merged(answers[0], answers[1:])
-    result = handler(header, kept)
-    if inspect.isawaitable(result):
-        return _merged_later(result, answers)
-    return _merged(result, answers)
-
-
-def _failing_with(
-    failed: dict[tuple[str, int], int], code: int
-) -> Callable[[str | None, int], bool]:
-    return lambda topic, index: topic is not None and failed.get((topic, index)) == code
-
-
-async def _merged_later(result: Awaitable[Response], answers: list[Any]) -> Response:
-    return _merged(await result, answers)
-
-
-def _merged(answer: Any, others: list[Any]) -> Any:
-    if answer is None:  # the handler answers nothing (acks=0 is handled before)
-        return None
-    for other in others:
-        answer = _merge(answer, other)
-    return answer
-
-
-def _select(
-    entity: Any,
-    keep: Callable[[str | None, int], bool],
-    topic_name: Callable[[uuid.UUID], str | None],
-) -> Any:
-    """A copy of the request ``entity`` with only the partition entries ``keep(topic,
-    index)`` wants (topic None: a topic id no topic has), topic entries left without
-    any dropped; None if no partition entry is left. Entries that hold topic entries
-    (OffsetFetch's groups) stay in place, so that the answers line up by position."""
-    selected, count = _select_in(entity, keep, topic_name)
-    return selected if count else None
-
-
-def _select_in(
-    entity: Any,
-    keep: Callable[[str | None, int], bool],
-    topic_name: Callable[[uuid.UUID], str | None],
-) -> tuple[Any, int]:
-    changes: dict[str, tuple[Any, ...]] = {}
-    count = 0
-    cls: type = type(entity)
-    for f in shape_of(cls).every:
-        if f.item is None or f.kind is not Kind.ARRAY:
-            continue
-        items = getattr(entity, f.name)
-        if not items:
-            continue
-        out = []
-        parts = _partition_array(f.item)
-        for item in items:
-            if parts is not None:  # a topic entry
-                topic = _topic_of(item, topic_name)
-                entries = tuple(
-                    e for e in getattr(item, parts.name) or () if keep(topic, _index_of(e))
-                )
-                if entries:
-                    out.append(replace(item, **{parts.name: entries}))
-                    count += len(entries)
-            elif _names_partitions(f.item):  # it holds topic entries
-                inner, n = _select_in(item, keep, topic_name)
-                out.append(inner)
-                count += n
-            else:
-                out.append(item)
-        changes[f.name] = tuple(out)
-    return (replace(entity, **changes) if changes else entity), count
-
-
-def _topic_key(entry: Any) -> tuple[Any, ...]:
-    return tuple(getattr(entry, name, None) for name in _TOPIC_FIELDS)
-
-
-def _merge(into: Any, extra: Any) -> Any:
-    """The response ``into`` with the topic and partition entries of ``extra`` (a response
-    of the same type) added: partitions of a topic ``into`` has go to its entry, other
-    topics are appended; entries holding topic entries are merged by position; the rest
-    (top-level codes, throttle, endpoints) is ``into``'s."""
-    changes: dict[str, tuple[Any, ...]] = {}
-    cls: type = type(into)
-    for f in shape_of(cls).every:
-        if f.item is None or f.kind is not Kind.ARRAY:
-            continue
-        theirs = getattr(extra, f.name) or ()
-        if not theirs:
-            continue
-        mine = list(getattr(into, f.name) or ())
-        parts = _partition_array(f.item)
-        if parts is not None:
-            for item in theirs:
-                key = _topic_key(item)
-                at = next((i for i, m in enumerate(mine) if _topic_key(m) == key), None)
-                if at is None:
-                    mine.append(item)
-                else:
-                    joined = (*getattr(mine[at], parts.name), *getattr(item, parts.name))
-                    mine[at] = replace(mine[at], **{parts.name: joined})
-        elif _names_partitions(f.item):
-            merged = [_merge(a, b) for a, b in zip(mine, theirs, strict=False)]
-            mine = merged + mine[len(merged) :] + list(theirs[len(merged) :])
-        else:
-            continue
-        changes[f.name] = tuple(mine)
-    return replace(into, **changes) if changes else into
-
-
-def _error_number(error: ErrorCode | int | str) -> int:
-    """An error's number: an :class:`ErrorCode`, a number Kafka has, or Kafka's name of
-    one (``"NOT_LEADER_OR_FOLLOWER"``, any case)."""
-    if isinstance(error, ErrorCode):
-        return error.number
-    if isinstance(error, str) and not isinstance(error, enum.Enum):
-        try:
-            return int(type(kio_error(0))[error.strip().lower()].value)
-        except KeyError:
-            raise ValueError(f"{error!r} is not the name of a Kafka error code") from None
-    if isinstance(error, bool) or not isinstance(error, int):
-        raise ValueError(f"error must be an ErrorCode, a Kafka error number or name, got {error!r}")
-    try:
-        kio_error(error)
-    except ValueError:
-        raise ValueError(f"{error} is not a Kafka error code") from None
-    return error
-
-
-def _error_name(code: int) -> str:
-    return kio_error(code).name.upper()
-
-
-def _api_key(api: ApiKey | str | int) -> ApiKey:
-    if isinstance(api, ApiKey):
-        return api
-    if isinstance(api, int) and not isinstance(api, bool):
-        try:
-            return ApiKey(api)
-        except ValueError:
-            pass
-    elif isinstance(api, str):
-        name = "".join(c for c in api.upper() if c.isalnum())
-        for key in ApiKey:
-            if key.name.replace("_", "") == name:
-                return key
-    known = ", ".join(k.name for k in ApiKey)
-    raise ValueError(f"unknown Kafka API {api!r}; known: {known}")
-
-
-# -- the partitions a request names --------------------------------------------------------
-
-#: the fields that name a topic in a request entry, and those that hold a partition index
-_TOPIC_FIELDS: Final = ("name", "topic", "topic_id")
-_PARTITION_FIELDS: Final = ("partition_index", "index", "partition")
-
-
-def _partition_array(cls: type) -> FieldShape | None:
-    """The field of ``cls`` that lists partitions: indexes, or entries with an index."""
-    for f in shape_of(cls).every:
-        if f.kind is not Kind.ARRAY:
-            continue
-        if f.item is None:
-            if f.kafka_type == "int32" and "partition" in f.name:
-                return f
-        elif any(g.name in _PARTITION_FIELDS for g in shape_of(f.item).every):
-            return f
-    return None
-
-
-def _names_partitions(cls: type) -> bool:
-    """Whether requests of ``cls`` name topic partitions anywhere."""
-    for f in shape_of(cls).every:
-        if f.item is None:
-            continue
-        names = {g.name for g in shape_of(f.item).every}
-        if names & set(_TOPIC_FIELDS) and _partition_array(f.item) is not None:
-            return True
-        if _names_partitions(f.item):
-            return True
-    return False
-
-
-#: the APIs whose requests name partitions (a rule may filter them by topic/partition):
-#: what :func:`partitioned_apis` finds in the schemas, written out so that importing this
-#: module loads no schema (finding it takes every API's newest schema module, 0.4 s of
-#: imports); a test checks the two agree
-_PARTITIONED: Final = frozenset(
-    {
-        ApiKey.ADD_PARTITIONS_TO_TXN,
-        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-        ApiKey.ALTER_REPLICA_LOG_DIRS,
-        ApiKey.CONSUMER_GROUP_HEARTBEAT,
-        ApiKey.CREATE_TOPICS,
-        ApiKey.DELETE_RECORDS,
-        ApiKey.DESCRIBE_LOG_DIRS,
-        ApiKey.DESCRIBE_PRODUCERS,
-        ApiKey.ELECT_LEADERS,
-        ApiKey.FETCH,
-        ApiKey.LIST_OFFSETS,
-        ApiKey.LIST_PARTITION_REASSIGNMENTS,
-        ApiKey.OFFSET_COMMIT,
-        ApiKey.OFFSET_DELETE,
-        ApiKey.OFFSET_FETCH,
-        ApiKey.OFFSET_FOR_LEADER_EPOCH,
-        ApiKey.PRODUCE,
-        ApiKey.SHARE_ACKNOWLEDGE,
-        ApiKey.SHARE_FETCH,
-        ApiKey.TXN_OFFSET_COMMIT,
-    }
-)
-
-
-def _fails_per_partition(cls: type) -> bool:
-    """Whether responses of ``cls`` carry an error code in each partition entry."""
-    for f in shape_of(cls).every:
-        if f.item is None:
-            continue
-        parts = _partition_array(f.item)
-        if parts is not None and parts.item is not None:
-            if any(g.kafka_type == "error_code" for g in shape_of(parts.item).every):
-                return True
-        elif _fails_per_partition(f.item):
-            return True
-    return False
-
-
-#: the APIs a partition rule may fail: their requests name partitions and their answers
-#: carry a code for each (what :func:`partitioned_apis` finds, written out as above)
-_PER_PARTITION: Final = _PARTITIONED - {
-    ApiKey.CONSUMER_GROUP_HEARTBEAT,
-    ApiKey.CREATE_TOPICS,
-    ApiKey.DESCRIBE_LOG_DIRS,
-    ApiKey.ELECT_LEADERS,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS,
-}
-PARTITION_APIS: Final = _PER_PARTITION
-
-
-def partitioned_apis() -> tuple[frozenset[ApiKey], frozenset[ApiKey]]:
-    """The APIs whose requests name partitions, and those of them whose answers carry a
-    code for each, as the newest schema of every API has them (the source of
-    ``_PARTITIONED`` and :data:`PARTITION_APIS`; imports every API's newest schema)."""
-    named = frozenset(
-        key
-        for key in ApiKey
-        if key != ApiKey.API_VERSIONS and _names_partitions(request_type(key, versions(key)[1]))
-    )
-    failed = frozenset(
-        key for key in named if _fails_per_partition(response_type(key, versions(key)[1]))
-    )
-    return named, failed
-
-
-def _partitions(request: Any, topic_name: Callable[[uuid.UUID], str | None]) -> Partitions:
-    """The (topic, partitions) a request names, in request order; topics named by id are
-    looked up with ``topic_name``."""
-    out: Partitions = []
-
-    def walk(entity: Any) -> None:
-        cls: type = type(entity)
-        for f in shape_of(cls).every:
-            if f.item is None or f.kind is not Kind.ARRAY:
-                continue
-            for item in getattr(entity, f.name) or ():
-                parts = _partition_array(type(item))
-                topic = _topic_of(item, topic_name)
-                if parts is not None and topic is not None:
-                    entries = getattr(item, parts.name) or ()
-                    out.append((topic, [_index_of(e) for e in entries]))
-                else:
-                    walk(item)
-
-    walk(request)
-    return out
-
-
-def _topic_of(item: Any, topic_name: Callable[[uuid.UUID], str | None]) -> str | None:
-    for name in _TOPIC_FIELDS:
-        value = getattr(item, name, None)
-        if isinstance(value, str):
-            return value
-        if isinstance(value, uuid.UUID) and value.int:
-            return topic_name(value)
-    return None
-
-
-def _index_of(entry: Any) -> int:
-    if isinstance(entry, int):
-        return entry
-    for name in _PARTITION_FIELDS:
-        value = getattr(entry, name, None)
-        if isinstance(value, int):
-            return value
-    return -1

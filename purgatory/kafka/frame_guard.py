@@ -26,8 +26,8 @@ import purgatory.kafka.kio_hypothesis  # noqa: F401  # isort: skip
 from kio.serial.writers import write_unsigned_varint
 from kio.static.primitive import uvarint
 
-from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.shapes import FIXED_WIDTH, FieldShape, Kind, primitive_kind, shape_of
+from purgatory.kafka.wire_errors import DecodeError
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:

@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.errors import ErrorCode
 from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
 from purgatory.kafka.authorization import Caller, authorized, unruled
-from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs
+from purgatory.kafka.broker_config_table import BROKER_CONFIGS
+from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.cluster_configs import ClusterConfigs
 from purgatory.kafka.coordinator.group_configs import KAFKA_BROKER_DEFAULTS, GroupConfig
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator, ShareSettings
 from purgatory.kafka.coordinator.offsets import OffsetStore
@@ -53,20 +56,19 @@ from purgatory.kafka.handlers.offsets import OffsetHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.reassignments import ReassignmentHandlers
 from purgatory.kafka.handlers.sasl import SaslHandlers
-from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.handlers.share_groups import ShareGroupHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.handlers.transactions import TransactionHandlers
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
 from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.quotas import ClientQuotas, QuotaWindow
 from purgatory.kafka.record_batches import WireBatch, encode_batch
 from purgatory.kafka.sasl import Credentials, SaslListener, enabled_mechanisms
-from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits, ProtocolStats
+from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits
 from purgatory.kafka.throttling import Throttle, Throttler
 from purgatory.kafka.tls import TlsListener, TlsMaterial, TlsSettings, tls_settings
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
 
 #: the security protocols, in the order the front door starts their listeners
 PLAINTEXT: Final = "PLAINTEXT"
@@ -143,20 +145,8 @@ class KafkaFrontDoor:
         ssl_port: int | None = None,
         sasl_ssl_port: int | None = None,
     ) -> None:
-        ports = {
-            PLAINTEXT: base_port,
-            SASL_PLAINTEXT: sasl_port,
-            SSL: ssl_port,
-            SASL_SSL: sasl_ssl_port,
-        }
         #: the listeners by security protocol, those asked for only
-        self.listeners = {
-            protocol: _Listeners(protocol, port)
-            for protocol, port in ports.items()
-            if port is not None
-        }
-        if not self.listeners:
-            raise ValueError("no listener: give base_port, sasl_port, ssl_port or sasl_ssl_port")
+        self.listeners = _listeners(base_port, sasl_port, ssl_port, sasl_ssl_port)
         self.cluster = cluster
         self.host = host
         self.base_port = base_port
@@ -169,21 +159,15 @@ class KafkaFrontDoor:
         #: broker id -> (host, port) of its plaintext listener (of the first of its
         #: SASL_PLAINTEXT, SSL, SASL_SSL ones if none)
         self.addresses: Addresses = first.addresses
-
-        def of(protocol: str) -> Addresses:
-            listeners = self.listeners.get(protocol)
-            return {} if listeners is None else listeners.addresses
-
         #: broker id -> (host, port) of its SASL_PLAINTEXT listener
-        self.sasl_addresses = of(SASL_PLAINTEXT)
+        self.sasl_addresses = _addresses(self.listeners, SASL_PLAINTEXT)
         #: broker id -> (host, port) of its SSL listener
-        self.ssl_addresses = of(SSL)
+        self.ssl_addresses = _addresses(self.listeners, SSL)
         #: broker id -> (host, port) of its SASL_SSL listener
-        self.sasl_ssl_addresses = of(SASL_SSL)
+        self.sasl_ssl_addresses = _addresses(self.listeners, SASL_SSL)
         #: the certificates of the TLS listeners, made at :meth:`start` (None before, and
         #: without TLS listeners)
         self.tls: TlsMaterial | None = None
-        self.tls_settings: TlsSettings | None = None
         # One group coordinator serves every broker.
         self.configs = BrokerConfigs() if configs is None else configs
         #: the share-partitions of every share group (KIP-932), shared by the brokers
@@ -193,80 +177,33 @@ class KafkaFrontDoor:
         # commits are timed by the coordinator's clock, as groups turning Empty are
         self.offsets = OffsetStore(self.coordinator.now_ms)
         #: __consumer_offsets: its partitions' leaders coordinate the groups
-        self.offsets_topic = OffsetsTopic(
-            cluster,
-            self.configs.number("offsets.topic.num.partitions"),
-            self.configs.number("offsets.topic.replication.factor")
-            if self.configs.is_set("offsets.topic.replication.factor")
-            else None,
-        )
+        self.offsets_topic = _offsets_topic(cluster, self.configs)
         self._expiry: asyncio.Task[None] | None = None
         self.producer_ids = ProducerIds()
-        # Each broker's transaction coordinator serves the __transaction_state partitions
-        # it leads; their purgatories (TxnTimeout, TxnSettle, TxnIdExpiration) are
-        # labelled as the group coordinator's.
-        self.transactions = TransactionCoordinators(
-            cluster,
-            self.producer_ids,
-            self.offsets,
-            TxnSettings(
-                self.configs.number("transaction.state.log.num.partitions"),
-                self.configs.number("transaction.state.log.replication.factor"),
-                self.configs.number("transaction.max.timeout.ms"),
-                bool(self.configs.value("transaction.partition.verification.enable")),
-                self.configs.number("transactional.id.expiration.ms"),
-            ),
-            labels={"broker": "all"},
-            batch=_state_batch,
+        self.transactions = _transaction_coordinators(
+            cluster, self.producer_ids, self.offsets, self.configs
         )
         #: every config of the cluster: the brokers', AlterConfigs', the topics'
         self.cluster_configs = ClusterConfigs(cluster, self.configs)
         self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs), self.cluster_configs)
         self.credentials = Credentials(users or {})
-        self.sasl = SaslListener(
-            self.credentials,
-            self.configs.number("connections.max.reauth.ms"),
-            self.configs.number("connection.failed.authentication.delay.ms"),
-            enabled_mechanisms(self.configs.text("sasl.enabled.mechanisms")),
-            parse_jaas(self.configs.text(JAAS_CONFIG)),
-        )
+        self.sasl = _sasl_listener(self.credentials, self.configs)
         self.acls = Acls()
-        self.authorizer = (
-            Authorizer(
-                self.acls,
-                parse_super_users(self.configs.text("super.users")),
-                bool(self.configs.value("allow.everyone.if.no.acl.found")),
-            )
-            if self.configs.text("authorizer.class.name")
-            else None
-        )
+        self.authorizer = _authorizer(self.acls, self.configs)
         #: the client quotas in force (``quota.window.num`` samples of
         #: ``quota.window.size.seconds``), what they throttled; AlterClientQuotas sets them
-        self.quotas = ClientQuotas(
-            QuotaWindow(
-                self.configs.number("quota.window.num"),
-                self.configs.number("quota.window.size.seconds") * 1000,
-            )
-        )
+        self.quotas = _client_quotas(self.configs)
         #: throttled connections wait here (Kafka's throttled channels' delay queue)
         self.throttles: DelayedOperationPurgatory[Throttle] = DelayedOperationPurgatory(
             "Throttle", labels={"broker": "all"}
         )
-        self.throttler = Throttler(
-            self.quotas,
-            self.throttles,
-            lambda topic: len(parts) if (parts := cluster.topics.get(topic)) else None,
-            lambda: self.configs.number("num.partitions"),
-        )
+        self.throttler = _throttler(cluster, self.configs, self.quotas, self.throttles)
         #: the client quotas AlterClientQuotas sets
         self.client_quotas = ClientQuotaHandlers(self._quotas_changed)
         self._shared = self._shared_apis(cluster)
-        if ssl_port is not None or sasl_ssl_port is not None:
-            self.tls_settings = tls_settings(
-                self.configs.text("ssl.client.auth"),
-                self.configs.text("ssl.enabled.protocols"),
-                self.configs.text("ssl.principal.mapping.rules"),
-            )
+        tls = ssl_port is not None or sasl_ssl_port is not None
+        #: the TLS listeners' settings (None without TLS listeners)
+        self.tls_settings = _tls_settings(self.configs) if tls else None
         self._tls_contexts: dict[tuple[int, bool], ssl.SSLContext] = {}
         #: per-request fault rules, for every listener (none by default)
         self.faults = Faults(self._faults_active, cluster.topic_name)
@@ -612,6 +549,124 @@ def _share_config(base: ShareConfig, group: GroupConfig) -> ShareConfig:
             "share.isolation.level", "read_committed" if base.read_committed else ""
         )
         == "read_committed",
+    )
+
+
+def _listeners(
+    base_port: int | None,
+    sasl_port: int | None,
+    ssl_port: int | None,
+    sasl_ssl_port: int | None,
+) -> dict[str, _Listeners]:
+    """The listeners by security protocol, those given a port only; ValueError if none."""
+    ports = {
+        PLAINTEXT: base_port,
+        SASL_PLAINTEXT: sasl_port,
+        SSL: ssl_port,
+        SASL_SSL: sasl_ssl_port,
+    }
+    listeners = {
+        protocol: _Listeners(protocol, port) for protocol, port in ports.items() if port is not None
+    }
+    if not listeners:
+        raise ValueError("no listener: give base_port, sasl_port, ssl_port or sasl_ssl_port")
+    return listeners
+
+
+def _addresses(listeners: Mapping[str, _Listeners], protocol: str) -> Addresses:
+    """The addresses of ``protocol``'s listeners ({} if there are none)."""
+    of_protocol = listeners.get(protocol)
+    return {} if of_protocol is None else of_protocol.addresses
+
+
+def _tls_settings(configs: BrokerConfigs) -> TlsSettings:
+    """The TLS listeners' settings, as the broker configs say."""
+    return tls_settings(
+        configs.text("ssl.client.auth"),
+        configs.text("ssl.enabled.protocols"),
+        configs.text("ssl.principal.mapping.rules"),
+    )
+
+
+def _client_quotas(configs: BrokerConfigs) -> ClientQuotas:
+    """No client quota yet, measured over the window the broker configs say
+    (``quota.window.num`` samples of ``quota.window.size.seconds``)."""
+    return ClientQuotas(
+        QuotaWindow(
+            configs.number("quota.window.num"),
+            configs.number("quota.window.size.seconds") * 1000,
+        )
+    )
+
+
+def _throttler(
+    cluster: Cluster,
+    configs: BrokerConfigs,
+    quotas: ClientQuotas,
+    throttles: DelayedOperationPurgatory[Throttle],
+) -> Throttler:
+    """What throttles a connection over ``quotas``, parking it in ``throttles``: a topic's
+    partition count as the cluster has it now, else as ``num.partitions`` would create it."""
+    return Throttler(
+        quotas,
+        throttles,
+        lambda topic: len(parts) if (parts := cluster.topics.get(topic)) else None,
+        lambda: configs.number("num.partitions"),
+    )
+
+
+def _offsets_topic(cluster: Cluster, configs: BrokerConfigs) -> OffsetsTopic:
+    """``__consumer_offsets``, as large as the broker configs say."""
+    return OffsetsTopic(
+        cluster,
+        configs.number("offsets.topic.num.partitions"),
+        configs.number("offsets.topic.replication.factor")
+        if configs.is_set("offsets.topic.replication.factor")
+        else None,
+    )
+
+
+def _transaction_coordinators(
+    cluster: Cluster, producer_ids: ProducerIds, offsets: OffsetStore, configs: BrokerConfigs
+) -> TransactionCoordinators:
+    """Each broker's transaction coordinator, serving the ``__transaction_state``
+    partitions it leads, set as the broker configs say; their purgatories (TxnTimeout,
+    TxnSettle, TxnIdExpiration) are labelled as the group coordinator's."""
+    return TransactionCoordinators(
+        cluster,
+        producer_ids,
+        offsets,
+        TxnSettings(
+            configs.number("transaction.state.log.num.partitions"),
+            configs.number("transaction.state.log.replication.factor"),
+            configs.number("transaction.max.timeout.ms"),
+            bool(configs.value("transaction.partition.verification.enable")),
+            configs.number("transactional.id.expiration.ms"),
+        ),
+        labels={"broker": "all"},
+        batch=_state_batch,
+    )
+
+
+def _sasl_listener(credentials: Credentials, configs: BrokerConfigs) -> SaslListener:
+    """What the SASL listeners accept, as the broker configs say."""
+    return SaslListener(
+        credentials,
+        configs.number("connections.max.reauth.ms"),
+        configs.number("connection.failed.authentication.delay.ms"),
+        enabled_mechanisms(configs.text("sasl.enabled.mechanisms")),
+        parse_jaas(configs.text(JAAS_CONFIG)),
+    )
+
+
+def _authorizer(acls: Acls, configs: BrokerConfigs) -> Authorizer | None:
+    """The authorizer of ``acls`` if ``authorizer.class.name`` is set, else None."""
+    if not configs.text("authorizer.class.name"):
+        return None
+    return Authorizer(
+        acls,
+        parse_super_users(configs.text("super.users")),
+        bool(configs.value("allow.everyone.if.no.acl.found")),
     )
 
 

@@ -9,9 +9,9 @@ from typing import final
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.quotas import ClientQuotas
 from purgatory.kafka.sasl import SERVED_MECHANISMS
-from purgatory.kafka.server import ProtocolStats
 
 
 @final

@@ -16,10 +16,11 @@ import struct
 from collections.abc import Sequence
 from typing import Final, NamedTuple, final
 
-from purgatory.kafka.codec import DecodeError, Reader, Writer
+from purgatory.kafka.codec import Reader, Writer
 from purgatory.kafka.compression import deflate, inflate
 from purgatory.kafka.crc32c import crc32c
-from purgatory.sim.log import CONTROL, TRANSACTIONAL, BatchAttributes, RecordBatch
+from purgatory.kafka.wire_errors import DecodeError
+from purgatory.sim.batches import CONTROL, TRANSACTIONAL, BatchAttributes, RecordBatch
 
 # Attributes bit 4 (TRANSACTIONAL): the batch belongs to a transaction; bit 5 (CONTROL): a
 # control batch (a transaction marker), which only a broker writes. Defined by the log,
@@ -64,7 +65,7 @@ class TruncatedBatch(DecodeError):
 class WireBatch(BatchAttributes):
     """One validated v2 batch as raw bytes, with the header fields read here decoded; the
     log that stores it writes its offset and epoch into it (an
-    :class:`~purgatory.sim.log.EncodedBatch`)."""
+    :class:`~purgatory.sim.batches.EncodedBatch`)."""
 
     __slots__ = (
         "attributes",

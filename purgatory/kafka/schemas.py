@@ -39,10 +39,10 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.frame_guard import guard
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.shapes import FieldShape, Kind, shape_of
+from purgatory.kafka.wire_errors import DecodeError
 
 #: Versions kio carries that Apache Kafka marks ``latestVersionUnstable`` (released
 #: brokers do not advertise them): InitProducerId v6 (KIP-939, two-phase commit).

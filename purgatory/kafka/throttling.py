@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import Any, Final, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory, OperationCancelled
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.quotas import (
     CONTROLLER_MUTATION,
@@ -37,7 +38,6 @@ from purgatory.kafka.quotas import (
     Tags,
 )
 from purgatory.kafka.schemas import encode_response, error_response
-from purgatory.sim.errors import ErrorCode
 
 #: The first version of each API whose clients throttle themselves on ``throttle_time_ms``
 #: (Kafka's ``shouldClientThrottle``): answered at once, then muted. Not listed: delayed.

@@ -35,6 +35,7 @@ from purgatory.kafka.sasl import ANONYMOUS
 
 if TYPE_CHECKING:
     from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 #: the client certificate's subject, as its principal names it
 CLIENT_SUBJECT: Final = "CN=purgatory-client,OU=clients,O=purgatory"
@@ -202,6 +203,107 @@ class TlsListener:
 
 
 @final
+class _Authority:
+    """The test CA, made now: its key and self-signed certificate, valid from a day ago (a
+    clock a little behind still trusts it) for :data:`_VALID`; it issues the brokers' and
+    the client's certificates."""
+
+    def __init__(self) -> None:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.x509.oid import NameOID
+
+        self.now = datetime.datetime.now(datetime.UTC)
+        self.start = self.now - datetime.timedelta(days=1)
+        self.key = _private_key()
+        self.name = _name(
+            (NameOID.ORGANIZATION_NAME, "purgatory"), (NameOID.COMMON_NAME, "purgatory test CA")
+        )
+        self.certificate = (
+            x509.CertificateBuilder()
+            .subject_name(self.name)
+            .issuer_name(self.name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(self.start)
+            .not_valid_after(self.now + _VALID)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False
+            )
+            .sign(self.key, hashes.SHA256())
+        )
+
+    def issue(
+        self,
+        subject: x509.Name,
+        usage: x509.ObjectIdentifier,
+        alt_names: list[x509.GeneralName] | None = None,
+    ) -> tuple[bytes, bytes]:
+        """A new key and its certificate for ``subject`` and ``usage``, signed by the CA:
+        (certificate PEM, key PEM)."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+
+        private = _private_key()
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(self.name)
+            .public_key(private.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(self.start)
+            .not_valid_after(self.now + _VALID)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()),
+                critical=False,
+            )
+        )
+        if alt_names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        return cert.public_bytes(serialization.Encoding.PEM), _pem_key(private)
+
+
+def _private_key() -> ec.EllipticCurvePrivateKey:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_key(private: ec.EllipticCurvePrivateKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _name(*parts: tuple[x509.ObjectIdentifier, str]) -> x509.Name:
+    from cryptography import x509
+
+    return x509.Name([x509.NameAttribute(oid, value) for oid, value in parts])
+
+
+@final
 class TlsMaterial:
     """A CA, broker certificates and a client certificate, made now with
     ``cryptography``, as PEM files under :attr:`directory` (removed by :meth:`close`).
@@ -209,104 +311,21 @@ class TlsMaterial:
     and localhost."""
 
     def __init__(self, broker_ids: Iterable[int], hosts: Iterable[str] = ()) -> None:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives import serialization
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
         self.directory = tempfile.mkdtemp(prefix="purgatory-kafka-tls-")
         try:
-            now = datetime.datetime.now(datetime.UTC)
-            start = now - datetime.timedelta(days=1)  # clocks a little behind still trust it
-
-            def key() -> ec.EllipticCurvePrivateKey:
-                return ec.generate_private_key(ec.SECP256R1())
-
-            def name(*parts: tuple[x509.ObjectIdentifier, str]) -> x509.Name:
-                return x509.Name([x509.NameAttribute(oid, value) for oid, value in parts])
-
-            def write(filename: str, data: bytes) -> str:
-                path = os.path.join(self.directory, filename)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as out:
-                    out.write(data)
-                return path
-
-            def pem_key(private: ec.EllipticCurvePrivateKey) -> bytes:
-                return private.private_bytes(
-                    serialization.Encoding.PEM,
-                    serialization.PrivateFormat.PKCS8,
-                    serialization.NoEncryption(),
-                )
-
-            ca_key = key()
-            ca_name = name(
-                (NameOID.ORGANIZATION_NAME, "purgatory"), (NameOID.COMMON_NAME, "purgatory test CA")
+            ca = _Authority()
+            self.ca_file = self._write(
+                "ca.pem", ca.certificate.public_bytes(serialization.Encoding.PEM)
             )
-            ca = (
-                x509.CertificateBuilder()
-                .subject_name(ca_name)
-                .issuer_name(ca_name)
-                .public_key(ca_key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(start)
-                .not_valid_after(now + _VALID)
-                .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-                .add_extension(
-                    x509.KeyUsage(
-                        digital_signature=True,
-                        content_commitment=False,
-                        key_encipherment=False,
-                        data_encipherment=False,
-                        key_agreement=False,
-                        key_cert_sign=True,
-                        crl_sign=True,
-                        encipher_only=False,
-                        decipher_only=False,
-                    ),
-                    critical=True,
-                )
-                .add_extension(
-                    x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
-                )
-                .sign(ca_key, hashes.SHA256())
-            )
-
-            def issue(
-                subject: x509.Name,
-                usage: x509.ObjectIdentifier,
-                alt_names: list[x509.GeneralName] | None = None,
-            ) -> tuple[bytes, bytes]:
-                private = key()
-                builder = (
-                    x509.CertificateBuilder()
-                    .subject_name(subject)
-                    .issuer_name(ca_name)
-                    .public_key(private.public_key())
-                    .serial_number(x509.random_serial_number())
-                    .not_valid_before(start)
-                    .not_valid_after(now + _VALID)
-                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
-                    .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-                    .add_extension(
-                        x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-                        critical=False,
-                    )
-                )
-                if alt_names:
-                    builder = builder.add_extension(
-                        x509.SubjectAlternativeName(alt_names), critical=False
-                    )
-                cert = builder.sign(ca_key, hashes.SHA256())
-                return cert.public_bytes(serialization.Encoding.PEM), pem_key(private)
-
-            self.ca_file = write("ca.pem", ca.public_bytes(serialization.Encoding.PEM))
             alt_names = _alt_names(["127.0.0.1", "localhost", *hosts])
             #: broker id -> (certificate file, key file)
             self.broker_files: dict[int, tuple[str, str]] = {}
             for broker in broker_ids:
-                cert, private = issue(
-                    name(
+                cert, private = ca.issue(
+                    _name(
                         (NameOID.ORGANIZATION_NAME, "purgatory"),
                         (NameOID.COMMON_NAME, f"purgatory-broker-{broker}"),
                     ),
@@ -314,22 +333,30 @@ class TlsMaterial:
                     alt_names,
                 )
                 self.broker_files[broker] = (
-                    write(f"broker-{broker}.pem", cert),
-                    write(f"broker-{broker}.key", private),
+                    self._write(f"broker-{broker}.pem", cert),
+                    self._write(f"broker-{broker}.key", private),
                 )
-            cert, private = issue(
-                name(
+            cert, private = ca.issue(
+                _name(
                     (NameOID.ORGANIZATION_NAME, "purgatory"),
                     (NameOID.ORGANIZATIONAL_UNIT_NAME, "clients"),
                     (NameOID.COMMON_NAME, "purgatory-client"),
                 ),
                 ExtendedKeyUsageOID.CLIENT_AUTH,
             )
-            self.client_cert_file = write("client.pem", cert)
-            self.client_key_file = write("client.key", private)
+            self.client_cert_file = self._write("client.pem", cert)
+            self.client_key_file = self._write("client.key", private)
         except BaseException:
             self.close()
             raise
+
+    def _write(self, filename: str, data: bytes) -> str:
+        """``data`` as a new file of :attr:`directory`, readable by its owner only."""
+        path = os.path.join(self.directory, filename)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        return path
 
     def server_context(self, broker: int, settings: TlsSettings) -> ssl.SSLContext:
         """Broker ``broker``'s listeners' context: its certificate, the client

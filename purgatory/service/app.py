@@ -27,8 +27,9 @@ from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 import purgatory
+from purgatory.errors import ErrorCode
 from purgatory.metrics import PurgatoryMetrics
-from purgatory.service import broker as broker_api
+from purgatory.service import cluster as cluster_api
 from purgatory.service.api import ROUTES, openapi_document
 from purgatory.service.bodies import (
     ElectLeadersResponse,
@@ -41,18 +42,19 @@ from purgatory.service.bodies import (
     RecordOut,
     RequestTypes,
 )
-from purgatory.service.broker import BrokerError, KafkaListeners, ServiceCluster, refused
+from purgatory.service.cluster import BrokerError, KafkaListeners, ServiceCluster, refused
 from purgatory.service.config import ServiceConfig
 from purgatory.service.guard import AccessPolicy
 from purgatory.service.http_metrics import ServiceMetrics
 from purgatory.service.pending import Parks, PendingBudget
 from purgatory.service.refusals import ServiceRefusal
 from purgatory.service.throttled import Throttled
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.messages import ElectLeadersRequest, FetchRequest, ProduceRequest
 
 if TYPE_CHECKING:
-    from purgatory.kafka.faults import Faults, PartitionRule
+    from purgatory.kafka.fault_rules import PartitionRule
+    from purgatory.kafka.faults import Faults
 
 logger = logging.getLogger("purgatory.service")
 
@@ -93,7 +95,7 @@ class ServiceState:
         self.config = config
         self.access = access
         self.registry = registry
-        self.bodies = RequestTypes.build(config, broker_api.broker_count(broker))
+        self.bodies = RequestTypes.build(config, cluster_api.broker_count(broker))
         self.metrics = ServiceMetrics(registry)
         # a simulated broker's purgatories: one set per broker, told apart by their label
         self.purgatory_metrics = PurgatoryMetrics(registry, labels=("broker",))
@@ -337,7 +339,7 @@ async def create_topic(request: web.Request) -> web.Response:
     state = request.app[STATE]
     body = await _body(request, state.bodies.create_topic)
     async with state.parking(Parks.NEVER):
-        topics = broker_api.topic_count(state.broker)
+        topics = cluster_api.topic_count(state.broker)
         if topics >= state.config.max_topics:
             raise Rejected(
                 409, "", ServiceRefusal.TOO_MANY_TOPICS, f"{topics} topics exist (max_topics)"
@@ -366,7 +368,7 @@ async def produce(request: web.Request) -> web.Response:
             )
         except SimulationError as exc:
             return _broker_error(refused(exc))
-    return json_response(ProduceResponse(broker_api.error_name(result.error), result.base_offset))
+    return json_response(ProduceResponse(cluster_api.error_name(result.error), result.base_offset))
 
 
 async def fetch(request: web.Request) -> web.Response:
@@ -392,7 +394,7 @@ async def fetch(request: web.Request) -> web.Response:
     ]
     return json_response(
         FetchResponse(
-            broker_api.error_name(result.error),
+            cluster_api.error_name(result.error),
             result.high_watermark,
             records,
             result.log_start_offset,
@@ -416,10 +418,10 @@ async def elect_leaders(request: web.Request) -> web.Response:
         except SimulationError as exc:
             return _broker_error(refused(exc))
     answers = [
-        PartitionElectionOut(a.topic, a.partition, broker_api.error_name(a.error), a.leader)
+        PartitionElectionOut(a.topic, a.partition, cluster_api.error_name(a.error), a.leader)
         for a in result.partitions
     ]
-    return json_response(ElectLeadersResponse(broker_api.error_name(result.error), answers))
+    return json_response(ElectLeadersResponse(cluster_api.error_name(result.error), answers))
 
 
 async def inject_fault(request: web.Request) -> web.Response:
@@ -435,7 +437,7 @@ async def _inject(request: web.Request, body_type: type[msgspec.Struct]) -> web.
     body: Any = await _body(request, body_type)
     async with state.parking(Parks.NEVER):
         try:
-            outcome = await broker_api.apply_fault(
+            outcome = await cluster_api.apply_fault(
                 state.broker, msgspec.structs.asdict(body), state.kafka
             )
         except BrokerError as exc:

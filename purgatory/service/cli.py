@@ -3,9 +3,10 @@
 Prints ``listening on http://HOST:PORT`` once it accepts connections (for people to read).
 With ``--ready-file PATH`` it writes, once every listener is up, the addresses it bound
 (so ``--port 0`` and ``--kafka-port 0`` are usable by scripts and tests) as JSON
-(:func:`ready_document`; the format is in docs/serve.md). SIGTERM or SIGINT stops it
-gracefully: listeners close, every parked request gets an answer, reapers stop, and it
-exits 0. :class:`ServeSettings` is everything it runs with.
+(:mod:`purgatory.service.ready_file`; the format is in docs/serve.md). SIGTERM or SIGINT
+stops it gracefully: listeners close, every parked request gets an answer, reapers stop,
+and it exits 0. :class:`ServeSettings` is everything it runs with; the ``--kafka-*`` flags
+are :mod:`purgatory.service.kafka_arguments`'.
 """
 
 from __future__ import annotations
@@ -13,26 +14,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import os
 import signal
 import sys
-import tempfile
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from purgatory.event_loops import available_loops, default_loop, loop_factory
-from purgatory.kafka.broker_configs import (
-    BROKER_CONFIGS,
-    BrokerConfigs,
-    broker_configs,
-    parse_assignment,
-)
-from purgatory.kafka.sasl import MECHANISMS, parse_user
+from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.sasl import MECHANISMS
 from purgatory.kafka.server import ListenerLimits
-from purgatory.loopback import is_loopback
 from purgatory.service.config import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_PENDING,
@@ -45,6 +38,16 @@ from purgatory.service.config import (
     write_reserve,
 )
 from purgatory.service.guard import AccessPolicy
+from purgatory.service.kafka_arguments import (
+    STORAGE_CONFIGS,
+    add_kafka_arguments,
+    check_kafka_listeners,
+    check_ssl_anonymous,
+    checked_configs,
+    checked_racks,
+    checked_users,
+)
+from purgatory.service.ready_file import ready_document, write_ready_file
 from purgatory.trace import TraceWriter
 
 if TYPE_CHECKING:
@@ -60,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_cluster_arguments(parser)
     _add_request_limit_arguments(parser)
     _add_connection_arguments(parser)
-    _add_kafka_arguments(parser)
+    add_kafka_arguments(parser)
     parser.add_argument(
         "--trace",
         metavar="PATH",
@@ -180,103 +183,6 @@ def _add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backlog", type=int, default=4096, help="listen() backlog")
 
 
-def _add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--kafka-port",
-        type=int,
-        default=None,
-        help="also speak the Kafka protocol: broker i listens on HOST:KAFKA_PORT+i "
-        "(0 picks free ports; default: off). Plaintext, no authentication: only on a "
-        "loopback HOST unless --kafka-allow-anonymous",
-    )
-    parser.add_argument(
-        "--kafka-sasl-port",
-        type=int,
-        default=None,
-        metavar="P",
-        help="SASL_PLAINTEXT Kafka listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512): broker "
-        "i on HOST:P+i, beside or instead of --kafka-port (0 picks free ports; default: off)",
-    )
-    parser.add_argument(
-        "--kafka-ssl-port",
-        type=int,
-        default=None,
-        metavar="P",
-        help="SSL Kafka listeners: broker i on HOST:P+i, beside or instead of the others "
-        "(0 picks free ports; default: off); the server makes a CA, broker certificates and "
-        "a client certificate at start (the ready file names the files); mutual TLS with "
-        "--kafka-config ssl.client.auth=required",
-    )
-    parser.add_argument(
-        "--kafka-sasl-ssl-port",
-        type=int,
-        default=None,
-        metavar="P",
-        help="SASL_SSL Kafka listeners (SASL over TLS): broker i on HOST:P+i (0 picks free "
-        "ports; default: off)",
-    )
-    parser.add_argument(
-        "--kafka-user",
-        action="append",
-        default=[],
-        metavar="NAME:PASSWORD",
-        help="a user who may log in on the SASL (and SASL_SSL) listeners with every mechanism "
-        "(repeatable); more SCRAM users by AlterUserScramCredentials",
-    )
-    parser.add_argument(
-        "--kafka-allow-anonymous",
-        action="store_true",
-        help="allow the plaintext Kafka listeners (--kafka-port), and SSL ones without "
-        "ssl.client.auth=required, which authenticate nobody, on a HOST that is not loopback",
-    )
-    parser.add_argument(
-        "--kafka-max-connections",
-        type=int,
-        default=None,
-        metavar="N",
-        help="Kafka connections open at once, all brokers; more are closed at once "
-        "(default: half the descriptors kept free of HTTP connections)",
-    )
-    parser.add_argument(
-        "--kafka-idle-timeout",
-        type=float,
-        default=ListenerLimits().idle_timeout_s,
-        metavar="S",
-        help="seconds a Kafka connection with nothing in flight may stay silent, as "
-        "Kafka's connections.max.idle.ms (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--kafka-auto-create-topics",
-        action="store_true",
-        help="a Kafka Metadata request naming an unknown topic creates it, with "
-        "num.partitions partitions and default.replication.factor replicas (1 and 1 "
-        "unless --kafka-config sets them): shorthand for --kafka-config "
-        "auto.create.topics.enable=true (on by default in Kafka; default here: off)",
-    )
-    parser.add_argument(
-        "--kafka-racks",
-        default=None,
-        metavar="RACK,RACK,...",
-        help="each broker's rack, Kafka's broker.rack (which --kafka-config cannot set: it "
-        "differs per broker), one per broker in order, e.g. a,b,c (an empty item: no rack): "
-        "Metadata and DescribeCluster show them, replicas are placed across them, and with "
-        "--kafka-config replica.selector.class=org.apache.kafka.common.replica."
-        "RackAwareReplicaSelector consumers that set client.rack fetch from a follower in "
-        "their rack (default: no racks)",
-    )
-    parser.add_argument(
-        "--kafka-config",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a broker config by Kafka's name, as your test Kafka's server.properties "
-        "sets it (repeatable), e.g. num.partitions=2 or group.min.session.timeout.ms=1000; "
-        "DescribeConfigs reports it. Known: " + ", ".join(BROKER_CONFIGS) + " (see "
-        "docs/kafka.md); log.retention.ms and log.retention.bytes replace --retention-ms "
-        "and --retention-bytes",
-    )
-
-
 def _add_storage_arguments(parser: argparse.ArgumentParser) -> None:
     storage = parser.add_argument_group("storage (records live in memory)")
     stored = StorageLimits()
@@ -341,7 +247,8 @@ class ServeSettings:
     """Everything ``purgatory serve`` runs with; :func:`settings_from_args` builds it from
     the flags, checked. ``port`` 0 picks a free port; ``kafka_port`` None serves no Kafka,
     0 picks consecutive free ports (broker i on the first + i); ``ready_file`` is where to
-    write the bound addresses once every listener is up (:func:`ready_document`);
+    write the bound addresses once every listener is up
+    (:func:`~purgatory.service.ready_file.ready_document`);
     ``kafka_configs`` are the broker configs by Kafka's names (``--kafka-config``), those
     the cluster keeps (``log.retention.*``, ``min.insync.replicas``) applied whether or
     not Kafka is served."""
@@ -400,10 +307,10 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         allowed_hosts=args.allowed_host,
     )
     _check_cluster_flags(args)
-    users = _kafka_users(args)
-    kafka_configs = _kafka_configs(args, storage)
-    _check_ssl_anonymous(args, kafka_configs)
-    racks = _kafka_racks(args)
+    users = checked_users(args)
+    kafka_configs = checked_configs(args, storage)
+    check_ssl_anonymous(args, kafka_configs)
+    racks = checked_racks(args)
     _check_ready_file(args.ready_file)
     trace = None if args.trace is None else TraceWriter(args.trace)  # last: nothing to undo
     return ServeSettings(
@@ -431,73 +338,6 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     )
 
 
-#: the broker configs that replace a storage flag: config -> (flag, StorageLimits field)
-_STORAGE_CONFIGS = {
-    "log.retention.ms": ("--retention-ms", "retention_ms"),
-    "log.retention.bytes": ("--retention-bytes", "retention_bytes"),
-}
-
-
-def _kafka_configs(args: argparse.Namespace, storage: StorageLimits) -> BrokerConfigs:
-    """The ``--kafka-config`` settings checked, refusing one that contradicts another
-    flag (or itself) or a replication factor the brokers cannot hold."""
-    given: dict[str, str] = {}
-    for text in args.kafka_config:
-        name, value = parse_assignment(text)
-        if name in given and given[name] != value:
-            raise ValueError(f"--kafka-config {name} given twice: {given[name]!r}, {value!r}")
-        given[name] = value
-    try:
-        configs = broker_configs(given)
-    except ValueError as exc:
-        raise ValueError(f"--kafka-config {exc}") from None
-    auto = configs.explicit.get("auto.create.topics.enable")
-    if args.kafka_auto_create_topics and auto is False:
-        raise ValueError(
-            "--kafka-auto-create-topics contradicts --kafka-config auto.create.topics.enable=false"
-        )
-    defaults = StorageLimits()
-    for name, (flag, attribute) in _STORAGE_CONFIGS.items():
-        if configs.is_set(name) and getattr(storage, attribute) != getattr(defaults, attribute):
-            raise ValueError(f"--kafka-config {name} and {flag} both set the same retention")
-    factor = configs.explicit.get("default.replication.factor", 1)
-    if factor > args.brokers:
-        raise ValueError(
-            f"--kafka-config default.replication.factor={factor} exceeds --brokers {args.brokers}"
-        )
-    return configs
-
-
-def _kafka_racks(args: argparse.Namespace) -> tuple[str | None, ...] | None:
-    """The ``--kafka-racks`` racks, one per broker (an empty item: none), checked."""
-    text = getattr(args, "kafka_racks", None)
-    if text is None:
-        return None
-    racks = tuple(item.strip() or None for item in text.split(","))
-    if len(racks) != args.brokers:
-        raise ValueError(
-            f"--kafka-racks names {len(racks)} racks for --brokers {args.brokers}: give one "
-            "per broker"
-        )
-    return racks
-
-
-def _kafka_users(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
-    """The ``--kafka-user`` users, checked: each once, and only with SASL listeners."""
-    users: dict[str, str] = {}
-    for text in args.kafka_user:
-        name, password = parse_user(text)
-        if name in users:
-            raise ValueError(f"--kafka-user {name} given twice")
-        users[name] = password
-    if users and args.kafka_sasl_port is None and args.kafka_sasl_ssl_port is None:
-        raise ValueError(
-            "--kafka-user needs --kafka-sasl-port or --kafka-sasl-ssl-port: users log in "
-            "on SASL listeners"
-        )
-    return tuple(users.items())
-
-
 def _effective_configs(settings: ServeSettings) -> tuple[BrokerConfigs, StorageLimits]:
     """The broker configs, with ``--kafka-auto-create-topics`` as
     ``auto.create.topics.enable``, and the storage limits with the retention they set."""
@@ -505,7 +345,7 @@ def _effective_configs(settings: ServeSettings) -> tuple[BrokerConfigs, StorageL
     if settings.kafka_auto_create_topics:
         explicit.setdefault("auto.create.topics.enable", True)
     storage = StorageLimits() if settings.storage is None else settings.storage
-    for name, (_, attribute) in _STORAGE_CONFIGS.items():
+    for name, (_, attribute) in STORAGE_CONFIGS.items():
         value = explicit.get(name)
         if isinstance(value, int):
             storage = replace(storage, **{attribute: value})
@@ -528,46 +368,7 @@ def _check_cluster_flags(args: argparse.Namespace) -> None:
     rtt = args.replica_rtt_ms
     if rtt is not None and not (math.isfinite(rtt) and rtt >= 0):
         raise ValueError(f"--replica-rtt-ms must be a finite number >= 0, got {rtt}")
-    ports = [
-        ("--kafka-port", args.kafka_port),
-        ("--kafka-sasl-port", args.kafka_sasl_port),
-        ("--kafka-ssl-port", args.kafka_ssl_port),
-        ("--kafka-sasl-ssl-port", args.kafka_sasl_ssl_port),
-    ]
-    for flag, port in ports:
-        if port is not None and not (port == 0 or 1 <= port <= 65536 - args.brokers):
-            raise ValueError(
-                f"{flag} must leave room for {args.brokers} ports below 65536, got {port}"
-            )
-    for i, (flag, port) in enumerate(ports):
-        for other, other_port in ports[i + 1 :]:
-            if port and other_port and abs(port - other_port) < args.brokers:
-                raise ValueError(
-                    f"{flag} {port} and {other} {other_port} overlap: "
-                    f"each takes {args.brokers} consecutive ports"
-                )
-    plain = args.kafka_port
-    if plain is not None and not args.kafka_allow_anonymous and not is_loopback(args.host):
-        raise ValueError(
-            f"--kafka-port on --host {args.host}: a plaintext Kafka listener authenticates "
-            "nobody, and anyone who reaches it may produce, consume and delete topics; "
-            "serve Kafka on a loopback host, or on SASL listeners (--kafka-sasl-port with "
-            "--kafka-user), or accept that with --kafka-allow-anonymous"
-        )
-
-
-def _check_ssl_anonymous(args: argparse.Namespace, configs: BrokerConfigs) -> None:
-    """SSL listeners that do not require a client certificate authenticate nobody: on a
-    host that is not loopback only with ``--kafka-allow-anonymous``."""
-    if args.kafka_ssl_port is None or args.kafka_allow_anonymous or is_loopback(args.host):
-        return
-    if configs.text("ssl.client.auth") != "required":
-        raise ValueError(
-            f"--kafka-ssl-port on --host {args.host} without --kafka-config "
-            "ssl.client.auth=required: its clients are anonymous, and anyone who reaches "
-            "it may produce, consume and delete topics; require client certificates, or "
-            "accept that with --kafka-allow-anonymous"
-        )
+    check_kafka_listeners(args)
 
 
 def _serves_kafka(settings: ServeSettings) -> bool:
@@ -615,7 +416,7 @@ async def serve(settings: ServeSettings) -> int:
     ``replica_rtt_ms`` sets the replication network's round trip (None: the default);
     ``storage`` bounds what the logs hold (default: :class:`StorageLimits`)."""
     from purgatory.kafka.front_door import KafkaFrontDoor
-    from purgatory.service.broker import new_cluster
+    from purgatory.service.cluster import new_cluster
     from purgatory.service.connections import ServiceRunner
 
     configs, storage = _effective_configs(settings)
@@ -767,89 +568,3 @@ def _kafka_listeners(
     if settings.kafka_sasl_ssl_port is not None:
         sasl_tls = {"addresses": dict(kafka.sasl_ssl_addresses), **files}
     return brokers, sasl, tls, sasl_tls
-
-
-#: the version of the ready file's format: a reader refuses a version it does not know;
-#: keys are only ever added (a reader ignores those it does not know)
-READY_FILE_VERSION = 1
-
-
-def _url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
-def ready_document(
-    http: list[tuple[str, int]],
-    kafka: dict[int, tuple[str, int]] | None,
-    kafka_sasl: dict[int, tuple[str, int]] | None = None,
-    kafka_ssl: dict[str, Any] | None = None,
-    kafka_sasl_ssl: dict[str, Any] | None = None,
-    mechanisms: tuple[str, ...] = MECHANISMS,
-) -> dict[str, Any]:
-    """What the ready file says: the HTTP listeners (``http``: (host, port) as bound) and,
-    with Kafka, each broker's plaintext listener (``kafka``: broker id -> (host, port))
-    and SASL_PLAINTEXT listener (``kafka_sasl``), and its SSL and SASL_SSL ones
-    (``kafka_ssl``, ``kafka_sasl_ssl``: ``addresses`` as those, and the files of the CA
-    and the client certificate); the SASL ones offer ``mechanisms``; the format is in
-    docs/serve.md."""
-    document: dict[str, Any] = {
-        "version": READY_FILE_VERSION,
-        "pid": os.getpid(),
-        "http": {
-            "url": _url(*http[0]),
-            "addresses": [{"host": host, "port": port} for host, port in http],
-        },
-        "kafka": None,
-    }
-    if kafka is not None:
-        document["kafka"] = _listeners(kafka)
-    document["kafka_sasl"] = None
-    if kafka_sasl is not None:
-        document["kafka_sasl"] = {
-            **_listeners(kafka_sasl),
-            "security_protocol": "SASL_PLAINTEXT",
-            "mechanisms": list(mechanisms),
-        }
-    # TLS listeners: "addresses" (broker id -> (host, port)) and the certificates' files
-    for key, listener, protocol in (
-        ("kafka_ssl", kafka_ssl, "SSL"),
-        ("kafka_sasl_ssl", kafka_sasl_ssl, "SASL_SSL"),
-    ):
-        document[key] = None
-        if listener is not None:
-            files = {name: value for name, value in listener.items() if name != "addresses"}
-            document[key] = {
-                **_listeners(listener["addresses"]),
-                "security_protocol": protocol,
-                **files,
-            }
-            if protocol == "SASL_SSL":
-                document[key]["mechanisms"] = list(mechanisms)
-    return document
-
-
-def _listeners(addresses: dict[int, tuple[str, int]]) -> dict[str, Any]:
-    brokers = [
-        {"id": broker, "host": host, "port": port}
-        for broker, (host, port) in sorted(addresses.items())
-    ]
-    return {
-        "bootstrap_servers": ",".join(f"{b['host']}:{b['port']}" for b in brokers),
-        "brokers": brokers,
-    }
-
-
-def write_ready_file(path: str, document: dict[str, Any]) -> None:
-    """Write ``document`` to ``path`` atomically: a temporary file beside it, renamed over
-    it, so a reader sees no file or the whole of it."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(prefix=".ready-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(document, out, indent=2)
-            out.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise

@@ -32,6 +32,7 @@ from typing import Any, Final, final
 import msgspec
 from aiohttp import web
 
+from purgatory.errors import ErrorCode
 from purgatory.service.aiohttp_adapter import AdaptedAppRunner, AdaptedConnection, AdaptedServer
 from purgatory.service.app import STATE, json_response
 from purgatory.service.bodies import ErrorBody
@@ -39,7 +40,6 @@ from purgatory.service.config import ConnectionLimits, reserve
 from purgatory.service.http_metrics import ConnectionMetrics, ServiceMetrics
 from purgatory.service.refusals import ServiceRefusal
 from purgatory.service.throttled import Throttled
-from purgatory.sim.errors import ErrorCode
 
 logger = logging.getLogger("purgatory.service.connections")
 

@@ -19,9 +19,9 @@ import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from purgatory.errors import ErrorCode
 from purgatory.loopback import is_loopback
 from purgatory.service.refusals import ServiceRefusal
-from purgatory.sim.errors import ErrorCode
 
 #: routes that answer without a token
 OPEN_PATHS = frozenset({"/healthz"})

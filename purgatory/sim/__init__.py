@@ -12,10 +12,11 @@ manager, the delayed operations) stay importable from their modules
 :mod:`purgatory.sim.operations`), but are not the API.
 """
 
+from purgatory.errors import ErrorCode
+from purgatory.sim.batches import Record
 from purgatory.sim.cluster import Broker, Cluster
-from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.faults import Latency
-from purgatory.sim.log import Record
+from purgatory.sim.errors import SimulationError
+from purgatory.sim.latency import Latency
 from purgatory.sim.messages import (
     BrokerMetadata,
     ClusterMetadata,

@@ -33,7 +33,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Final, NamedTuple
 
-from purgatory.sim.log import Log, RecordBatch, marker_of
+from purgatory.sim.batches import RecordBatch, marker_of
+from purgatory.sim.log import Log
 from purgatory.sim.producers import NO_PRODUCER_ID, CompletedTxn
 
 #: batches read between two yields of a pass

@@ -32,16 +32,17 @@ from typing import Any, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory
 from purgatory._lifecycle import StartClose
+from purgatory.errors import ErrorCode
 from purgatory.sim import messages
+from purgatory.sim.batches import Record, RecordBatch
 from purgatory.sim.controller import Controller
-from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.faults import Latency
-from purgatory.sim.log import LogConfig, LogSpace, Record, RecordBatch
+from purgatory.sim.errors import SimulationError
+from purgatory.sim.latency import Latency
+from purgatory.sim.log import LogConfig, LogSpace
 from purgatory.sim.metadata import MetadataCache, describe_partition
 from purgatory.sim.operations import BrokerOperation, DelayedFetch, DelayedProduce
 from purgatory.sim.partition import HighWatermarkListener, Partition
 from purgatory.sim.replica_manager import ReplicaConfig, ReplicaManager
-from purgatory.sim.replica_selector import check_replica_selector
 from purgatory.sim.replication import FetchLeader, Network
 from purgatory.sim.validate import check_int
 
@@ -138,28 +139,19 @@ class Cluster(StartClose):
         )
         #: brokers crashed unheard of, and the session timeouts that will fence them
         self._unfenced: dict[int, asyncio.TimerHandle] = {}
-        check_int("replica_lag_time_max_ms", replica_lag_time_max_ms, 1)
-        check_int("replica_fetch_wait_max_ms", replica_fetch_wait_max_ms, 0)
-        check_int("replica_fetch_min_bytes", replica_fetch_min_bytes, 0)
-        check_int("replica_fetch_max_bytes", replica_fetch_max_bytes, 1)
-        check_int("min_insync_replicas", min_insync_replicas, 1)
         config = ReplicaConfig(
             replica_lag_time_max_ms,
             replica_fetch_wait_max_ms,
             replica_fetch_min_bytes,
             replica_fetch_max_bytes,
             min_insync_replicas,
-            check_int("purge_interval", purge_interval, 0),
-            check_int("log_retention_check_interval_ms", log_retention_check_interval_ms, 1),
-            check_int("producer_id_expiration_ms", producer_id_expiration_ms, 1),
-            check_int(
-                "producer_id_expiration_check_interval_ms",
-                producer_id_expiration_check_interval_ms,
-                1,
-            ),
-            check_int("log_cleaner_backoff_ms", log_cleaner_backoff_ms, 1),
-            check_replica_selector(replica_selector_class),
-        )
+            purge_interval,
+            log_retention_check_interval_ms,
+            producer_id_expiration_ms,
+            producer_id_expiration_check_interval_ms,
+            log_cleaner_backoff_ms,
+            replica_selector_class,
+        ).checked()
         #: every topic's retention unless it sets its own (Kafka's log.retention.*)
         self.log_defaults = LogConfig(log_retention_bytes, log_retention_ms)
         #: the memory every log holds, against ``max_stored_bytes`` (None: no cap)
@@ -176,12 +168,7 @@ class Cluster(StartClose):
             leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
             log_space=self.log_space,
         )
-        peers: dict[int, FetchLeader] = {}
-        self._replica_managers = {
-            b: ReplicaManager(b, self._metadata, config, self._network, peers)
-            for b in range(brokers)
-        }
-        peers.update(self._replica_managers)
+        self._replica_managers = _replica_managers(brokers, self._metadata, config, self._network)
         #: broker id -> broker
         self.brokers = {
             b: Broker(rm, self._metadata, self._network) for b, rm in self._replica_managers.items()
@@ -768,6 +755,17 @@ class Cluster(StartClose):
             f"<Cluster brokers={up}/{len(self.brokers)} topics={len(self._metadata.topics)} "
             f"partitions={parts}>"
         )
+
+
+def _replica_managers(
+    brokers: int, metadata: MetadataCache, config: ReplicaConfig, network: Network
+) -> dict[int, ReplicaManager]:
+    """A replica manager per broker, each knowing every other (the leaders its fetchers
+    fetch from)."""
+    peers: dict[int, FetchLeader] = {}
+    managers = {b: ReplicaManager(b, metadata, config, network, peers) for b in range(brokers)}
+    peers.update(managers)
+    return managers
 
 
 def check_racks(brokers: int, racks: Sequence[str | None] | None) -> dict[int, str | None]:

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import final
 
 from purgatory import loop_clock_ms
-from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.faults import Latency
+from purgatory.errors import ErrorCode
+from purgatory.sim.errors import SimulationError
+from purgatory.sim.latency import Latency
 from purgatory.sim.log import Log, LogConfig, LogSpace
 from purgatory.sim.messages import PartitionElection
 from purgatory.sim.metadata import MetadataCache

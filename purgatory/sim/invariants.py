@@ -19,10 +19,10 @@ from collections.abc import Callable
 from typing import Any, final
 
 from purgatory import OperationState
+from purgatory.errors import ErrorCode
 from purgatory.sim import operations
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.controller import UncleanElection
-from purgatory.sim.errors import ErrorCode
 from purgatory.sim.partition import Partition
 
 # The timer works in whole ms on a float clock; the loop may fire a hair early.

@@ -11,9 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Final, Literal
 
+from purgatory.errors import ErrorCode
 from purgatory.json_types import JsonObject
-from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.log import EncodedBatch, Record, RecordBatch
+from purgatory.sim.batches import EncodedBatch, Record, RecordBatch
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.producers import CompletedTxn
 from purgatory.sim.validate import check_int, check_records
 

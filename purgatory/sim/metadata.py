@@ -14,8 +14,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import final
 
-from purgatory.sim.errors import ErrorCode
-from purgatory.sim.faults import Latency
+from purgatory.errors import ErrorCode
+from purgatory.sim.latency import Latency
 from purgatory.sim.messages import (
     BrokerMetadata,
     ClusterMetadata,

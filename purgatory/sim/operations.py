@@ -17,8 +17,10 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar, final
 
 from purgatory import DelayedOperation
-from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.log import RECORD_OVERHEAD, Log, RecordBatch, records_in
+from purgatory.errors import ErrorCode
+from purgatory.sim.batches import RECORD_OVERHEAD, RecordBatch, records_in
+from purgatory.sim.errors import SimulationError
+from purgatory.sim.log import Log
 from purgatory.sim.messages import (
     DeleteRecordsResult,
     ElectLeadersResult,

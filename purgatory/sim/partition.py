@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import final
 
-from purgatory.sim.log import EncodedBatch, Log, LogConfig, LogSpace, RecordBatch
+from purgatory.sim.batches import EncodedBatch, RecordBatch
+from purgatory.sim.log import Log, LogConfig, LogSpace
 from purgatory.sim.producers import EndTxnMarker
 
 # fn(partition, old_hw, new_hw): told about every change of the leader's high watermark

@@ -35,7 +35,8 @@ from collections import deque
 from collections.abc import Callable, Container, Iterable
 from typing import Final, NamedTuple, Protocol, final
 
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.errors import ErrorCode
+from purgatory.sim.errors import SimulationError
 
 #: batches remembered per producer (Kafka's ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``)
 BATCHES_RETAINED: Final = 5

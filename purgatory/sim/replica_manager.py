@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar, final
 
 from purgatory import DelayedOperationPurgatory, OperationCancelled
+from purgatory.errors import ErrorCode
 from purgatory.sim.cleaner import clean
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.messages import (
     READ_COMMITTED,
     DeleteRecordsRequest,
@@ -54,8 +56,9 @@ from purgatory.sim.operations import (
 )
 from purgatory.sim.partition import Partition
 from purgatory.sim.producers import EndTxnMarker
-from purgatory.sim.replica_selector import select_read_replica
+from purgatory.sim.replica_selector import check_replica_selector, select_read_replica
 from purgatory.sim.replication import FetchLeader, Network, ReplicaFetcher, ReplicaFetchRequest
+from purgatory.sim.validate import check_int
 
 _NONE = ErrorCode.NONE
 
@@ -93,6 +96,29 @@ class ReplicaConfig:
     #: Kafka's replica.selector.class: which replica a consumer that says its rack
     #: should fetch from (:mod:`purgatory.sim.replica_selector`); None: the leader
     replica_selector_class: str | None = None
+
+    def checked(self) -> ReplicaConfig:
+        """These settings checked (TypeError/ValueError naming the setting), the replica
+        selector None unless one is named."""
+        for name, minimum in _MINIMUMS:
+            check_int(name, getattr(self, name), minimum)
+        selector = check_replica_selector(self.replica_selector_class)
+        return dataclasses.replace(self, replica_selector_class=selector)
+
+
+#: each int setting of :class:`ReplicaConfig`, in the order checked, and the least it may be
+_MINIMUMS: Final = (
+    ("replica_lag_time_max_ms", 1),
+    ("replica_fetch_wait_max_ms", 0),
+    ("replica_fetch_min_bytes", 0),
+    ("replica_fetch_max_bytes", 1),
+    ("min_insync_replicas", 1),
+    ("purge_interval", 0),
+    ("log_retention_check_interval_ms", 1),
+    ("producer_id_expiration_ms", 1),
+    ("producer_id_expiration_check_interval_ms", 1),
+    ("log_cleaner_backoff_ms", 1),
+)
 
 
 @final

@@ -20,8 +20,8 @@ import random
 from collections.abc import Callable
 from typing import Protocol, final
 
-from purgatory.sim.errors import ErrorCode
-from purgatory.sim.faults import Latency
+from purgatory.errors import ErrorCode
+from purgatory.sim.latency import Latency
 from purgatory.sim.metadata import MetadataCache
 from purgatory.sim.operations import DelayedReplicaFetch, FollowerResponse
 from purgatory.sim.partition import Partition

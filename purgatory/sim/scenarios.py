@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from purgatory.sim.cluster import Cluster
-from purgatory.sim.faults import Latency
+from purgatory.sim.latency import Latency
 from purgatory.sim.messages import ElectLeadersRequest
 from purgatory.sim.workload import ClientWorkloadConfig
 

@@ -10,12 +10,9 @@ from array import array
 from collections.abc import Iterable
 from typing import Any, final
 
-from purgatory import OperationState
+from purgatory._outcomes import Outcome
 from purgatory.percentiles import percentile
 from purgatory.sim.operations import BrokerOperation
-
-_EXPIRED = OperationState.EXPIRED
-_CANCELLED = OperationState.CANCELLED
 
 
 @final
@@ -25,7 +22,7 @@ class PurgatoryStats:
     def __init__(self, name: str) -> None:
         self.name = name
         self.operations = 0
-        self.outcomes: dict[str, int] = {}
+        self.outcomes: dict[Outcome, int] = {}
         self.errors: dict[str, int] = {}
         self.kinds: dict[str, int] = {}
         self.durations: array[float] = array("d")
@@ -36,13 +33,7 @@ class PurgatoryStats:
         """Count ``op``, which finished at ``now_ms`` (the purgatory's clock)."""
         self.operations += 1
         error = op.error
-        state = op.operation_state
-        if state is _EXPIRED:
-            outcome = "expired"
-        elif state is _CANCELLED:
-            outcome = "cancelled"
-        else:
-            outcome = "completed" if error is None else "error"
+        outcome = Outcome.of(op.operation_state, error)
         outcomes = self.outcomes
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         if error is not None:
@@ -60,9 +51,9 @@ class PurgatoryStats:
         durations = sorted(self.durations)
         return {
             "operations": self.operations,
-            "completed": self.outcomes.get("completed", 0),
-            "expired": self.outcomes.get("expired", 0),
-            "cancelled": self.outcomes.get("cancelled", 0),
+            "completed": self.outcomes.get(Outcome.COMPLETED, 0),
+            "expired": self.outcomes.get(Outcome.EXPIRED, 0),
+            "cancelled": self.outcomes.get(Outcome.CANCELLED, 0),
             "errors": dict(sorted(self.errors.items())),
             "kinds": dict(sorted(self.kinds.items())),
             "duration_ms": {

@@ -6,7 +6,8 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.errors import ErrorCode
+from purgatory.sim.errors import SimulationError
 
 #: Kafka's rule for topic names: 1 to 249 of ``[A-Za-z0-9._-]``, but not ``.`` or ``..``
 TOPIC_NAME_PATTERN: Final = r"(?!\.\.?$)[A-Za-z0-9._-]{1,249}"

@@ -17,9 +17,9 @@ import random
 from dataclasses import dataclass
 from typing import final
 
+from purgatory.errors import ErrorCode
 from purgatory.sim.cluster import Cluster
 from purgatory.sim.controller import UncleanElection
-from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import FetchRequest, FetchResult, ProduceRequest, ProduceResult
 from purgatory.sim.validate import check_int
 

@@ -22,16 +22,17 @@ from kio.schema.describe_configs.v4 import request as describe_v4
 from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 
-from purgatory.kafka.broker_configs import KEPT_ONLY, TOPIC_CONFIGS, BrokerConfigs
+from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.cluster_configs import ClusterConfigs
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.configs import ConfigHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
-from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import encode_response, read_request, versions
+from purgatory.kafka.topic_configs import KEPT_ONLY, TOPIC_CONFIGS
 from purgatory.sim import Cluster
 
 TIMEOUT = 60.0

@@ -16,12 +16,12 @@ from kio.schema.delete_records.v2 import request as v2
 from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 
-from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.embedded import EmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import encode_response, read_request, versions
+from purgatory.kafka.wire_errors import DecodeError
 from purgatory.sim import Cluster, Latency, ProduceRequest
 
 TIMEOUT = 30.0

@@ -24,13 +24,15 @@ from kio.schema.delete_topics.v6 import request as delete_v6
 from kio.schema.errors import ErrorCode as KioError
 from kio.serial import entity_reader, entity_writer
 
-from purgatory.kafka.broker_configs import TOPIC_CONFIGS, BrokerConfigs
+from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.schemas import encode_response, read_request, response_type, versions
-from purgatory.kafka.server import ApiTable, ProtocolStats
+from purgatory.kafka.server import ApiTable
+from purgatory.kafka.topic_configs import TOPIC_CONFIGS
 from purgatory.sim import Cluster, ProduceRequest
 
 TIMEOUT = 30.0

@@ -19,18 +19,18 @@ from hypothesis import strategies as st
 from kio.static.primitive import Records
 from kio_wire import request_frame, uvarint
 
-from purgatory.kafka.codec import DecodeError
+from purgatory.errors import ErrorCode
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.topics import TopicHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.record_batches import encode_batch, split_batches
 from purgatory.kafka.schemas import encode_response, read_request, request_type
-from purgatory.kafka.server import ProtocolStats
+from purgatory.kafka.wire_errors import DecodeError
 from purgatory.sim import Cluster, ProduceRequest
 from purgatory.sim import FetchRequest as FetchRequest_
-from purgatory.sim.errors import ErrorCode
 
 #: generated requests per served (API, version); each is fed whole and mutated
 EXAMPLES = 3
@@ -478,7 +478,7 @@ async def test_create_topics_answers_any_request_with_a_kafka_code() -> None:
     configs) are answered, entry by entry, with one of Kafka's codes: nothing raises."""
     from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
-    from purgatory.sim.errors import ErrorCode
+    from purgatory.errors import ErrorCode
 
     topic = st.tuples(
         _NAMES,

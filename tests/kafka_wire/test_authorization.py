@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 from test_schemas import TOPIC_ID, _errors, _request_values
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka import authorization
 from purgatory.kafka.acls import (
     Acl,
@@ -33,7 +34,6 @@ from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.record_batches import encode_batch
 from purgatory.kafka.schemas import build, request_type
-from purgatory.sim.errors import ErrorCode
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ME = "User:ANONYMOUS"  # a plaintext listener's principal

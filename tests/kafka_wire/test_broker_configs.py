@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from purgatory.kafka.broker_configs import BROKER_CONFIGS, broker_configs
+from purgatory.errors import ErrorCode
+from purgatory.kafka.broker_config_table import BROKER_CONFIGS
+from purgatory.kafka.broker_configs import broker_configs
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.embedded import EmbeddedKafka
-from purgatory.sim.errors import ErrorCode
 from purgatory.testing import ServeProcess
 
 STATIC, DEFAULT = 4, 5  # Kafka's ConfigSource STATIC_BROKER_CONFIG, DEFAULT_CONFIG
@@ -243,11 +244,11 @@ async def test_serve_applies_its_configs() -> None:
 
 
 def test_every_broker_config_is_declared_once() -> None:
-    from purgatory.kafka import broker_configs
+    from purgatory.kafka import broker_config_table as table_module
 
     declared = [
         c.name
-        for table in (broker_configs._CONFIGS, broker_configs._GROUPS, broker_configs._KEPT)
+        for table in (table_module._CONFIGS, table_module._GROUPS, table_module._KEPT)
         for c in table
     ]
     assert sorted(name for name in set(declared) if declared.count(name) > 1) == []

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from purgatory.kafka.codec import DecodeError, Reader, Writer
+from purgatory.kafka.codec import Reader, Writer
+from purgatory.kafka.wire_errors import DecodeError
 
 
 @given(st.integers(min_value=-(2**31), max_value=2**31 - 1))

@@ -31,15 +31,12 @@ from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource as KpResource
 from kafka.admin import ConfigResourceType as KpType
 
-from purgatory.kafka.broker_configs import (
-    TOPIC_CONFIGS,
-    BrokerConfigs,
-    as_text,
-    check_topic_config,
-)
+from purgatory.errors import ErrorCode
+from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.cluster_configs import ClusterConfigs
+from purgatory.kafka.config_rules import as_text
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.configs import ConfigHandlers
-from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import (
     compression_of,
@@ -49,8 +46,8 @@ from purgatory.kafka.record_batches import (
     split_batches,
 )
 from purgatory.kafka.schemas import build, request_type, versions
+from purgatory.kafka.topic_configs import TOPIC_CONFIGS, check_topic_config
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import ProduceRequest
 
 TOPIC, BROKER, GROUP = 2, 4, 32

@@ -15,13 +15,13 @@ import pytest
 import pytest_asyncio
 from kio_wire import Wire
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.groups import JoinResult
 from purgatory.kafka.coordinator.offsets import Committed
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import kio_error
-from purgatory.sim.errors import ErrorCode
 
 
 @pytest_asyncio.fixture

@@ -17,13 +17,13 @@ from kio.schema.delete_groups.v2 import request as v2
 from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.delete_groups import DeleteGroupsHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import build, request_type, versions
-from purgatory.sim.errors import ErrorCode
 
 LOW, HIGH = versions(ApiKey.DELETE_GROUPS)
 

@@ -23,12 +23,13 @@ from kafka.admin import ConfigResource as KpResource
 from kafka.admin import ConfigResourceType as KpType
 from kio_wire import Wire
 
-from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs
+from purgatory.kafka.broker_config_table import BROKER_CONFIGS
+from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.cluster_configs import ClusterConfigs
 from purgatory.kafka.coordinator.group_configs import GROUP_CONFIGS, KAFKA_BROKER_DEFAULTS
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.handlers.configs import ConfigHandlers
-from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import build, request_type, versions
 from purgatory.sim import Cluster

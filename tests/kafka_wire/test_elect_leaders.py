@@ -15,12 +15,12 @@ from kio.schema.elect_leaders.v2 import request as v2
 from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 
-from purgatory.kafka.codec import DecodeError
+from purgatory.errors import ErrorCode
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.elections import ElectionHandlers
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import encode_response, read_request, versions
-from purgatory.sim.errors import ErrorCode
+from purgatory.kafka.wire_errors import DecodeError
 
 LOW, HIGH = versions(ApiKey.ELECT_LEADERS)
 

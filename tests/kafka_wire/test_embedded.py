@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.sim import SimulationError
-from purgatory.sim.errors import ErrorCode
 
 ROOT = Path(__file__).resolve().parents[2]
 

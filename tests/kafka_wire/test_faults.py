@@ -27,13 +27,13 @@ from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kio_wire import read_frame, round_trip
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import encode_batch
 from purgatory.kafka.schemas import build, request_type, respond, versions
 from purgatory.service.refusals import ServiceRefusal
-from purgatory.sim.errors import ErrorCode
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 

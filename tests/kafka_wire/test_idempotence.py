@@ -11,14 +11,14 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from kio_wire import produce_to_t0, read_response, round_trip
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.schemas import build, request_type
-from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
-from purgatory.sim.faults import Latency
+from purgatory.sim.latency import Latency
 from purgatory.sim.partition import Partition
 
 TIMEOUT = 60.0

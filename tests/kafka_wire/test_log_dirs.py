@@ -14,11 +14,12 @@ from kafka.errors import KafkaStorageError, LogDirNotFoundError, NoError
 from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.log_dirs import LogDirHandlers, log_dir
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import build, error_response, request_type, versions
-from purgatory.sim import ErrorCode, ProduceRequest
+from purgatory.sim import ProduceRequest
 
 LOW, HIGH = versions(ApiKey.DESCRIBE_LOG_DIRS)
 ALTER_LOW, ALTER_HIGH = versions(ApiKey.ALTER_REPLICA_LOG_DIRS)

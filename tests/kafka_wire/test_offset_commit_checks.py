@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 from kio_wire import read_response, round_trip
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.consumer import HeartbeatRequest
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import GroupState, JoinResult
@@ -25,7 +26,6 @@ from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import build, kio_error, request_type
-from purgatory.sim.errors import ErrorCode
 
 NONE = kio_error(ErrorCode.NONE)
 UNKNOWN_TP = kio_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

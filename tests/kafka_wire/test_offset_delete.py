@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from kio_wire import read_frame, read_response, request_frame
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.groups import JoinResult
 from purgatory.kafka.coordinator.offsets import Committed
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import build, kio_error, request_type
-from purgatory.sim.errors import ErrorCode
 
 
 def subscription(*topics: str) -> bytes:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from kio_wire import read_frame, read_response, request_frame
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets_topic import (
     GROUP_METADATA_TOPIC,
     java_string_hash,
@@ -22,7 +23,6 @@ from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import build, kio_error, request_type
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
 
 
 def test_java_string_hash_and_the_partition_of_a_group() -> None:

@@ -14,13 +14,14 @@ import pytest
 import pytest_asyncio
 from kio_wire import read_response, round_trip
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka import schemas
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
-from purgatory.kafka.faults import _PARTITIONED, PARTITION_APIS, Faults, partitioned_apis
+from purgatory.kafka.fault_partitions import PARTITION_APIS, PARTITIONED_APIS, partitioned_apis
+from purgatory.kafka.faults import Faults
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import encode_batch
 from purgatory.kafka.schemas import build, error_response, request_type, versions
-from purgatory.sim.errors import ErrorCode
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 TOPIC_ID = uuid.UUID(int=7, version=4)
@@ -235,7 +236,7 @@ def test_the_served_apis_with_a_code_per_partition_are_those_covered() -> None:
 
 def test_the_written_out_partition_apis_are_those_the_schemas_name() -> None:
     # the tables are written out so that importing faults loads no schema module
-    assert partitioned_apis() == (_PARTITIONED, PARTITION_APIS)
+    assert partitioned_apis() == (PARTITIONED_APIS, PARTITION_APIS)
 
 
 @pytest.mark.usefixtures("synonyms_allowed")

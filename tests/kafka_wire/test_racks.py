@@ -16,13 +16,14 @@ import pytest
 import pytest_asyncio
 from kio_wire import read_response, round_trip
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.handlers.describe_cluster import DescribeClusterHandlers
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.schemas import build, request_type, versions
-from purgatory.kafka.server import ProtocolStats
-from purgatory.sim import ErrorCode, ProduceRequest
+from purgatory.sim import ProduceRequest
 from purgatory.sim.replica_selector import RACK_AWARE_REPLICA_SELECTOR
 
 RACKS = ["a", "b", "c"]

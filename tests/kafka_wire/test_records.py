@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.crc32c import crc32c, crc32c_python
 from purgatory.kafka.record_batches import BatchRecord, encode_batch, split_batches
+from purgatory.kafka.wire_errors import DecodeError
 
 GZIP = 1
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 import pytest
 from kio_wire import read_response, request_frame, uvarint
 
-from purgatory.kafka.codec import DecodeError
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import (
     CHECK_NAMES_ENV,
@@ -29,7 +29,7 @@ from purgatory.kafka.schemas import (
     versions,
 )
 from purgatory.kafka.shapes import Kind, shape_of
-from purgatory.sim.errors import ErrorCode
+from purgatory.kafka.wire_errors import DecodeError
 
 # -- a frame kio alone cannot survive ----------------------------------------------------
 
@@ -55,7 +55,7 @@ print("read")
 _RUN_GUARDED = f"""
 import resource
 resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-from purgatory.kafka.codec import DecodeError
+from purgatory.kafka.wire_errors import DecodeError
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import read_request
 try:

@@ -233,7 +233,7 @@ def test_an_unwritable_trace_path_is_refused(tmp_path: Path) -> None:
 @pytest.mark.virtual_time
 @pytest.mark.parametrize("rtt_ms", [0.0, 40.0, None])
 async def test_the_replica_round_trip_is_what_acks_all_waits_for(rtt_ms: float | None) -> None:
-    from purgatory.service.broker import new_cluster
+    from purgatory.service.cluster import new_cluster
     from purgatory.sim import ProduceRequest
 
     cluster = await new_cluster(3, rtt_ms)

@@ -20,10 +20,11 @@ import pytest_asyncio
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kio_wire import exchange, read_frame, read_response, request_frame
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.schemas import build, request_type, respond, versions
-from purgatory.kafka.server import KafkaProtocolServer, ListenerLimits, ProtocolStats, Response
-from purgatory.sim.errors import ErrorCode
+from purgatory.kafka.server import KafkaProtocolServer, ListenerLimits, Response
 
 TIMEOUT = 5.0
 LIST_OFFSETS = ApiKey.LIST_OFFSETS

@@ -15,9 +15,9 @@ import pytest
 import pytest_asyncio
 from kio_wire import Wire
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
-from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import ProduceRequest
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3
@@ -597,7 +597,7 @@ async def test_share_locks_expire_however_the_listeners_were_started(
     from purgatory.kafka.broker_configs import BrokerConfigs
     from purgatory.kafka.coordinator.share_partitions import RecordState
     from purgatory.kafka.front_door import KafkaFrontDoor
-    from purgatory.service.broker import new_cluster
+    from purgatory.service.cluster import new_cluster
 
     cluster = await new_cluster(1)
     await cluster.create_topic("t", 1, 1)

@@ -14,12 +14,12 @@ import pytest
 import pytest_asyncio
 from kio_wire import Wire
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import GroupState, JoinResult
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import kio_error
-from purgatory.sim.errors import ErrorCode
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000

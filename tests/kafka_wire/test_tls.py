@@ -21,7 +21,8 @@ from kio_wire import read_frame, read_response, request_frame
 
 from purgatory.event_loops import available_loops, loop_factory
 from purgatory.kafka.acls import Acl, Operation, PatternType, Permission, ResourceType
-from purgatory.kafka.broker_configs import STANDARD_AUTHORIZER, broker_configs
+from purgatory.kafka.broker_config_table import STANDARD_AUTHORIZER
+from purgatory.kafka.broker_configs import broker_configs
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import build, request_type

@@ -17,13 +17,13 @@ import pytest_asyncio
 from kio.schema.errors import ErrorCode as KioError
 from kio_wire import read_response, round_trip
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets_topic import java_string_hash, partition_for
 from purgatory.kafka.coordinator.txn_metadata import TRANSACTION_STATE_TOPIC, TxnState
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import build, request_type
 from purgatory.sim import TxnMarker
-from purgatory.sim.errors import ErrorCode
 
 TXN = "txn-a"
 

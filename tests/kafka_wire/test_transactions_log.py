@@ -16,16 +16,16 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from kio_wire import produce_to_t0, read_response, round_trip
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.embedded import AsyncEmbeddedKafka
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.protocol import ApiKey
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.record_batches import encode_batch, split_batches
 from purgatory.kafka.schemas import build, request_type
-from purgatory.kafka.server import ProtocolStats
 from purgatory.sim import Cluster, ProduceRequest, TxnMarker
-from purgatory.sim.errors import ErrorCode
-from purgatory.sim.log import CONTROL, TRANSACTIONAL
+from purgatory.sim.batches import CONTROL, TRANSACTIONAL
 
 TIMEOUT = 60.0
 T0 = 1_700_000_000_000

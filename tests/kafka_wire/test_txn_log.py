@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from purgatory import ManualClock
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import partition_for
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
@@ -25,7 +26,6 @@ from purgatory.kafka.coordinator.txn_metadata import (
 )
 from purgatory.kafka.record_batches import WireBatch, encode_batch
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
 
 
 def test_the_key_is_version_0_and_the_id_as_a_string() -> None:

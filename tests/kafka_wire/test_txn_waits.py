@@ -20,6 +20,7 @@ import pytest
 import pytest_asyncio
 
 from purgatory import ManualClock
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
@@ -31,7 +32,6 @@ from purgatory.kafka.coordinator.txn_metadata import (
     TxnState,
 )
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
 
 TXN = "slow"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from purgatory.kafka.faults import PARTITION_APIS
+from purgatory.kafka.fault_partitions import PARTITION_APIS
 from purgatory.testing import ServeProcess
 
 JSON = {"Content-Type": "application/json"}

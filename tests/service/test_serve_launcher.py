@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from purgatory.service import cli as serve_cli
+from purgatory.service import ready_file
 from purgatory.testing import READY_FILE_VERSION, ServeAddresses, ServeNotReady, ServeProcess
 
 
@@ -34,7 +34,7 @@ def test_the_ready_file_names_every_listener_and_each_accepts(tmp_path: Path) ->
     ) as server:
         document = json.loads(server.ready_file.read_text())
         addresses = server.addresses
-        assert document["version"] == READY_FILE_VERSION == serve_cli.READY_FILE_VERSION
+        assert document["version"] == READY_FILE_VERSION == ready_file.READY_FILE_VERSION
         assert document["pid"] == addresses.pid == server.pid
         [(host, port)] = addresses.http
         assert document["http"] == {

@@ -8,11 +8,12 @@ from typing import Any
 import msgspec
 import pytest
 
+from purgatory.errors import ErrorCode
 from purgatory.service.api import ROUTES, openapi_document
 from purgatory.service.bodies import RequestTypes
-from purgatory.service.broker import error_name, refused
+from purgatory.service.cluster import error_name, refused
 from purgatory.service.config import ServiceConfig
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 
 BODIES = RequestTypes.build(ServiceConfig(max_timeout_ms=5000, max_records=2), brokers=3)
 

@@ -162,7 +162,8 @@ async def test_topic_names_follow_kafkas_rule(served: Served, name: str) -> None
 
 @pytest.mark.asyncio
 async def test_the_cluster_applies_the_same_topic_rule() -> None:
-    from purgatory.sim.errors import ErrorCode, SimulationError
+    from purgatory.errors import ErrorCode
+    from purgatory.sim.errors import SimulationError
 
     async with Cluster(brokers=1) as cluster:
         for bad in ("t\n", ".", ".."):

@@ -8,14 +8,8 @@ from typing import Any
 
 import pytest
 
-from purgatory.sim import (
-    Cluster,
-    DeleteRecordsRequest,
-    ErrorCode,
-    FetchRequest,
-    Latency,
-    ProduceRequest,
-)
+from purgatory.errors import ErrorCode
+from purgatory.sim import Cluster, DeleteRecordsRequest, FetchRequest, Latency, ProduceRequest
 from purgatory.sim.errors import SimulationError
 from purgatory.testing import run_virtual
 

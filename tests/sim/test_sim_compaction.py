@@ -4,8 +4,9 @@ each rule with the broker's clock given, no sleeps."""
 from __future__ import annotations
 
 from purgatory.kafka.record_batches import WireBatch, encode_batch
+from purgatory.sim.batches import TRANSACTIONAL
 from purgatory.sim.cleaner import clean
-from purgatory.sim.log import TRANSACTIONAL, Log, LogConfig
+from purgatory.sim.log import Log, LogConfig
 from purgatory.sim.producers import EndTxnMarker
 
 DAY = 86_400_000

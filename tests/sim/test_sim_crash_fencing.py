@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from purgatory.sim import Cluster, ErrorCode, ProduceRequest
+from purgatory.errors import ErrorCode
+from purgatory.sim import Cluster, ProduceRequest
 from purgatory.testing import run_virtual
 
 Body = Callable[[Cluster, asyncio.AbstractEventLoop], Awaitable[Any]]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from purgatory.sim import Cluster, ErrorCode, FetchRequest, ProduceRequest
+from purgatory.errors import ErrorCode
+from purgatory.sim import Cluster, FetchRequest, ProduceRequest
 from purgatory.sim.errors import SimulationError
 from purgatory.testing import run_virtual
 

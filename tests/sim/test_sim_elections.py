@@ -10,13 +10,8 @@ from typing import Any
 
 import pytest
 
-from purgatory.sim import (
-    Cluster,
-    ElectLeadersRequest,
-    ErrorCode,
-    Latency,
-    ProduceRequest,
-)
+from purgatory.errors import ErrorCode
+from purgatory.sim import Cluster, ElectLeadersRequest, Latency, ProduceRequest
 from purgatory.sim.invariants import InvariantChecker
 from purgatory.sim.runner import run_scenario
 from purgatory.sim.scenarios import SCENARIOS

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from purgatory import OperationState
-from purgatory.sim import Cluster, ErrorCode, FetchRequest, Latency, ProduceRequest
+from purgatory.errors import ErrorCode
+from purgatory.sim import Cluster, FetchRequest, Latency, ProduceRequest
 from purgatory.sim.cli import fewer_collections
 from purgatory.sim.invariants import InvariantChecker
 from purgatory.sim.log import Log

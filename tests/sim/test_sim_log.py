@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from purgatory.sim.batches import RECORD_OVERHEAD, Record, RecordBatch
 from purgatory.sim.errors import SimulationError
-from purgatory.sim.log import RECORD_OVERHEAD, Log, Record, RecordBatch
+from purgatory.sim.log import Log
 
 
 def _log(*batches: tuple[int, int]) -> Log:

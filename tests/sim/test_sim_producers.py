@@ -9,8 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
+from purgatory.errors import ErrorCode
 from purgatory.sim import Cluster, DeleteRecordsRequest, ProduceRequest
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.log import Log, LogConfig
 from purgatory.sim.producers import BATCHES_RETAINED, last_sequence
 from purgatory.testing import run_virtual

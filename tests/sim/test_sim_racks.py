@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from purgatory.sim import Cluster, ErrorCode, FetchRequest, ProduceRequest
+from purgatory.errors import ErrorCode
+from purgatory.sim import Cluster, FetchRequest, ProduceRequest
 from purgatory.sim.partition import Partition
 from purgatory.sim.replica_selector import RACK_AWARE_REPLICA_SELECTOR, select_read_replica
 from purgatory.testing import run_virtual

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from purgatory.errors import ErrorCode
 from purgatory.sim import (
     Cluster,
-    ErrorCode,
     FetchRequest,
     Latency,
     PartitionReassignment,

@@ -11,21 +11,16 @@ from typing import Any
 
 import pytest
 
+from purgatory.errors import ErrorCode
 from purgatory.sim import (
     Cluster,
     DeleteRecordsRequest,
-    ErrorCode,
     FetchRequest,
     ProduceRequest,
     SimulationError,
 )
-from purgatory.sim.log import (
-    BATCH_MEMORY,
-    RECORD_MEMORY,
-    Log,
-    LogConfig,
-    LogSpace,
-)
+from purgatory.sim.batches import BATCH_MEMORY, RECORD_MEMORY
+from purgatory.sim.log import Log, LogConfig, LogSpace
 from purgatory.testing import run_virtual
 
 Body = Callable[[Cluster, asyncio.AbstractEventLoop], Awaitable[Any]]

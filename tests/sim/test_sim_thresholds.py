@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from purgatory.sim import Cluster, ErrorCode, FetchRequest, ProduceRequest
+from purgatory.errors import ErrorCode
+from purgatory.sim import Cluster, FetchRequest, ProduceRequest
 from purgatory.sim.messages import FetchResult, ProduceResult
 from purgatory.sim.operations import DelayedFetch, DelayedProduce
 from purgatory.sim.replica_manager import ReplicaManager

@@ -9,18 +9,19 @@ from typing import Any
 
 import pytest
 
+from purgatory.errors import ErrorCode
 from purgatory.sim import (
     Cluster,
     ElectLeadersRequest,
-    ErrorCode,
     FetchRequest,
     Latency,
     ProduceRequest,
     TxnMarker,
 )
+from purgatory.sim.batches import CONTROL, TRANSACTIONAL, marker_of
 from purgatory.sim.errors import SimulationError
 from purgatory.sim.invariants import InvariantChecker
-from purgatory.sim.log import CONTROL, TRANSACTIONAL, Log, marker_of
+from purgatory.sim.log import Log
 from purgatory.sim.partition import Partition
 from purgatory.sim.producers import CompletedTxn, EndTxnMarker
 from purgatory.testing import run_virtual

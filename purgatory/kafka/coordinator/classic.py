@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.groups import (
     ClassicGroup,
     GroupState,
@@ -45,7 +46,6 @@ from purgatory.kafka.coordinator.groups import (
     Member,
     SyncResult,
 )
-from purgatory.sim.errors import ErrorCode
 
 T = TypeVar("T")
 

@@ -302,7 +302,7 @@ class GroupConfig:
 
 
 #: Kafka's defaults of the broker configs the group configs fall back on or are bounded
-#: by (the same as :data:`purgatory.kafka.broker_configs.BROKER_CONFIGS` says: a test
+#: by (the same as :data:`purgatory.kafka.broker_config_table.BROKER_CONFIGS` says: a test
 #: holds them equal), for a coordinator built without the broker's
 KAFKA_BROKER_DEFAULTS: Final[Mapping[str, GroupValue]] = {
     "group.consumer.session.timeout.ms": 45_000,

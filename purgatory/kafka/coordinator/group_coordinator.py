@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TypeAlias, assert_never, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.classic import (
     ClassicProtocol,
     ClassicSettings,
@@ -64,7 +65,6 @@ from purgatory.kafka.coordinator.share import (
     ShareHeartbeatRequest,
     ShareProtocol,
 )
-from purgatory.sim.errors import ErrorCode
 
 #: a group: one of Kafka's group types, told apart by its class (``type`` names it)
 Group: TypeAlias = ClassicGroup | ConsumerGroup | ShareGroup

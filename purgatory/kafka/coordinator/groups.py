@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Final, final
 
 from purgatory import DelayedOperation
-from purgatory.sim.errors import ErrorCode
+from purgatory.errors import ErrorCode
 
 #: the protocol type of Kafka consumers' groups (ConsumerProtocol.PROTOCOL_TYPE)
 CONSUMER_PROTOCOL_TYPE: Final = "consumer"

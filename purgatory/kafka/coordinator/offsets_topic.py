@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 
 #: Kafka's name for it (``Topic.GROUP_METADATA_TOPIC_NAME``)
 GROUP_METADATA_TOPIC: Final = "__consumer_offsets"

@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_configs import GroupConfig
 from purgatory.kafka.coordinator.groups import Assignment, HeartbeatResult
-from purgatory.sim.errors import ErrorCode
 
 #: the type of a KIP-932 group (ShareGroupHeartbeat), as ListGroups names it
 SHARE: Final = "share"

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Final, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer, TimerTask
+from purgatory.errors import ErrorCode
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
-from purgatory.sim.log import RecordBatch
+from purgatory.sim.batches import RecordBatch
 from purgatory.sim.partition import Partition
 
 #: the acknowledgement types (ShareFetch and ShareAcknowledge)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import final
 
 from purgatory import Clock, DelayedOperation, DelayedOperationPurgatory
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import partition_for
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
@@ -30,7 +31,7 @@ from purgatory.kafka.coordinator.txn_metadata import (
 )
 from purgatory.kafka.coordinator.txn_state import BatchEncoder
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 
 logger = logging.getLogger("purgatory.kafka.transactions")
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory, OperationCancelled
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.txn_markers import TransactionMarkerChannel
@@ -63,7 +64,6 @@ from purgatory.kafka.coordinator.txn_state import (
     TransactionStateManager,
 )
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
 
 logger = logging.getLogger("purgatory.kafka.transactions")
 

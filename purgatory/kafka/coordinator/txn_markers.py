@@ -11,10 +11,10 @@ import logging
 from collections.abc import Callable
 from typing import Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.txn_metadata import TxnMetadata
 from purgatory.sim import Cluster, TxnMarker
-from purgatory.sim.errors import ErrorCode
 
 logger = logging.getLogger("purgatory.kafka.transactions")
 

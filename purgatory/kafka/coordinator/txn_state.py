@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets_topic import partition_for
 from purgatory.kafka.coordinator.txn_log import key_bytes, read_key, read_value, value_bytes
 from purgatory.kafka.coordinator.txn_metadata import (
@@ -19,8 +20,7 @@ from purgatory.kafka.coordinator.txn_metadata import (
     TxnMetadata,
 )
 from purgatory.sim import Cluster, ProduceRequest
-from purgatory.sim.errors import ErrorCode
-from purgatory.sim.log import EncodedBatch
+from purgatory.sim.batches import EncodedBatch
 
 #: builds one ``__transaction_state`` record (key, value; None: a tombstone) as a Kafka batch
 BatchEncoder = Callable[[bytes, bytes | None], EncodedBatch]

@@ -51,62 +51,16 @@ class DescribeQuorumHandlers:
 
     def describe_quorum(self, header: RequestHeader, request: Any) -> Any:
         topics = request.topics
-        if not (
-            len(topics) == 1
-            and topics[0].topic_name == METADATA_TOPIC
-            and len(topics[0].partitions) == 1
-            and topics[0].partitions[0].partition_index == 0
-        ):
-            answered = [
-                {
-                    "topic_name": t.topic_name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition_index,
-                            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            "error_message": _UNKNOWN_MESSAGE,
-                        }
-                        for p in t.partitions
-                    ],
-                }
-                for t in topics
-            ]
-            return respond(request, error_code=ErrorCode.NONE, topics=answered)
+        if not _asks_for_the_metadata_log(topics):
+            return respond(request, error_code=ErrorCode.NONE, topics=_unknown(topics))
         leader = self.cluster.controller.active_broker
         if leader is None:  # every broker is down: no quorum to describe
-            return respond(
-                request,
-                error_code=ErrorCode.NONE,
-                topics=[
-                    {
-                        "topic_name": METADATA_TOPIC,
-                        "partitions": [
-                            {
-                                "partition_index": 0,
-                                "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                "leader_id": -1,
-                                "leader_epoch": -1,
-                                "high_watermark": -1,
-                            }
-                        ],
-                    }
-                ],
-            )
+            return respond(request, error_code=ErrorCode.NONE, topics=_leaderless())
         if leader != self._leader:
             self._leader = leader
             self._epoch += 1
         high_watermark = self.cluster.controller.metadata.version
         now = int(time.time() * 1000)
-
-        def replica(broker: int) -> dict[str, Any]:
-            return {
-                "replica_id": broker,
-                "replica_directory_id": _NO_DIRECTORY,
-                "log_end_offset": high_watermark,
-                "last_fetch_timestamp": now,
-                "last_caught_up_timestamp": now,
-            }
-
         observers = [
             b for b in sorted(self.cluster.brokers) if b != leader and self.cluster.is_alive(b)
         ]
@@ -117,22 +71,78 @@ class DescribeQuorumHandlers:
             "leader_id": leader,
             "leader_epoch": self._epoch,
             "high_watermark": high_watermark,
-            "current_voters": [replica(leader)],
-            "observers": [replica(b) for b in observers],
+            "current_voters": [_replica(leader, high_watermark, now)],
+            "observers": [_replica(b, high_watermark, now) for b in observers],
         }
-        nodes = []
-        if leader in self.addresses:
-            host, port = self.addresses[leader]
-            nodes.append(
-                {
-                    "node_id": leader,
-                    "listeners": [{"name": "PLAINTEXT", "host": host, "port": port}],
-                }
-            )
         return respond(
             request,
             error_code=ErrorCode.NONE,
             error_message=None,
             topics=[{"topic_name": METADATA_TOPIC, "partitions": [partition]}],
-            nodes=nodes,
+            nodes=_nodes(leader, self.addresses),
         )
+
+
+def _asks_for_the_metadata_log(topics: Any) -> bool:
+    """Whether the request names exactly ``__cluster_metadata`` partition 0."""
+    return (
+        len(topics) == 1
+        and topics[0].topic_name == METADATA_TOPIC
+        and len(topics[0].partitions) == 1
+        and topics[0].partitions[0].partition_index == 0
+    )
+
+
+def _unknown(topics: Any) -> list[dict[str, Any]]:
+    """Every partition asked for, UNKNOWN_TOPIC_OR_PARTITION."""
+    return [
+        {
+            "topic_name": t.topic_name,
+            "partitions": [
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "error_message": _UNKNOWN_MESSAGE,
+                }
+                for p in t.partitions
+            ],
+        }
+        for t in topics
+    ]
+
+
+def _leaderless() -> list[dict[str, Any]]:
+    """The answer's topics when no broker is up to lead the quorum."""
+    return [
+        {
+            "topic_name": METADATA_TOPIC,
+            "partitions": [
+                {
+                    "partition_index": 0,
+                    "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    "leader_id": -1,
+                    "leader_epoch": -1,
+                    "high_watermark": -1,
+                }
+            ],
+        }
+    ]
+
+
+def _replica(broker: int, high_watermark: int, now: int) -> dict[str, Any]:
+    """A voter or observer of the quorum, caught up to ``high_watermark`` as of ``now``."""
+    return {
+        "replica_id": broker,
+        "replica_directory_id": _NO_DIRECTORY,
+        "log_end_offset": high_watermark,
+        "last_fetch_timestamp": now,
+        "last_caught_up_timestamp": now,
+    }
+
+
+def _nodes(leader: int, addresses: dict[int, tuple[str, int]]) -> list[dict[str, Any]]:
+    """The voter's listener (v2+), at its broker's address if it has one."""
+    if leader not in addresses:
+        return []
+    host, port = addresses[leader]
+    return [{"node_id": leader, "listeners": [{"name": "PLAINTEXT", "host": host, "port": port}]}]

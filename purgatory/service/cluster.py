@@ -1,4 +1,4 @@
-"""What the service needs from a broker, and the glue to the simulated cluster.
+"""What the service needs from the cluster, and the glue to the simulated one.
 
 :class:`ServiceCluster` is the structural interface the HTTP layer is written against;
 :class:`purgatory.sim.cluster.Cluster` satisfies it. The helpers here turn what the
@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from purgatory import DelayedOperationPurgatory
+from purgatory.errors import ErrorCode
 from purgatory.service.config import StorageLimits
 from purgatory.sim import messages
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 
 if TYPE_CHECKING:
     from purgatory.kafka.faults import Faults
@@ -127,7 +128,7 @@ async def new_cluster(
     broker's ``broker.rack``; ``replica_selector_class``: Kafka's
     ``replica.selector.class``."""
     from purgatory.sim.cluster import DEFAULT_REPLICA_RTT, Cluster
-    from purgatory.sim.faults import Latency
+    from purgatory.sim.latency import Latency
 
     rtt: Latency | None = DEFAULT_REPLICA_RTT
     if replica_rtt_ms is not None:
@@ -167,7 +168,7 @@ async def apply_fault(
     opens it again on its port. Raises :class:`BrokerError`.
     """
     from purgatory.sim.cluster import Cluster
-    from purgatory.sim.faults import Latency
+    from purgatory.sim.latency import Latency
 
     if not isinstance(broker, Cluster):
         raise BrokerError(

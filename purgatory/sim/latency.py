@@ -1,4 +1,5 @@
-"""Fault models: replication latency distributions and scheduled fault events."""
+"""Replication latency: :class:`Latency`, the log-normal distribution a slow follower's
+round trips (and the controller's election round trips) are drawn from."""
 
 from __future__ import annotations
 
