@@ -310,6 +310,131 @@ async def test_altered_and_deleted_offsets_are_durable_across_a_crash(
     assert kafka.front_door.shares.initialized("g") == []
 
 
+@pytest.mark.asyncio
+async def test_an_acknowledgement_not_written_is_an_error_and_the_next_write_carries_it() -> None:
+    async with AsyncEmbeddedKafka(
+        brokers=3,
+        seed=1,
+        topics={"t": (1, 3)},
+        configs={
+            "share.auto.offset.reset": "earliest",
+            "share.coordinator.state.topic.num.partitions": 3,
+            "share.coordinator.state.topic.replication.factor": 1,
+        },
+    ) as kafka:
+        leader, wire = await _start(kafka)
+        key = ShareKey("g", kafka.front_door.cluster.topic_id("t") or TOPIC, 0)
+        index = partition_for(key.coordinator_key(), 3)
+        try:
+            assert _acquired(await _fetch(wire, kafka, 0)) == [(0, 5, 1)]
+            coordinator = kafka.leader(SHARE_GROUP_STATE_TOPIC, index)
+            assert coordinator is not None
+            assert coordinator != leader  # (seed 1) t-0 stays led: only the coordinator goes
+            # the share coordinator's only replica dies: the write cannot be made
+            await kafka.crash_broker(coordinator)
+            assert kafka.leader(SHARE_GROUP_STATE_TOPIC, index) is None
+            errors = await _acknowledge(wire, kafka, 1, 0, [ACCEPT, ACCEPT])
+            assert errors == [ErrorCode.COORDINATOR_NOT_AVAILABLE.number]
+            # it comes back; the next write carries the whole state, the acceptance with it
+            await kafka.restart_broker(coordinator)
+            assert kafka.leader(SHARE_GROUP_STATE_TOPIC, index) == coordinator
+            assert await _acknowledge(wire, kafka, 2, 2, [RELEASE]) == [0]
+        finally:
+            await _close(wire)
+        await kafka.crash_broker(leader)
+        successor = kafka.leader("t", 0)
+        assert successor is not None
+        wire = await _wire(kafka, successor)
+        try:
+            assert [a[:2] for a in _acquired(await _fetch(wire, kafka, 0))] == [(2, 5)]
+        finally:
+            await _close(wire)
+
+
+@pytest.mark.asyncio
+async def test_a_snapshot_every_so_many_updates_and_the_log_replays_them_all() -> None:
+    async with AsyncEmbeddedKafka(
+        brokers=3,
+        seed=1,
+        topics={"t": (1, 3)},
+        configs={
+            "share.auto.offset.reset": "earliest",
+            "share.coordinator.state.topic.num.partitions": 3,
+            "share.coordinator.snapshot.update.records.per.snapshot": 2,
+        },
+    ) as kafka:
+        leader, wire = await _start(kafka)
+        try:
+            assert _acquired(await _fetch(wire, kafka, 0)) == [(0, 5, 1)]
+            for epoch, offset in enumerate(range(4), start=1):
+                assert await _acknowledge(wire, kafka, epoch, offset, [ACCEPT]) == [0]
+        finally:
+            await _close(wire)
+        written = _state_records(kafka)
+        assert [(kind[5:-5], value["SnapshotEpoch"]) for kind, value in written] == [
+            ("Snapshot", 0),  # the acquisition
+            ("Update", 0),
+            ("Update", 0),
+            ("Snapshot", 1),
+            ("Update", 1),
+        ]
+        assert written[-1][1]["StartOffset"] == 4
+        await kafka.crash_broker(leader)
+        successor = kafka.leader("t", 0)
+        assert successor is not None
+        wire = await _wire(kafka, successor)
+        try:
+            assert _acquired(await _fetch(wire, kafka, 0)) == [(4, 5, 2)]
+        finally:
+            await _close(wire)
+
+
+@pytest.mark.asyncio
+async def test_a_parked_fetch_whose_partition_moved_acquires_nothing(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    _, wire = await _start(kafka)
+    try:
+        assert _acquired(await _fetch(wire, kafka, 0)) == [(0, 5, 1)]
+        assert await _acknowledge(wire, kafka, 1, 0, [ACCEPT] * 6) == [0]
+        parked = asyncio.ensure_future(
+            wire.kio(
+                ApiKey.SHARE_FETCH,
+                1,
+                group_id="g",
+                member_id="a",
+                share_session_epoch=2,
+                max_wait=60_000,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                max_records=100,
+                batch_size=100,
+                topics=[],
+                forgotten_topics_data=[],
+            )
+        )
+        purgatory = kafka.front_door.purgatories["ShareFetch"]
+        for _ in range(200):
+            if purgatory.num_delayed:
+                break
+            await asyncio.sleep(0.005)
+        assert purgatory.num_delayed == 1
+        successor = await kafka.move_leader("t", 0)
+        await kafka.cluster.produce(ProduceRequest("t", 0, [(None, b"x"), (None, b"y")], acks=-1))
+        answer = await asyncio.wait_for(parked, 10)
+        assert _acquired(answer) == []
+        assert [int(p.error_code) for t in answer.responses for p in t.partitions] == [
+            ErrorCode.NOT_LEADER_OR_FOLLOWER.number
+        ]
+    finally:
+        await _close(wire)
+    wire = await _wire(kafka, successor)
+    try:  # the new leader has them Available: nobody acquired them for the old one
+        assert _acquired(await _fetch(wire, kafka, 0)) == [(6, 7, 1)]
+    finally:
+        await _close(wire)
+
+
 # -- confluent-kafka's ShareConsumer ------------------------------------------------------
 
 
