@@ -255,7 +255,9 @@ class SharePartitions:
     (each answers for the partitions it leads). ``labels`` go on the ``ShareFetch``
     purgatory and the ``ShareLocks`` timer; ``clock`` is theirs (the coordinator's).
     ``persister`` (the share coordinators) keeps the state durable in
-    ``__share_group_state``; without one it is in memory only."""
+    ``__share_group_state``, and then each share-partition is its leader's: held for the
+    leader and leader epoch that loaded it, loaded again by the next; without one the
+    state is in memory only, shared by the brokers."""
 
     def __init__(
         self,
