@@ -435,6 +435,38 @@ async def test_a_parked_fetch_whose_partition_moved_acquires_nothing(
         await _close(wire)
 
 
+@pytest.mark.asyncio
+async def test_a_record_delivered_as_often_as_allowed_before_the_crash_is_archived() -> None:
+    async with AsyncEmbeddedKafka(
+        brokers=3,
+        seed=1,
+        topics={"t": (1, 3)},
+        configs={
+            "share.auto.offset.reset": "earliest",
+            "share.coordinator.state.topic.num.partitions": 3,
+            "group.share.delivery.count.limit": 2,
+        },
+    ) as kafka:
+        leader, wire = await _start(kafka)
+        try:
+            assert _acquired(await _fetch(wire, kafka, 0)) == [(0, 5, 1)]
+            assert await _acknowledge(wire, kafka, 1, 0, [ACCEPT, ACCEPT, RELEASE]) == [0]
+            # 2 comes again (its second delivery, the last allowed), 3-5 stay held
+            assert _acquired(await _fetch(wire, kafka, 2)) == [(2, 2, 2)]
+        finally:
+            await _close(wire)
+        await kafka.crash_broker(leader)
+        successor = kafka.leader("t", 0)
+        assert successor is not None
+        wire = await _wire(kafka, successor)
+        try:  # 2 was delivered twice: archived; 3-5 once: delivered again
+            assert _acquired(await _fetch(wire, kafka, 0)) == [(3, 5, 2)]
+        finally:
+            await _close(wire)
+        sp = kafka.front_door.shares.partitions[("g", "t", 0)]
+        assert sp.start == 3
+
+
 # -- confluent-kafka's ShareConsumer ------------------------------------------------------
 
 
