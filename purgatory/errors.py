@@ -111,5 +111,6 @@ class ErrorCode(enum.StrEnum):
     INVALID_RECORD_STATE = enum.auto(), 121
     SHARE_SESSION_NOT_FOUND = enum.auto(), 122
     INVALID_SHARE_SESSION_EPOCH = enum.auto(), 123
+    FENCED_STATE_EPOCH = enum.auto(), 124
     INVALID_REGULAR_EXPRESSION = enum.auto(), 128
     SHARE_SESSION_LIMIT_REACHED = enum.auto(), 133

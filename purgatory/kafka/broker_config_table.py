@@ -438,6 +438,32 @@ _CONFIGS: Final = (
         Rule(1, (1 << 15) - 1),
     ),
     BrokerConfig(
+        "share.coordinator.state.topic.num.partitions",
+        ConfigType.INT,
+        50,
+        50,
+        "partitions of __share_group_state (fixed once it is created): a share-partition's "
+        "share coordinator leads its partition",
+        Rule(1),
+    ),
+    BrokerConfig(
+        "share.coordinator.state.topic.replication.factor",
+        ConfigType.INT,
+        3,
+        3,
+        "replicas of each __share_group_state partition (at most the number of brokers)",
+        Rule(1, (1 << 15) - 1),
+    ),
+    BrokerConfig(
+        "share.coordinator.snapshot.update.records.per.snapshot",
+        ConfigType.INT,
+        500,
+        500,
+        "the ShareUpdate records written for a share-partition between two ShareSnapshot "
+        "records of it",
+        Rule(0),
+    ),
+    BrokerConfig(
         "transaction.partition.verification.enable",
         ConfigType.BOOLEAN,
         True,

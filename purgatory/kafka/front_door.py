@@ -32,6 +32,7 @@ from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.share_partitions import ShareConfig, SharePartitions
+from purgatory.kafka.coordinator.share_state import ShareCoordinators, ShareStateSettings
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
 from purgatory.kafka.coordinator.txn_metadata import TxnSettings
 from purgatory.kafka.faults import Faults
@@ -100,8 +101,8 @@ class _Listeners:
 
 
 def _state_batch(key: bytes, value: bytes | None) -> WireBatch:
-    """One ``__transaction_state`` record as a Kafka batch, stamped now: a tombstone's
-    value null, as Kafka's transaction coordinator writes it."""
+    """One ``__transaction_state`` (or ``__share_group_state``) record as a Kafka batch,
+    stamped now: a tombstone's value null, as Kafka's coordinators write it."""
     return WireBatch(bytearray(encode_batch(0, -1, [(key, value)], int(time.time() * 1000))))
 
 
@@ -170,8 +171,12 @@ class KafkaFrontDoor:
         self.tls: TlsMaterial | None = None
         # One group coordinator serves every broker.
         self.configs = BrokerConfigs() if configs is None else configs
-        #: the share-partitions of every share group (KIP-932), shared by the brokers
-        self.shares = _share_partitions(cluster, self.configs)
+        #: each broker's share coordinator: the share-partitions' durable state, in
+        #: __share_group_state
+        self.share_coordinators = _share_coordinators(cluster, self.configs)
+        #: the share-partitions of every share group (KIP-932), each its leader's, written
+        #: to __share_group_state and loaded from there by a new leader
+        self.shares = _share_partitions(cluster, self.configs, self.share_coordinators)
         self.coordinator = _group_coordinator(cluster, self.configs, self.shares)
         self.shares.group_config = self._share_config
         # commits are timed by the coordinator's clock, as groups turning Empty are
@@ -491,6 +496,7 @@ class KafkaFrontDoor:
             self._expiry = None
         await self.coordinator.close()  # answers parked JoinGroup/SyncGroup requests first
         await self.shares.close()
+        await self.share_coordinators.close()
         await self.transactions.close()
         for server in self._all_servers():
             await server.close()
@@ -670,7 +676,23 @@ def _authorizer(acls: Acls, configs: BrokerConfigs) -> Authorizer | None:
     )
 
 
-def _share_partitions(cluster: Cluster, configs: BrokerConfigs) -> SharePartitions:
+def _share_coordinators(cluster: Cluster, configs: BrokerConfigs) -> ShareCoordinators:
+    """Each broker's share coordinator, keeping the share-partitions' state in
+    ``__share_group_state`` as large as the broker configs say."""
+    return ShareCoordinators(
+        cluster,
+        ShareStateSettings(
+            configs.number("share.coordinator.state.topic.num.partitions"),
+            configs.number("share.coordinator.state.topic.replication.factor"),
+            configs.number("share.coordinator.snapshot.update.records.per.snapshot"),
+        ),
+        batch=_state_batch,
+    )
+
+
+def _share_partitions(
+    cluster: Cluster, configs: BrokerConfigs, persister: ShareCoordinators
+) -> SharePartitions:
     """The share-partitions, set as the broker configs say; the ShareFetch purgatory
     carries the label the brokers' purgatories do."""
     return SharePartitions(
@@ -684,6 +706,7 @@ def _share_partitions(cluster: Cluster, configs: BrokerConfigs) -> SharePartitio
             read_committed=configs.text("share.isolation.level") == "read_committed",
         ),
         labels={"broker": "all"},
+        persister=persister,
     )
 
 

@@ -18,8 +18,20 @@ on each (group, partition) (a release or an expired lock wakes it), until ``max_
 Where a share group starts reading a partition is ``share.auto.offset.reset`` (latest by
 default), what it reads ``share.isolation.level``: read_committed stops at the last
 stable offset and archives the records of aborted transactions; transaction markers are
-never handed out. The state is kept in memory, not in ``__share_group_state``: it survives
-a leader's failover (every broker shares it) but not the front door's end.
+never handed out.
+
+A share-partition's state is its leader's (Kafka's SharePartitionManager is per broker):
+it is kept in memory for the leader and leader epoch that loaded it, and dropped when the
+partition's leadership moves (a crashed leader's memory is gone). With a persister (the
+share coordinators, :mod:`.share_state`) every change is written to
+``__share_group_state`` (Kafka's WriteShareGroupState: the start offset and the state of
+each record from it to the end, Available ones with their delivery count, Acknowledged
+and Archived ones), and a new leader loads the share-partition from there (Kafka's
+ReadShareGroupState): what was acknowledged stays so, and what was acquired is Available
+again with its delivery count. An acknowledgement is answered once its write is durable
+(:meth:`SharePartitions.written`); so is an acquisition, whose delivery count is written
+with the records Available (a reload delivers them again, counted on). Without a
+persister the state is in memory only, shared by the brokers.
 """
 
 from __future__ import annotations
@@ -34,6 +46,15 @@ from typing import Final, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory, SystemTimer, TimerTask
 from purgatory.errors import ErrorCode
+from purgatory.kafka.coordinator.share_log import (
+    ACKNOWLEDGED,
+    ARCHIVED,
+    ShareKey,
+    ShareState,
+    StateBatch,
+    batches_of,
+)
+from purgatory.kafka.coordinator.share_state import ShareCoordinators
 from purgatory.sim import Cluster
 from purgatory.sim.batches import RecordBatch
 from purgatory.sim.partition import Partition
@@ -96,10 +117,34 @@ class SharePartition:
     #: the topic's id when the state began: a topic deleted and made again under its name
     #: is another topic, whose state starts afresh (Kafka keys it by topic id)
     topic_id: uuid.UUID | None = None
+    #: the partition's leader and leader epoch this state belongs to (-1: any)
+    leader: int = -1
+    leader_epoch: int = -1
+    #: the state epoch (AlterShareGroupOffsets starts a new one)
+    state_epoch: int = 0
+    #: the records past the start that left the window: (Acknowledged or Archived, count)
+    done: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: the last write of this state to ``__share_group_state`` (each waits for the one before)
+    writing: asyncio.Task[ErrorCode] | None = None
 
     def advance(self) -> None:
         """The start moves past the records that left the window."""
         self.start = min(self.records, default=self.end)
+        for offset in [o for o in self.done if o < self.start]:
+            del self.done[offset]
+
+    def state_batches(self) -> tuple[StateBatch, ...]:
+        """The state from the start to the end, as Kafka persists it: in flight Available
+        (whatever its lock) with its delivery count, left Acknowledged or Archived; an
+        offset never handed out (a transaction marker, an aborted record) Archived."""
+        by_offset: dict[int, tuple[int, int]] = {}
+        for offset in range(self.start, self.end):
+            record = self.records.get(offset)
+            if record is not None:
+                by_offset[offset] = (0, record.delivery_count)
+            else:
+                by_offset[offset] = self.done.get(offset, (ARCHIVED, 0))
+        return batches_of(by_offset)
 
 
 @final
@@ -187,6 +232,9 @@ class DelayedShareFetch(DelayedOperation):
         self.wanted = wanted
         self.max_records = max_records
         self.result: dict[TopicPartition, PartitionFetch] = {}
+        #: each partition's leadership when the fetch parked: one that moved since is no
+        #: longer the fetching broker's to acquire from
+        self.owners = {tp: manager.leadership(*tp) for tp in wanted}
 
     def try_complete(self) -> bool:
         if not self.manager.acquirable(self.group_id, self.wanted):
@@ -194,16 +242,22 @@ class DelayedShareFetch(DelayedOperation):
         return self.force_complete()
 
     def on_complete(self) -> None:
-        self.result = self.manager.acquire(
-            self.group_id, self.member_id, self.wanted, self.max_records
-        )
+        still = [tp for tp in self.wanted if self.manager.leadership(*tp) == self.owners[tp]]
+        self.result = self.manager.acquire(self.group_id, self.member_id, still, self.max_records)
+        for tp in self.wanted:
+            if tp not in self.result:
+                self.result[tp] = PartitionFetch(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
 @final
 class SharePartitions:
     """Every share-partition and share session of the cluster; one serves every broker
     (each answers for the partitions it leads). ``labels`` go on the ``ShareFetch``
-    purgatory and the ``ShareLocks`` timer; ``clock`` is theirs (the coordinator's)."""
+    purgatory and the ``ShareLocks`` timer; ``clock`` is theirs (the coordinator's).
+    ``persister`` (the share coordinators) keeps the state durable in
+    ``__share_group_state``, and then each share-partition is its leader's: held for the
+    leader and leader epoch that loaded it, loaded again by the next; without one the
+    state is in memory only, shared by the brokers."""
 
     def __init__(
         self,
@@ -211,8 +265,10 @@ class SharePartitions:
         config: ShareConfig | None = None,
         labels: dict[str, str] | None = None,
         clock: Callable[[], float] | None = None,
+        persister: ShareCoordinators | None = None,
     ) -> None:
         self.cluster = cluster
+        self.persister = persister
         self.config = ShareConfig() if config is None else config
         #: a group's settings: the broker's (``config``) unless the front door sets this to
         #: read the group's own configs (``share.*`` set on its GROUP resource)
@@ -224,6 +280,8 @@ class SharePartitions:
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self._watching = False
+        self.closed = False
         cluster.hw_listeners.append(self._on_high_watermark)
 
     # -- running -----------------------------------------------------------------------------
@@ -238,6 +296,7 @@ class SharePartitions:
             await self.locks.advance_clock(None)
 
     async def close(self) -> None:
+        self.closed = True
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -245,6 +304,11 @@ class SharePartitions:
             self._reaper = None
         self.locks.close()
         await self.fetches.shutdown()
+        for sp in list(self.partitions.values()):  # the writes not done: never answered
+            if sp.writing is not None and not sp.writing.done():
+                sp.writing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sp.writing
 
     def _on_high_watermark(self, p: Partition, old: int, new: int) -> None:
         if self.fetches.watched:
@@ -299,20 +363,30 @@ class SharePartitions:
 
     def group_deleted(self, group_id: str) -> None:
         """DeleteGroups took the share group: its share-partitions go."""
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            self._forget(key)
+        for key in [(group_id, t, i) for t, i in self.initialized(group_id)]:
+            self._forget(key, durable=True)
 
     # -- the admin's offsets (DescribeShareGroupOffsets, Alter..., Delete...) ---------------
 
     def initialized(self, group_id: str) -> list[TopicPartition]:
-        """The partitions ``group_id`` has share-partition state for, in order."""
-        return sorted((t, i) for g, t, i in self.partitions if g == group_id)
+        """The partitions ``group_id`` has share-partition state for, in order: in memory
+        or, with a persister, in ``__share_group_state``."""
+        found = {(t, i) for g, t, i in self.partitions if g == group_id}
+        if self.persister is not None:
+            for key in self.persister.keys(group_id):
+                topic = self.cluster.topic_name(key.topic_id)
+                if topic is not None:
+                    found.add((topic, key.partition))
+        return sorted(found)
 
     def start_and_lag(self, group_id: str, topic: str, index: int) -> tuple[int, int] | None:
         """The share-partition's start offset and its lag (the records up to where a
         fetch may read not yet acknowledged or archived: those in flight and those not
         yet looked at); None where the group has no state for the partition."""
-        sp = self.partitions.get((group_id, topic, index))
+        if self.persister is None:
+            sp = self.partitions.get((group_id, topic, index))
+        else:
+            sp = self._share_partition(group_id, topic, index, create=False)
         if sp is None:
             return None
         p = self.cluster.partition(topic, index)
@@ -324,45 +398,212 @@ class SharePartitions:
         """The share-partition starts at ``start`` (AlterShareGroupOffsets: its group is
         empty): what was in flight is dropped; a negative start forgets the state (the
         next fetch starts where ``share.auto.offset.reset`` says)."""
-        self._forget((group_id, topic, index))
+        key = (group_id, topic, index)
+        old = self._share_partition(group_id, topic, index, create=False)
+        self._forget(key, durable=start < 0)
         if start >= 0:
-            self.partitions[(group_id, topic, index)] = SharePartition(
-                group_id, topic, index, start, start, topic_id=self.cluster.topic_id(topic)
+            p = self.cluster.partition(topic, index)
+            sp = self.partitions[key] = SharePartition(
+                group_id,
+                topic,
+                index,
+                start,
+                start,
+                topic_id=self.cluster.topic_id(topic),
+                leader=-1 if p is None or p.leader is None else p.leader,
+                leader_epoch=-1 if p is None else p.leader_epoch,
+                state_epoch=0 if old is None else old.state_epoch + 1,
+                writing=None if old is None else old.writing,
             )
+            self._persist(sp)
 
     def forget(self, group_id: str, topic: str) -> bool:
         """DeleteShareGroupOffsets: the group's share-partitions of ``topic`` go; False if
         it had none."""
-        keys = [k for k in self.partitions if k[0] == group_id and k[1] == topic]
+        keys = [(group_id, t, i) for t, i in self.initialized(group_id) if t == topic]
         for key in keys:
-            self._forget(key)
+            self._forget(key, durable=True)
         return bool(keys)
 
-    def _forget(self, key: tuple[str, str, int]) -> None:
+    def _forget(self, key: tuple[str, str, int], *, durable: bool = False) -> None:
+        """The share-partition leaves memory; ``durable``: its persisted state is deleted
+        too (a tombstone)."""
         sp = self.partitions.pop(key, None)
         if sp is not None:
             for record in sp.records.values():
                 if record.lock is not None:
                     record.lock.cancel()
+        if durable and self.persister is not None:
+            topic_id = self.cluster.topic_id(key[1]) if sp is None else sp.topic_id
+            if topic_id is not None:
+                self._spawn_delete(ShareKey(key[0], topic_id, key[2]), sp)
+
+    # -- durability ----------------------------------------------------------------------
+
+    def leadership(self, topic: str, index: int) -> tuple[int, int]:
+        """The partition's leader and leader epoch now ((-1, -1) without one)."""
+        p = self.cluster.partition(topic, index)
+        if p is None or p.leader is None:
+            return -1, -1
+        return p.leader, p.leader_epoch
+
+    def _owned(self, sp: SharePartition) -> bool:
+        """Whether ``sp`` is the state of the partition's leader now (always, without a
+        persister: the brokers share it)."""
+        if self.persister is None or sp.leader == -1:
+            return True
+        return (sp.leader, sp.leader_epoch) == self.leadership(sp.topic, sp.index)
+
+    def _watch_leadership(self) -> None:
+        if self._watching or self.closed or self.cluster.closed or self.persister is None:
+            return
+        self._watching = True
+        self.cluster.call_on_change(self._leadership_changed)
+
+    def _leadership_changed(self) -> None:
+        """Leadership moved: the share-partitions whose leader changed leave the old
+        leader's memory (their locks with them) and are loaded by the new one."""
+        self._watching = False
+        if self.closed:
+            return
+        for key, sp in list(self.partitions.items()):
+            if (sp.leader, sp.leader_epoch) != self.leadership(key[1], key[2]):
+                self._share_partition(*key, create=False)
+        self._watch_leadership()
+
+    def _persist(self, sp: SharePartition) -> None:
+        """Write the share-partition's state now (after the writes before it)."""
+        if self.persister is None or sp.topic_id is None:
+            return
+        key = ShareKey(sp.group_id, sp.topic_id, sp.index)
+        start, batches = sp.start, sp.state_batches()
+        previous = sp.writing
+        persister = self.persister
+
+        async def write() -> ErrorCode:
+            if previous is not None:
+                await asyncio.wait([previous])
+            return await persister.write(key, sp.state_epoch, sp.leader_epoch, start, batches)
+
+        sp.writing = asyncio.get_running_loop().create_task(write())
+        self._watch_leadership()
+
+    def _spawn_delete(self, key: ShareKey, sp: SharePartition | None = None) -> None:
+        previous = None if sp is None else sp.writing
+        persister = self.persister
+        if persister is None:
+            return
+
+        async def delete() -> ErrorCode:
+            if previous is not None:
+                await asyncio.wait([previous])
+            return await persister.delete(key)
+
+        task = asyncio.get_running_loop().create_task(delete())
+        if sp is not None:
+            sp.writing = task
+
+    async def written(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Wait until what was changed in these share-partitions is written to
+        ``__share_group_state``; each one's error (COORDINATOR_NOT_AVAILABLE where its
+        share coordinator is missing or the write did not reach its ISR)."""
+        out: dict[TopicPartition, ErrorCode] = {}
+        tasks: dict[TopicPartition, asyncio.Task[ErrorCode] | None] = {}
+        for topic, index in partitions:  # the writes of now, before any share-partition moves
+            sp = self.partitions.get((group_id, topic, index))
+            tasks[(topic, index)] = None if sp is None else sp.writing
+        for (topic, index), task in tasks.items():
+            error = ErrorCode.NONE
+            if task is not None:
+                await asyncio.wait([task])
+                error = task.result() if not task.cancelled() else ErrorCode.NOT_COORDINATOR
+            if error in (ErrorCode.NOT_COORDINATOR, ErrorCode.FENCED_LEADER_EPOCH):
+                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            out[(topic, index)] = error
+        return out
+
+    def _loaded(
+        self, group_id: str, topic: str, index: int, p: Partition, topic_id: uuid.UUID | None
+    ) -> tuple[SharePartition | None, bool]:
+        """The share-partition as the partition's leader loads it, and whether it was
+        persisted: from its persisted state, if any (None while that cannot be read), else
+        where ``share.auto.offset.reset`` says."""
+        state: ShareState | None = None
+        if self.persister is not None and topic_id is not None:
+            read = self.persister.read(ShareKey(group_id, topic_id, index), p.leader_epoch)
+            if isinstance(read, ErrorCode):
+                return None, False
+            state = read
+        assert p.leader is not None
+        if state is None:
+            if self.group_config(group_id).auto_offset_reset == "earliest":
+                start = p.leader_log.log_start_offset
+            else:
+                start = self._readable_end(p, group_id)
+            fresh = SharePartition(
+                group_id,
+                topic,
+                index,
+                start,
+                start,
+                topic_id=topic_id,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+            )
+            return fresh, False
+        sp = SharePartition(
+            group_id,
+            topic,
+            index,
+            state.start_offset,
+            state.start_offset,
+            topic_id=topic_id,
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            state_epoch=state.state_epoch,
+        )
+        limit = self.group_config(group_id).delivery_count_limit
+        for batch in state.batches:
+            for offset in range(max(batch.first, sp.start), batch.last + 1):
+                if batch.state == 0 and batch.count < limit:
+                    sp.records[offset] = InFlight(RecordState.AVAILABLE, batch.count)
+                else:  # left the window (delivered as often as allowed: Archived)
+                    sp.done[offset] = (batch.state or ARCHIVED, batch.count)
+            sp.end = max(sp.end, batch.last + 1)
+        sp.advance()
+        return sp, True
 
     # -- acquiring ---------------------------------------------------------------------------
 
-    def _share_partition(self, group_id: str, topic: str, index: int) -> SharePartition | None:
+    def _share_partition(
+        self, group_id: str, topic: str, index: int, *, create: bool = True
+    ) -> SharePartition | None:
+        """The share-partition as its leader holds it: loaded if the leader has not yet
+        (its leadership moved, or it was never read); ``create``: made afresh if nothing
+        was persisted (else None then)."""
         key = (group_id, topic, index)
         sp = self.partitions.get(key)
         topic_id = self.cluster.topic_id(topic)
-        if sp is not None and sp.topic_id == topic_id:
-            return sp
-        if sp is not None:  # the topic was deleted and made again
-            self._forget(key)
         p = self.cluster.partition(topic, index)
+        owned = self.persister is None or (
+            sp is not None
+            and p is not None
+            and p.leader is not None
+            and (sp.leader, sp.leader_epoch) in ((p.leader, p.leader_epoch), (-1, -1))
+        )
+        if sp is not None and sp.topic_id == topic_id and owned:
+            if sp.leader == -1 and p is not None and p.leader is not None:
+                sp.leader, sp.leader_epoch = p.leader, p.leader_epoch
+            return sp
+        if sp is not None:  # the topic was made again, or the state was another leader's
+            self._forget(key)
         if p is None or p.leader is None:
             return None
-        if self.group_config(group_id).auto_offset_reset == "earliest":
-            start = p.leader_log.log_start_offset
-        else:
-            start = self._readable_end(p, group_id)
-        sp = SharePartition(group_id, topic, index, start, start, topic_id=topic_id)
+        sp, persisted = self._loaded(group_id, topic, index, p, topic_id)
+        if sp is None or not (create or persisted):
+            return None
         self.partitions[key] = sp
         return sp
 
@@ -432,6 +673,7 @@ class SharePartitions:
                 record.member_id = member_id
                 record.lock = lock
             self.locks.add(lock)
+            self._persist(sp)  # the delivery counts, the records Available should it crash
             budget -= len(offsets)
             batches = log.read_batches(min(offsets), max(offsets) + 1, 1 << 62)
             out[(topic, index)] = PartitionFetch(
@@ -486,8 +728,9 @@ class SharePartitions:
     ) -> ErrorCode:
         """Acknowledge records ``member_id`` holds: every offset named must be acquired
         by it (INVALID_RECORD_STATE otherwise, and none of this partition's
-        acknowledgements applies); a GAP is archived."""
-        sp = self.partitions.get((group_id, topic, index))
+        acknowledgements applies); a GAP is archived. Records acquired from an earlier
+        leader are Available to this one: INVALID_RECORD_STATE."""
+        sp = self._share_partition(group_id, topic, index, create=False)
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
         planned: list[tuple[int, int]] = []
@@ -520,6 +763,8 @@ class SharePartitions:
             self._unlock(record, offset)
             if kind in (ACCEPT, REJECT, GAP):
                 del sp.records[offset]
+                state = ACKNOWLEDGED if kind == ACCEPT else ARCHIVED
+                sp.done[offset] = (state, record.delivery_count)
             else:
                 released |= self._release(sp, offset)
         if renewed:
@@ -531,6 +776,8 @@ class SharePartitions:
                 record.lock = lock
             self.locks.add(lock)
         sp.advance()
+        if planned:
+            self._persist(sp)
         if released:
             self._wake(sp)
         return ErrorCode.NONE
@@ -551,6 +798,7 @@ class SharePartitions:
         record.lock = None
         if record.delivery_count >= self.group_config(sp.group_id).delivery_count_limit:
             del sp.records[offset]
+            sp.done[offset] = (ARCHIVED, record.delivery_count)
             return False
         record.state = RecordState.AVAILABLE
         return True
@@ -562,6 +810,9 @@ class SharePartitions:
     def expire_lock(self, lock: AcquisitionLock) -> None:
         """An acquisition lock expired: its records still acquired are released."""
         sp = lock.sp
+        if self.partitions.get((sp.group_id, sp.topic, sp.index)) is not sp:
+            lock.offsets.clear()  # the state of a leader that is no longer
+            return
         released = False
         for offset in sorted(lock.offsets):
             record = sp.records.get(offset)
@@ -569,6 +820,7 @@ class SharePartitions:
                 released |= self._release(sp, offset)
         lock.offsets.clear()
         sp.advance()
+        self._persist(sp)
         if released:
             self._wake(sp)
 
@@ -590,15 +842,18 @@ class SharePartitions:
     ) -> None:
         for topic, index in list(partitions):
             sp = self.partitions.get((group_id, topic, index))
-            if sp is None:
-                continue
-            released = False
+            if sp is None or not self._owned(sp):
+                continue  # a moved leader's records: the new one holds them Available
+            released = changed = False
             for offset in sorted(sp.records):
                 record = sp.records[offset]
                 if record.state is RecordState.ACQUIRED and record.member_id == member_id:
                     self._unlock(record, offset)
                     released |= self._release(sp, offset)
+                    changed = True
             sp.advance()
+            if changed:
+                self._persist(sp)
             if released:
                 self._wake(sp)
 
@@ -616,14 +871,19 @@ class SharePartitions:
         max_records: int,
         max_wait_ms: int,
     ) -> dict[TopicPartition, PartitionFetch]:
-        """Acquire now, or park until something can be acquired or ``max_wait_ms``."""
+        """Acquire now, or park until something can be acquired or ``max_wait_ms``;
+        answered once the acquisitions' delivery counts are written (a write that fails
+        does not fail the fetch: Kafka does not write acquisitions)."""
         if max_wait_ms <= 0 or not wanted or self.acquirable(group_id, wanted):
-            return self.acquire(group_id, member_id, wanted, max_records)
-        op = DelayedShareFetch(max_wait_ms, self, group_id, member_id, wanted, max_records)
-        keys: list[Hashable] = [("hw", t, i) for t, i in wanted]
-        keys += [("released", group_id, t, i) for t, i in wanted]
-        await self.fetches.park(op, keys)
-        return op.result
+            result = self.acquire(group_id, member_id, wanted, max_records)
+        else:
+            op = DelayedShareFetch(max_wait_ms, self, group_id, member_id, wanted, max_records)
+            keys: list[Hashable] = [("hw", t, i) for t, i in wanted]
+            keys += [("released", group_id, t, i) for t, i in wanted]
+            await self.fetches.park(op, keys)
+            result = op.result
+        await self.written(group_id, [tp for tp, got in result.items() if got.acquired])
+        return result
 
 
 def _ranges(sp: SharePartition, offsets: list[int]) -> tuple[Acquired, ...]:

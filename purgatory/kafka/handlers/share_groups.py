@@ -300,6 +300,24 @@ class ShareGroupHandlers:
                 out[key] = (error, message)
         return out
 
+    async def _durable(
+        self, request: Any, acks: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]
+    ) -> None:
+        """Wait until the acknowledgements applied are written to ``__share_group_state``;
+        a partition whose write failed answers its error."""
+        applied = {
+            key: name
+            for key, (error, _) in acks.items()
+            if error is ErrorCode.NONE and (name := self.cluster.topic_name(key[0])) is not None
+        }
+        written = await self.shares.written(
+            request.group_id, [(name, key[1]) for key, name in applied.items()]
+        )
+        for key, name in applied.items():
+            error = written.get((name, key[1]), ErrorCode.NONE)
+            if error is not ErrorCode.NONE:
+                acks[key] = (error, None)
+
     def _leader(self, error: ErrorCode, name: str | None, index: int) -> dict[str, int]:
         if error is ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None:
             _, p = leads(self.cluster, self.broker_id, name, index)
@@ -338,7 +356,7 @@ class ShareGroupHandlers:
                     session.topic_ids[name] = topic.topic_id
         if epoch == FINAL:
             self.shares.close_session(session)
-            return self._fetch_answer(request, acks, asked, {}, {})
+            return self._fetch(request, acks, asked, [], {})
         self.shares.next_epoch(session)
         errors: dict[TopicPartition, ErrorCode] = {}
         wanted: list[TopicPartition] = []
@@ -364,6 +382,9 @@ class ShareGroupHandlers:
         wanted: list[TopicPartition],
         errors: dict[TopicPartition, ErrorCode],
     ) -> Any:
+        await self._durable(request, acks)
+        if not wanted and not errors:  # the session's last request: nothing to fetch
+            return self._fetch_answer(request, acks, asked, {}, {})
         wait_ms = max(millis(request.max_wait), 0)
         max_records = int(getattr(request, "max_records", 500)) or 500
         try:
@@ -447,7 +468,7 @@ class ShareGroupHandlers:
             node_endpoints=self._endpoints(leaders),
         )
 
-    def share_acknowledge(self, header: RequestHeader, request: Any) -> Any:
+    def share_acknowledge(self, header: RequestHeader, request: Any) -> Awaitable[Any] | Any:
         error, session, message = self._session(request, acknowledge=True)
         if session is None:
             return _refused(request, error, message)
@@ -456,6 +477,12 @@ class ShareGroupHandlers:
             self.shares.close_session(session)
         else:
             self.shares.next_epoch(session)
+        return self._acknowledged(request, acks)
+
+    async def _acknowledged(
+        self, request: Any, acks: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]
+    ) -> Any:
+        await self._durable(request, acks)
         by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
         leaders: set[int] = set()
         for (topic_id, index), (ack_error, ack_message) in acks.items():
