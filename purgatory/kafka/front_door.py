@@ -23,6 +23,7 @@ from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
 from purgatory.kafka.authorization import Caller, authorized, unruled
 from purgatory.kafka.broker_configs import BROKER_CONFIGS, BrokerConfigs
+from purgatory.kafka.client_metrics import ClientMetrics
 from purgatory.kafka.coordinator.group_configs import KAFKA_BROKER_DEFAULTS, GroupConfig
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator, ShareSettings
 from purgatory.kafka.coordinator.offsets import OffsetStore
@@ -221,6 +222,9 @@ class KafkaFrontDoor:
         )
         #: every config of the cluster: the brokers', AlterConfigs', the topics'
         self.cluster_configs = ClusterConfigs(cluster, self.configs)
+        #: client telemetry (KIP-714): the client-metrics subscriptions, the client
+        #: instances, what they pushed
+        self.client_metrics = ClientMetrics(self.configs.number("telemetry.max.bytes"))
         self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs), self.cluster_configs)
         self.credentials = Credentials(users or {})
         self.sasl = SaslListener(
@@ -444,7 +448,9 @@ class KafkaFrontDoor:
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)
         groups = GroupHandlers(self.coordinator, self.offsets, broker_id, self.offsets_topic)
-        configs = ConfigHandlers(self.cluster_configs, broker_id, self.addresses, self.coordinator)
+        configs = ConfigHandlers(
+            self.cluster_configs, broker_id, self.addresses, self.coordinator, self.client_metrics
+        )
         transactions = TransactionHandlers(
             self.transactions,
             broker_id,
