@@ -56,6 +56,7 @@ from purgatory.kafka.handlers.reassignments import ReassignmentHandlers
 from purgatory.kafka.handlers.sasl import SaslHandlers
 from purgatory.kafka.handlers.settings import ClusterConfigs
 from purgatory.kafka.handlers.share_groups import ShareGroupHandlers
+from purgatory.kafka.handlers.telemetry import TelemetryHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.handlers.transactions import TransactionHandlers
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
@@ -471,6 +472,7 @@ class KafkaFrontDoor:
             ShareGroupHandlers(
                 self.coordinator, self.shares, self.cluster, broker_id, addresses
             ).apis(),
+            TelemetryHandlers(self.client_metrics, broker_id).apis(),
             *self._shared,
         ]:
             server.register_all(apis)

@@ -1,19 +1,27 @@
 """Client telemetry (KIP-714) over the wire: client-metrics subscriptions as config
-resources (IncrementalAlterConfigs, DescribeConfigs, ListConfigResources), with kio over
-a socket (the manager's own rules: test_client_metrics.py)."""
+resources (IncrementalAlterConfigs, DescribeConfigs, ListConfigResources), and
+GetTelemetrySubscriptions and PushTelemetry, what was pushed read through
+``EmbeddedKafka.telemetry()``; with kio over a socket, and with librdkafka's producer,
+which pushes its metrics once a subscription matches it (the manager's own rules:
+test_client_metrics.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from confluent_kafka import Producer
 from kio_wire import Wire
+from test_otlp import gauges
 
-from purgatory.kafka.embedded import AsyncEmbeddedKafka
+from purgatory.kafka.client_metrics import subscription_id
+from purgatory.kafka.compression import GZIP, LZ4, SNAPPY, ZSTD, deflate
+from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
 from purgatory.sim.errors import ErrorCode
 
@@ -153,7 +161,83 @@ async def test_subscriptions_are_client_metrics_resources_altered_described_and_
 
 
 @pytest.mark.asyncio
-async def test_client_metrics_resources_need_the_clusters_configs_acls() -> None:
+async def test_a_client_gets_its_subscription_and_its_push_arrives(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    admin = await _wire(kafka)
+    client = await _wire(kafka, software="kio-client")
+    try:
+        # no subscription: nothing to push, at the default interval
+        none = await client.kio(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, client_instance_id=ZERO)
+        assert none.error_code.value == 0
+        assert none.client_instance_id != ZERO
+        assert none.requested_metrics == ()
+        assert none.push_interval.total_seconds() == 300
+        assert list(none.accepted_compression_types) == [ZSTD, LZ4, GZIP, SNAPPY]
+        assert (none.telemetry_max_bytes, none.delta_temporality) == (1 << 20, True)
+        again = await client.kio(
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, client_instance_id=none.client_instance_id
+        )
+        assert again.error_code.value == E.THROTTLING_QUOTA_EXCEEDED.number
+        # a subscription for this client's software only
+        assert await _alter(
+            admin,
+            "mine",
+            ("metrics", SET, "org.apache.kafka.producer."),
+            ("interval.ms", SET, "100"),
+            ("match", SET, "client_software_name=kio-client,client_id=t"),
+        ) == (0, None)
+        assert await _alter(
+            admin,
+            "theirs",
+            ("metrics", SET, "other."),
+            ("match", SET, "client_software_name=kio-test"),
+        ) == (0, None)
+        got = await client.kio(
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, client_instance_id=none.client_instance_id
+        )
+        assert got.error_code.value == 0
+        assert got.client_instance_id == none.client_instance_id
+        assert got.requested_metrics == ("org.apache.kafka.producer.",)
+        assert got.push_interval.total_seconds() == 0.1
+        assert got.subscription_id == subscription_id(
+            ["org.apache.kafka.producer."], 100, got.client_instance_id
+        )
+        metrics = gauges({"org.apache.kafka.producer.record.send.total": 3})
+        pushed = await client.kio(
+            ApiKey.PUSH_TELEMETRY,
+            0,
+            client_instance_id=got.client_instance_id,
+            subscription_id=got.subscription_id,
+            terminating=False,
+            compression_type=GZIP,
+            metrics=deflate(GZIP, metrics),
+        )
+        assert pushed.error_code.value == 0
+        wrong = await client.kio(
+            ApiKey.PUSH_TELEMETRY,
+            0,
+            client_instance_id=got.client_instance_id,
+            subscription_id=got.subscription_id,
+            terminating=True,
+            compression_type=9,
+            metrics=metrics,
+        )
+        assert wrong.error_code.value == E.UNSUPPORTED_COMPRESSION_TYPE.number
+        telemetry = kafka.telemetry()[got.client_instance_id]
+        assert (telemetry.client_id, telemetry.software_name, telemetry.software_version) == (
+            "t",
+            "kio-client",
+            "1.0",
+        )
+        assert telemetry.latest() == {"org.apache.kafka.producer.record.send.total": 3}
+    finally:
+        await _close(admin)
+        await _close(client)
+
+
+@pytest.mark.asyncio
+async def test_client_metrics_resources_need_cluster_configs_acls_and_telemetry_none() -> None:
     from purgatory.kafka.acls import Acl, Operation, PatternType, Permission, ResourceType
 
     async with AsyncEmbeddedKafka(
@@ -168,6 +252,9 @@ async def test_client_metrics_resources_need_the_clusters_configs_acls() -> None
             assert (await _alter(wire, "s", ("metrics", SET, "*")))[0] == refused
             assert (await _described(wire, "s"))[0] == refused
             assert cluster.front_door.client_metrics.subscriptions() == []
+            # Kafka asks no ACL for telemetry itself
+            got = await wire.kio(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, client_instance_id=ZERO)
+            assert got.error_code.value == 0
             for operation in (Operation.ALTER_CONFIGS, Operation.DESCRIBE_CONFIGS):
                 cluster.front_door.acls.add(
                     Acl(
@@ -184,3 +271,55 @@ async def test_client_metrics_resources_need_the_clusters_configs_acls() -> None
             assert (await _described(wire, "s"))[1]["metrics"][0] == "*"
         finally:
             await _close(wire)
+
+
+# -- a real client ---------------------------------------------------------------------------
+
+
+def _wait_for(
+    kafka: EmbeddedKafka, producer: Producer, within_s: float = 15.0
+) -> dict[uuid.UUID, Any]:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        pushed = {i: t for i, t in kafka.telemetry().items() if t.pushes}
+        if pushed:
+            return pushed
+        producer.poll(0.05)
+    raise AssertionError("no telemetry pushed")
+
+
+def test_librdkafka_pushes_its_producer_metrics_when_a_subscription_matches() -> None:
+    with EmbeddedKafka(brokers=1, topics={"t": 1}) as kafka:
+        kafka.subscribe_telemetry(
+            "producers",
+            metrics=["org.apache.kafka.producer."],
+            interval_ms=100,
+            match=["client_id=telemetry-test"],
+        )
+        producer = Producer(
+            {"bootstrap.servers": kafka.bootstrap_servers, "client.id": "telemetry-test"}
+        )
+        try:
+            producer.produce("t", b"v")
+            assert producer.flush(10) == 0
+            [telemetry] = _wait_for(kafka, producer).values()
+        finally:
+            producer.flush(5)
+        assert telemetry.client_id == "telemetry-test"
+        assert (telemetry.software_name or "").startswith("confluent-kafka-python")
+        names = telemetry.names()
+        assert names
+        assert all(n.startswith("org.apache.kafka.producer.") for n in names), names
+        assert "org.apache.kafka.producer.request.latency.avg" in names
+        assert all(p.description for p in telemetry.points)
+
+
+def test_librdkafka_pushes_nothing_without_a_subscription_and_works_as_before() -> None:
+    with EmbeddedKafka(brokers=1, topics={"t": 1}) as kafka:
+        kafka.subscribe_telemetry("others", match=["client_id=someone-else"])
+        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "client.id": "plain"})
+        producer.produce("t", b"v")
+        assert producer.flush(10) == 0
+        producer.poll(0.3)  # three intervals of the other client's subscription
+        assert kafka.telemetry() == {}
+        assert [r.value for r in kafka.records("t", 0)] == [b"v"]
