@@ -156,6 +156,21 @@ async def test_subscriptions_are_client_metrics_resources_altered_described_and_
         # every config deleted: the subscription goes
         assert await _alter(wire, "t", ("match", DELETE, None)) == (0, None)
         assert await _listed(wire, 1) == ["s"]
+        # AlterConfigs replaces them all
+        replaced = await wire.kio(
+            ApiKey.ALTER_CONFIGS,
+            2,
+            resources=[
+                {
+                    "resource_type": CLIENT_METRICS,
+                    "resource_name": "s",
+                    "configs": [{"name": "interval.ms", "value": "200"}],
+                }
+            ],
+            validate_only=False,
+        )
+        assert replaced.responses[0].error_code.value == 0
+        assert (await _described(wire, "s"))[1] == {"interval.ms": ("200", 7, False, ())}
     finally:
         await _close(wire)
 
