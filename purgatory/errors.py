@@ -107,6 +107,8 @@ class ErrorCode(enum.StrEnum):
     STALE_MEMBER_EPOCH = enum.auto(), 113
     MISMATCHED_ENDPOINT_TYPE = enum.auto(), 114
     UNSUPPORTED_ENDPOINT_TYPE = enum.auto(), 115
+    UNKNOWN_SUBSCRIPTION_ID = enum.auto(), 117
+    TELEMETRY_TOO_LARGE = enum.auto(), 118
     TRANSACTION_ABORTABLE = enum.auto(), 120
     INVALID_RECORD_STATE = enum.auto(), 121
     SHARE_SESSION_NOT_FOUND = enum.auto(), 122

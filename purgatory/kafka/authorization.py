@@ -417,6 +417,12 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
     ApiKey.API_VERSIONS: (Open("a client asks it before it authenticates"),),
     ApiKey.SASL_HANDSHAKE: (Open("the authentication itself"),),
     ApiKey.SASL_AUTHENTICATE: (Open("the authentication itself"),),
+    # KIP-714: Kafka's KafkaApis checks no ACL for client telemetry (any client that may
+    # connect asks for its subscriptions and pushes); the subscriptions are changed and
+    # described through the client-metrics config resources, CLUSTER ALTER_CONFIGS and
+    # DESCRIBE_CONFIGS
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (Open("client telemetry: Kafka asks no ACL"),),
+    ApiKey.PUSH_TELEMETRY: (Open("client telemetry: Kafka asks no ACL"),),
     ApiKey.PRODUCE: (
         Whole(_transactional_id(Operation.WRITE)),
         Each("topic_data", _topic(Operation.WRITE)),

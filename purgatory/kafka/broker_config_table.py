@@ -99,6 +99,15 @@ _CONFIGS: Final = (
         dynamic=True,
     ),
     BrokerConfig(
+        "telemetry.max.bytes",
+        ConfigType.INT,
+        1 << 20,
+        1 << 20,
+        "largest metrics payload (after compression) a PushTelemetry may carry, else "
+        "TELEMETRY_TOO_LARGE; GetTelemetrySubscriptions tells clients it",
+        Rule(1),
+    ),
+    BrokerConfig(
         "log.retention.ms",
         ConfigType.LONG,
         604_800_000,

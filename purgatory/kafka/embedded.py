@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import ssl as _ssl
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Self, TypedDict, TypeVar, Unpack, final
@@ -35,6 +36,7 @@ from typing import Any, Final, Self, TypedDict, TypeVar, Unpack, final
 from purgatory._lifecycle import StartClose
 from purgatory.kafka.broker_config_table import BROKER_CONFIGS
 from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs
+from purgatory.kafka.client_metrics import ClientTelemetry
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.tls import TlsMaterial
@@ -322,6 +324,38 @@ class AsyncEmbeddedKafka(StartClose):
         ShareFetch requests may take them. Returns how many locks expired."""
         return self.front_door.shares.expire_locks()
 
+    # -- client telemetry (KIP-714) -----------------------------------------------------------
+
+    def subscribe_telemetry(
+        self,
+        name: str,
+        metrics: Sequence[str] = ("*",),
+        interval_ms: int = 100,
+        match: Sequence[str] = (),
+    ) -> None:
+        """Make (or replace) client-metrics subscription ``name``, as an admin client's
+        IncrementalAlterConfigs on the CLIENT_METRICS resource would: the clients matching
+        every ``match`` selector (``client_id=REGEX``, ``client_software_name=REGEX``, ...;
+        none: every client) push the metrics named by the prefixes ``metrics`` (``*``:
+        all) every ``interval_ms`` (100 .. 3600000). A client learns of it at its next
+        GetTelemetrySubscriptions. Raises :class:`~purgatory.sim.SimulationError` with
+        Kafka's error for what Kafka refuses."""
+        configs = {"metrics": ",".join(metrics), "interval.ms": str(interval_ms)}
+        if match:
+            configs["match"] = ",".join(match)
+        self.front_door.client_metrics.subscribe(name, configs)
+
+    def unsubscribe_telemetry(self, name: str) -> None:
+        """Remove client-metrics subscription ``name`` (nothing if there is none)."""
+        self.front_door.client_metrics.subscribe(name, {})
+
+    def telemetry(self) -> dict[uuid.UUID, ClientTelemetry]:
+        """What clients pushed (PushTelemetry), by client instance id: each instance's
+        client id and software, and its pushes with their data points
+        (:class:`~purgatory.kafka.client_metrics.ClientTelemetry`: ``names()``,
+        ``latest()``, ``points``). A copy: later pushes do not change it."""
+        return self.front_door.client_metrics.telemetry()
+
     def topics(self) -> dict[str, int]:
         """Topic name -> partition count; internal topics (``__consumer_offsets``) left
         out, as Kafka's admin ``listTopics`` leaves them out."""
@@ -593,6 +627,21 @@ class EmbeddedKafka:
 
     def expire_share_locks(self) -> int:
         return self._get(lambda k: k.expire_share_locks())
+
+    def subscribe_telemetry(
+        self,
+        name: str,
+        metrics: Sequence[str] = ("*",),
+        interval_ms: int = 100,
+        match: Sequence[str] = (),
+    ) -> None:
+        self._get(lambda k: k.subscribe_telemetry(name, metrics, interval_ms, match))
+
+    def unsubscribe_telemetry(self, name: str) -> None:
+        self._get(lambda k: k.unsubscribe_telemetry(name))
+
+    def telemetry(self) -> dict[uuid.UUID, ClientTelemetry]:
+        return self._get(lambda k: k.telemetry())
 
     def topics(self) -> dict[str, int]:
         return self._get(lambda k: k.topics())

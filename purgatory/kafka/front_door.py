@@ -25,6 +25,7 @@ from purgatory.kafka.acls import Acls, Authorizer, parse_super_users
 from purgatory.kafka.authorization import Caller, authorized, unruled
 from purgatory.kafka.broker_config_table import BROKER_CONFIGS
 from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.client_metrics import ClientMetrics
 from purgatory.kafka.cluster_configs import ClusterConfigs
 from purgatory.kafka.coordinator.group_configs import KAFKA_BROKER_DEFAULTS, GroupConfig
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator, ShareSettings
@@ -58,6 +59,7 @@ from purgatory.kafka.handlers.partitions import PartitionHandlers
 from purgatory.kafka.handlers.reassignments import ReassignmentHandlers
 from purgatory.kafka.handlers.sasl import SaslHandlers
 from purgatory.kafka.handlers.share_groups import ShareGroupHandlers
+from purgatory.kafka.handlers.telemetry import TelemetryHandlers
 from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
 from purgatory.kafka.handlers.transactions import TransactionHandlers
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
@@ -190,6 +192,9 @@ class KafkaFrontDoor:
         )
         #: every config of the cluster: the brokers', AlterConfigs', the topics'
         self.cluster_configs = ClusterConfigs(cluster, self.configs)
+        #: client telemetry (KIP-714): the client-metrics subscriptions, the client
+        #: instances, what they pushed
+        self.client_metrics = ClientMetrics(self.configs.number("telemetry.max.bytes"))
         self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs), self.cluster_configs)
         self.credentials = Credentials(users or {})
         self.sasl = _sasl_listener(self.credentials, self.configs)
@@ -386,7 +391,9 @@ class KafkaFrontDoor:
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)
         groups = GroupHandlers(self.coordinator, self.offsets, broker_id, self.offsets_topic)
-        configs = ConfigHandlers(self.cluster_configs, broker_id, self.addresses, self.coordinator)
+        configs = ConfigHandlers(
+            self.cluster_configs, broker_id, self.addresses, self.coordinator, self.client_metrics
+        )
         transactions = TransactionHandlers(
             self.transactions,
             broker_id,
@@ -407,6 +414,7 @@ class KafkaFrontDoor:
             ShareGroupHandlers(
                 self.coordinator, self.shares, self.cluster, broker_id, addresses
             ).apis(),
+            TelemetryHandlers(self.client_metrics, broker_id).apis(),
             *self._shared,
         ]:
             server.register_all(apis)

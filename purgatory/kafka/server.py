@@ -19,6 +19,7 @@ import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol, TypeVar, final
 
@@ -120,7 +121,7 @@ class _Peer:
     """Who is at the other end of one connection: its address, and the client software
     it announced (ApiVersions v3+, KIP-511), logged once per connection."""
 
-    __slots__ = ("address", "mute", "principal", "software")
+    __slots__ = ("address", "closed", "mute", "principal", "software")
 
     def __init__(self, address: object, principal: str = ANONYMOUS) -> None:
         self.address = address
@@ -129,6 +130,8 @@ class _Peer:
         #: who the client is when no SASL login says (an SSL listener's certificate)
         self.principal = principal
         self.software: tuple[str, str] | None = None
+        #: the connection has closed
+        self.closed = False
 
     @property
     def host(self) -> str:
@@ -148,6 +151,21 @@ class _Peer:
             name,
             version,
         )
+
+
+#: the connection whose requests the current task handles (each connection's own task)
+_CONNECTION: ContextVar[_Peer | None] = ContextVar("purgatory_kafka_connection", default=None)
+
+#: a connection as :func:`current_connection` tells it: ``address`` (the peer's
+#: (host, port, ...)), ``software`` (the client's name and version, ApiVersions v3+, or
+#: None), ``closed``
+Peer = _Peer
+
+
+def current_connection() -> Peer | None:
+    """The connection of the request being handled (None outside a listener's
+    connection, as when a test calls a handler itself)."""
+    return _CONNECTION.get()
 
 
 @final
@@ -332,8 +350,9 @@ class KafkaProtocolServer:
         responses = _Responses()
         responder = asyncio.create_task(self._respond(responses, writer))
         session = None if self.sasl is None else SaslSession(self.sasl)
+        peer = _Peer(writer.get_extra_info("peername"), principal)
+        _CONNECTION.set(peer)  # for this connection's task and the handlers it runs
         try:
-            peer = _Peer(writer.get_extra_info("peername"), principal)
             while (frame := await self._read_frame(reader, responses, session)) is not None:
                 if session is None or (session.authenticated and not _sasl_api(frame)):
                     item = self._dispatch(frame, peer, session)
@@ -368,6 +387,7 @@ class KafkaProtocolServer:
             await responses.queue.put(None)
             await responder
         finally:
+            peer.closed = True
             responder.cancel()
 
     async def _read_frame(

@@ -52,7 +52,10 @@ REFUSALS = frozenset(
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     }
 )
-OPEN = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+#: Kafka's KafkaApis asks no ACL for client telemetry (KIP-714): any client that may
+#: connect gets its subscriptions and pushes (changing them needs the cluster's configs)
+TELEMETRY = {ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY}
+OPEN = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, *TELEMETRY}
 
 Grants = tuple[tuple[Operation, ResourceType], ...]
 
@@ -313,6 +316,13 @@ async def test_every_advertised_api_refuses_a_principal_without_acls_and_serves_
             after = _state(kafka)
             if after != before:
                 failures.append(f"{key.name} v{version} changed the cluster:\n{before}\n{after}")
+        for key in sorted(TELEMETRY):  # served without ACLs, and change nothing
+            before = _state(kafka)
+            answer = await _ask(kafka, _request(key, 0, topic_id))
+            if _refused(key, answer):
+                failures.append(f"{key.name} refused: {_errors(answer)}")
+            if _state(kafka) != before:
+                failures.append(f"{key.name} changed the cluster")
         for key, version in asked:
             needs = NEEDS[key]
             _grant(kafka, needs(version) if callable(needs) else needs)

@@ -34,6 +34,13 @@ DescribeConfigs lists them all (``GROUP_CONFIG`` when set for the group, else th
 value as ``DEFAULT_CONFIG``), AlterConfigs and IncrementalAlterConfigs set them, checked as
 Kafka's GroupConfig does (INVALID_CONFIG with its message); a KIP-848 consumer group's
 session timeout and heartbeat interval follow its ``consumer.*`` ones.
+
+A CLIENT_METRICS resource is a client telemetry subscription (KIP-714,
+:mod:`purgatory.kafka.client_metrics`): AlterConfigs and IncrementalAlterConfigs set its
+``metrics``, ``interval.ms`` and ``match`` (APPEND and SUBTRACT on the two lists), checked
+as Kafka's ClientMetricsConfigs does; none left removes it. DescribeConfigs lists the
+configs set (``CLIENT_METRICS_CONFIG``; a name with none set: no config), and
+ListConfigResources the subscriptions' names.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ from purgatory.kafka.broker_configs import (
     TopicConfig,
     Value,
 )
+from purgatory.kafka.client_metrics import CONFIG_NAMES as CLIENT_METRICS_CONFIGS
+from purgatory.kafka.client_metrics import INTERVAL_MS, MATCH, METRICS, ClientMetrics
 from purgatory.kafka.coordinator.group_configs import (
     GROUP_CONFIGS,
     GROUP_EFFECTS,
@@ -104,7 +113,8 @@ class ConfigHandlers:
     """The config requests of broker ``broker_id``; ``configs``: the cluster's configs;
     ``addresses``: where each broker's listener is bound; ``coordinator``: the group
     coordinator, which keeps the group configs (None: a coordinator of Kafka's defaults
-    of its own)."""
+    of its own); ``client_metrics``: the client telemetry subscriptions (None: its
+    own)."""
 
     def __init__(
         self,
@@ -112,12 +122,14 @@ class ConfigHandlers:
         broker_id: int,
         addresses: Mapping[int, tuple[str, int]],
         coordinator: GroupCoordinator | None = None,
+        client_metrics: ClientMetrics | None = None,
     ) -> None:
         self.configs = configs
         self.cluster = configs.cluster
         self.broker_id = broker_id
         self.addresses = addresses
         self.coordinator = GroupCoordinator() if coordinator is None else coordinator
+        self.client_metrics = ClientMetrics() if client_metrics is None else client_metrics
 
     def apis(self) -> ApiTable:
         return {
@@ -196,7 +208,31 @@ class ConfigHandlers:
             return self.configs.broker_configs(self.broker_id) + self._listeners()
         if resource_type == Resource.GROUP:
             return self._group_configs(name)
+        if resource_type == Resource.CLIENT_METRICS:
+            return self._client_metrics_configs(name)
         raise _unsupported(resource_type)
+
+    def _client_metrics_configs(self, name: str) -> list[Config]:
+        """The configs set for subscription ``name``, as Kafka's ConfigHelper lists them."""
+        if not name:
+            raise SimulationError(
+                ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty"
+            )
+        own = self.client_metrics.configs.get(name, {})
+        source = Source.CLIENT_METRICS_CONFIG
+        return [
+            Config(
+                key,
+                own[key],
+                source,
+                ConfigType.INT if key == INTERVAL_MS else ConfigType.LIST,
+                (),
+                False,
+                "a client telemetry subscription's (KIP-714)",
+            )
+            for key in CLIENT_METRICS_CONFIGS
+            if key in own
+        ]
 
     def describe_configs(self, header: RequestHeader, request: Any) -> Any:
         synonyms = request.include_synonyms
@@ -331,6 +367,11 @@ class ConfigHandlers:
                 raise SimulationError(ErrorCode.INVALID_CONFIG, str(exc)) from None
             if not validate_only:
                 self.coordinator.set_group_configs(name, checked)
+        elif kind == Resource.CLIENT_METRICS:
+            subscribed = self.client_metrics.configs.get(name, {})
+            wanted = new_configs(resource, subscribed)
+            given = {n: str(v) for n, v in wanted.items() if v is not None}
+            self.client_metrics.subscribe(name, given, validate_only)
         else:
             raise _unsupported(kind)
 
@@ -347,11 +388,13 @@ class ConfigHandlers:
     def list_config_resources(self, header: RequestHeader, request: Any) -> Any:
         """v0 (ListClientMetricsResources) lists client metrics resources: none here. v1
         lists the resources of the types asked (none: topics, brokers, broker loggers,
-        client metrics and groups) that have configs: every topic and broker (broker
-        loggers, client metrics and groups have none here); another type
-        INVALID_REQUEST."""
-        if header.api_version == 0:
-            return respond(request, error_code=ErrorCode.NONE, config_resources=[])
+        client metrics and groups) that have configs: every topic and broker, the groups
+        with configs, the client-metrics subscriptions (broker loggers have none here);
+        another type INVALID_REQUEST."""
+        if header.api_version == 0:  # ListClientMetricsResources: the subscriptions
+            names = self.client_metrics.subscriptions()
+            resources0 = [{"resource_name": n} for n in names]
+            return respond(request, error_code=ErrorCode.NONE, config_resources=resources0)
         asked = list(request.resource_types) or list(_LISTED)
         if any(kind not in _LISTED for kind in asked):
             # the answer has no message field: the types refused go unnamed
@@ -364,6 +407,8 @@ class ConfigHandlers:
                 names = [str(b) for b in sorted(self.cluster.brokers)]
             elif kind == Resource.GROUP:  # the group ids with configs of their own
                 names = sorted(self.coordinator.group_configs)
+            elif kind == Resource.CLIENT_METRICS:  # the subscriptions
+                names = self.client_metrics.subscriptions()
             else:
                 names = []
             resources += [{"resource_name": n, "resource_type": kind} for n in names]
@@ -403,11 +448,15 @@ def _incremental(resource_type: int, config: Any, current: dict[str, object]) ->
     if op == Op.SET:
         out[name] = value
         return out
-    if resource_type == Resource.GROUP:  # no group config is a list
+    if resource_type == Resource.GROUP or (  # no group config is a list
+        resource_type == Resource.CLIENT_METRICS and name not in (METRICS, MATCH)
+    ):
         raise SimulationError(
             ErrorCode.INVALID_CONFIG,
             f"Can't {Op(op).name} to key {name} because its type is not LIST.",
         )
+    if resource_type == Resource.CLIENT_METRICS:  # metrics, match: empty by default
+        return _listed(out, name, op, str(out.get(name, "")), value)
     known = TOPIC_CONFIGS if resource_type == Resource.TOPIC else BROKER_CONFIGS
     prefixed = LISTENER_PREFIXED.fullmatch(name)
     entry = known.get(prefixed[2] if prefixed and resource_type == Resource.BROKER else name)
@@ -421,6 +470,14 @@ def _incremental(resource_type: int, config: Any, current: dict[str, object]) ->
     start = out.get(name)
     if start is None:  # Kafka starts from its default, not from an inherited value
         start = entry.kafka_default() if isinstance(entry, TopicConfig) else entry.kafka_default
+    return _listed(out, name, op, str(start), value)
+
+
+def _listed(
+    out: dict[str, object], name: str, op: int, start: str, value: str
+) -> dict[str, object]:
+    """``out`` with LIST config ``name`` (now ``start``) after APPEND or SUBTRACT of the
+    items of ``value``."""
     old = [item for item in str(start).split(",") if item]
     given = [item.strip() for item in value.split(",")]
     if op == Op.APPEND:
