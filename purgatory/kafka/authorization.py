@@ -612,13 +612,16 @@ def authorized(caller: Caller, request: Any, invoke: Invoke) -> Any:
             entries = getattr(request, rule.array, None)
             if not entries:
                 continue
-            allowed: list[tuple[Any, ErrorCode | None]] = []
-            denied: list[tuple[Any, ErrorCode | None]] = []
+            allowed: list[Any] = []
+            denied: list[tuple[Any, ErrorCode]] = []
             for entry in entries:
                 error = rule.check(caller, entry)
-                (allowed if error is None else denied).append((entry, error))
+                if error is None:
+                    allowed.append(entry)
+                else:
+                    denied.append((entry, error))
             if denied:
-                request = dataclasses.replace(request, **{rule.array: tuple(e for e, _ in allowed)})
+                request = dataclasses.replace(request, **{rule.array: tuple(allowed)})
                 if not allowed and rule.empty_is_all is not None and rule.empty_is_all(request):
                     dropped.append(rule.array)
                 for error in dict.fromkeys(error for _, error in denied):
