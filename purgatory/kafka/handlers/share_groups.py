@@ -41,7 +41,7 @@ from purgatory.kafka.handlers.leadership import leads
 from purgatory.kafka.handlers.member_assignments import (
     NO_AUTHORIZED_OPERATIONS,
     group_not_found,
-    heartbeat_answer,
+    heartbeat_fields,
     named_assignment,
 )
 from purgatory.kafka.protocol import ApiKey, RequestHeader
@@ -102,7 +102,7 @@ class ShareGroupHandlers:
             )
         )
         interval = self.coordinator.share.heartbeat_interval(request.group_id)
-        return heartbeat_answer(request, result, interval)
+        return respond(request, **heartbeat_fields(result, interval))
 
     def share_group_describe(self, header: RequestHeader, request: Any) -> Any:
         described = []
@@ -111,7 +111,7 @@ class ShareGroupHandlers:
             if group is None:
                 other = name in self.coordinator.groups
                 what = "is not a share group" if other else "not found"
-                described.append(group_not_found(name, f"Group {name} {what}."))
+                described.append({**group_not_found(name, f"Group {name} {what}.")})
                 continue
             described.append(
                 {
