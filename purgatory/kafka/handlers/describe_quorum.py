@@ -19,13 +19,23 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        DescribeQuorumNode,
+        DescribeQuorumRequest,
+        DescribeQuorumResponse,
+        DescribeQuorumResponseTopics,
+        DescribeQuorumResponseTopicsPartitions,
+        DescribeQuorumResponseTopicsPartitionsCurrentVoters,
+    )
 
 METADATA_TOPIC: Final = "__cluster_metadata"
 _NO_DIRECTORY: Final = uuid.UUID(int=0)
@@ -49,7 +59,9 @@ class DescribeQuorumHandlers:
             ApiKey.DESCRIBE_QUORUM: Api(*versions(ApiKey.DESCRIBE_QUORUM), self.describe_quorum)
         }
 
-    def describe_quorum(self, header: RequestHeader, request: Any) -> Any:
+    def describe_quorum(
+        self, header: RequestHeader, request: DescribeQuorumRequest
+    ) -> DescribeQuorumResponse:
         topics = request.topics
         if not (
             len(topics) == 1
@@ -57,7 +69,7 @@ class DescribeQuorumHandlers:
             and len(topics[0].partitions) == 1
             and topics[0].partitions[0].partition_index == 0
         ):
-            answered = [
+            answered: list[DescribeQuorumResponseTopics] = [
                 {
                     "topic_name": t.topic_name,
                     "partitions": [
@@ -98,7 +110,7 @@ class DescribeQuorumHandlers:
         high_watermark = self.cluster.controller.metadata.version
         now = int(time.time() * 1000)
 
-        def replica(broker: int) -> dict[str, Any]:
+        def replica(broker: int) -> DescribeQuorumResponseTopicsPartitionsCurrentVoters:
             return {
                 "replica_id": broker,
                 "replica_directory_id": _NO_DIRECTORY,
@@ -110,7 +122,7 @@ class DescribeQuorumHandlers:
         observers = [
             b for b in sorted(self.cluster.brokers) if b != leader and self.cluster.is_alive(b)
         ]
-        partition = {
+        partition: DescribeQuorumResponseTopicsPartitions = {
             "partition_index": 0,
             "error_code": ErrorCode.NONE,
             "error_message": None,
@@ -120,7 +132,7 @@ class DescribeQuorumHandlers:
             "current_voters": [replica(leader)],
             "observers": [replica(b) for b in observers],
         }
-        nodes = []
+        nodes: list[DescribeQuorumNode] = []
         if leader in self.addresses:
             host, port = self.addresses[leader]
             nodes.append(
