@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import datetime
     import uuid
     from collections.abc import Sequence
-    from typing import Any, Never, Protocol, TypeAlias, TypedDict, Unpack, overload
+    from typing import Protocol, TypeAlias, TypedDict, Unpack, overload
 
     from kio.schema.add_offsets_to_txn.v0 import request as add_offsets_to_txn_v0_request
     from kio.schema.add_offsets_to_txn.v0 import response as add_offsets_to_txn_v0_response
@@ -3311,10 +3311,6 @@ if TYPE_CHECKING:
             /,
             **values: Unpack[DeleteShareGroupOffsetsResponseFields],
         ) -> DeleteShareGroupOffsetsResponse: ...
-        # a request typed Any (a handler not yet typed): unchecked; Never is what
-        # only Any matches, so a typed request never falls through to this
-        @overload
-        def __call__(self, request: Never, /, **values: Any) -> Any: ...
 
     class ErrorResponse(Protocol):
         """:func:`purgatory.kafka.schemas.error_response`: the response to a
