@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final, final
 
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
@@ -26,7 +26,7 @@ from purgatory.kafka.coordinator.txn_coordinator import TransactionCoordinator
 from purgatory.kafka.coordinator.txn_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
-from purgatory.kafka.server import Api, ApiTable
+from purgatory.kafka.server import Api, ApiTable, Handler
 from purgatory.sim import Cluster
 from purgatory.sim.errors import ErrorCode
 
@@ -105,7 +105,7 @@ class TransactionHandlers:
         self.cluster = cluster
 
     def apis(self) -> ApiTable:
-        table: dict[ApiKey, Callable[[RequestHeader, Any], Any]] = {
+        table: dict[ApiKey, Handler] = {
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions_to_txn,
             ApiKey.ADD_OFFSETS_TO_TXN: self.add_offsets_to_txn,
