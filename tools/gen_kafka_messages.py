@@ -40,16 +40,19 @@ imports its names under ``TYPE_CHECKING`` too. For each API ``X``:
 
 * ``XRequest``: the union of kio's request classes of the served versions. A handler
   annotated ``request: XRequest`` reads the fields every served version has; a field only
-  some versions have is read after narrowing (``isinstance``) or with ``getattr`` and a
-  default (with a comment why). Nested request entities have aliases of their own
-  (``<X><kio's class name>``, the union over the versions).
+  some versions have is read after ``hasattr(request, "field")``, which narrows the union
+  (``isinstance`` would import kio's classes at run time), or with ``getattr`` and a
+  default where one check covers several fields (with a comment why). Nested request
+  entities have aliases of their own (``<X><kio's class name>``, the union over the
+  versions; where two would share a name, ``<X>Request<their path>``).
 * ``XResponse``: the union of kio's response classes (a handler's return type).
 * ``XResponseFields``: a ``TypedDict`` (``total=False``) of every field any served
   version of the response has, typed as the plain values
   :func:`purgatory.kafka.schemas.build` accepts: ``int`` for the integer types, an
   :class:`~purgatory.errors.ErrorCode` or ``int`` for error codes, ``timedelta`` or
   ``int`` (milliseconds) for durations, ``str``, ``bytes``, ``bool``, ``float``,
-  ``uuid.UUID``, a ``TypedDict`` for a nested entity (``<X><kio's class name>``) and a
+  ``uuid.UUID``, a ``TypedDict`` for a nested entity (``<X><kio's class name>``, or
+  ``<X>Response<its path>`` where two would share a name) and a
   ``Sequence`` of them (or of scalars) for arrays; ``| None`` where some version has it
   nullable. Fields a version lacks are left out when the response is built.
 
