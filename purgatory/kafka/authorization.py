@@ -29,12 +29,31 @@ import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.acls import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import build, error_response
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        AddOffsetsToTxnRequest,
+        AddPartitionsToTxnRequest,
+        AlterConfigsResource,
+        ConsumerGroupHeartbeatRequest,
+        CreateTopicsCreatableTopic,
+        DescribeConfigsResource,
+        FetchRequest,
+        FindCoordinatorRequest,
+        IncrementalAlterConfigsAlterConfigsResource,
+        InitProducerIdRequest,
+        MetadataRequest,
+        MetadataRequestTopic,
+        OffsetForLeaderEpochOffsetForLeaderTopic,
+        ShareGroupHeartbeatRequest,
+        TxnOffsetCommitRequest,
+    )
 
 #: the error a refusal on each resource type is answered with
 ERRORS: Final[Mapping[ResourceType, ErrorCode]] = {
@@ -228,14 +247,18 @@ def _cluster(operation: Operation) -> Check:
     return lambda caller, _: caller.check(operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def _create_topic(caller: Caller, entry: Any) -> ErrorCode | None:
+def _create_topic(caller: Caller, entry: CreateTopicsCreatableTopic) -> ErrorCode | None:
     """CreateTopics: CREATE on the cluster, or on the topic."""
+    return _may_create(caller, entry.name)
+
+
+def _may_create(caller: Caller, name: str) -> ErrorCode | None:
     if caller.may_cluster(Operation.CREATE):
         return None
-    return caller.check(Operation.CREATE, ResourceType.TOPIC, entry.name)
+    return caller.check(Operation.CREATE, ResourceType.TOPIC, name)
 
 
-def _metadata_topic(caller: Caller, entry: Any) -> ErrorCode | None:
+def _metadata_topic(caller: Caller, entry: MetadataRequestTopic) -> ErrorCode | None:
     """DESCRIBE, and CREATE (on the cluster or the topic) for a topic Metadata would
     create."""
     name = caller.topic(entry)
@@ -244,11 +267,11 @@ def _metadata_topic(caller: Caller, entry: Any) -> ErrorCode | None:
     if not caller.may(Operation.DESCRIBE, ResourceType.TOPIC, name):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
     if caller.auto_create and not caller.topic_exists(name):
-        return _create_topic(caller, entry)
+        return _may_create(caller, name)
     return None
 
 
-def _all_topics(request: Any) -> bool:
+def _all_topics(request: MetadataRequest) -> bool:
     """A Metadata request for every topic (v0: an empty list; v1+: null)."""
     topics = request.topics
     return topics is None or (request.__version__ == 0 and not topics)
@@ -269,7 +292,7 @@ def _transactional_id(operation: Operation) -> Check:
     return check
 
 
-def _init_producer_id(caller: Caller, request: Any) -> ErrorCode | None:
+def _init_producer_id(caller: Caller, request: InitProducerIdRequest) -> ErrorCode | None:
     """A transactional id needs WRITE on it; an idempotent producer IDEMPOTENT_WRITE on the
     cluster or WRITE on some topic (KIP-679)."""
     if request.transactional_id:
@@ -287,25 +310,28 @@ def _coordinator_key(caller: Caller, key: Any, key_type: int) -> ErrorCode | Non
     return caller.check(Operation.DESCRIBE, ResourceType.GROUP, key)
 
 
-def _find_coordinator(caller: Caller, request: Any) -> ErrorCode | None:
+def _find_coordinator(caller: Caller, request: FindCoordinatorRequest) -> ErrorCode | None:
     if not hasattr(request, "key"):
         return None  # v4+: the keys are checked one by one
-    return _coordinator_key(caller, request.key, getattr(request, "key_type", 0))
+    key_type = request.key_type if hasattr(request, "key_type") else 0  # v1+
+    return _coordinator_key(caller, request.key, key_type)
 
 
-def _txn_and_group(caller: Caller, request: Any) -> ErrorCode | None:
+def _txn_and_group(
+    caller: Caller, request: AddOffsetsToTxnRequest | TxnOffsetCommitRequest
+) -> ErrorCode | None:
     """AddOffsetsToTxn, TxnOffsetCommit: WRITE on the transactional id, then READ on the
     group, as Kafka checks them."""
     refused = _transactional_id(Operation.WRITE)(caller, request)
     return refused if refused is not None else _group(Operation.READ)(caller, request)
 
 
-def _add_partitions_to_txn(caller: Caller, request: Any) -> ErrorCode | None:
+def _add_partitions_to_txn(caller: Caller, request: AddPartitionsToTxnRequest) -> ErrorCode | None:
     """AddPartitionsToTxn: v4+ comes from brokers (KIP-890 verification) and needs
     CLUSTER_ACTION; v0-3 WRITE on the transactional id, then WRITE on every topic. Kafka
     fails the whole transaction when a topic is refused (the allowed partitions
     OPERATION_NOT_ATTEMPTED); here every partition is answered TOPIC_AUTHORIZATION_FAILED."""
-    if not hasattr(request, "v3_and_below_topics"):
+    if hasattr(request, "transactions"):  # v4+
         return caller.check(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     name = request.v3_and_below_transactional_id
     refused = caller.check(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, name)
@@ -322,7 +348,9 @@ def _describable_txn(caller: Caller, entry: Any) -> bool:
     return caller.may(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, entry.transactional_id)
 
 
-def _epoch_topic(caller: Caller, entry: Any) -> ErrorCode | None:
+def _epoch_topic(
+    caller: Caller, entry: OffsetForLeaderEpochOffsetForLeaderTopic
+) -> ErrorCode | None:
     """OffsetForLeaderEpoch: CLUSTER_ACTION (brokers), else DESCRIBE on the topic
     (consumers checking for truncation, KIP-320)."""
     if caller.may_cluster(Operation.CLUSTER_ACTION):
@@ -338,10 +366,11 @@ def _follower_topic(caller: Caller, entry: Any) -> ErrorCode | None:
     return ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
-def _fetch_replica_id(request: Any) -> int:
+def _fetch_replica_id(request: FetchRequest) -> int:
     """The fetching replica's id (v15+ in ``replica_state``); -1 for a consumer."""
-    state = getattr(request, "replica_state", None)
-    return int(state.replica_id if state is not None else getattr(request, "replica_id", -1))
+    if hasattr(request, "replica_state"):  # v15+
+        return int(request.replica_state.replica_id)
+    return int(request.replica_id) if hasattr(request, "replica_id") else -1
 
 
 #: Kafka's ConfigResource.Type ids of the resources that are not the cluster's
@@ -355,7 +384,12 @@ def _config_resource(operation: Operation) -> Check:
     client metrics; a type Kafka does not know asks the cluster too, and its handler then
     refuses it)."""
 
-    def check(caller: Caller, entry: Any) -> ErrorCode | None:
+    def check(
+        caller: Caller,
+        entry: DescribeConfigsResource
+        | AlterConfigsResource
+        | IncrementalAlterConfigsAlterConfigsResource,
+    ) -> ErrorCode | None:
         if entry.resource_type == _TOPIC_CONFIG:
             return caller.check(operation, ResourceType.TOPIC, entry.resource_name)
         if entry.resource_type == _GROUP_CONFIG:
@@ -365,10 +399,12 @@ def _config_resource(operation: Operation) -> Check:
     return check
 
 
-def _subscribed_topics(caller: Caller, request: Any) -> ErrorCode | None:
+def _subscribed_topics(
+    caller: Caller, request: ConsumerGroupHeartbeatRequest | ShareGroupHeartbeatRequest
+) -> ErrorCode | None:
     """ConsumerGroupHeartbeat: a member may subscribe only to topics it may DESCRIBE
     (Kafka answers the whole heartbeat TOPIC_AUTHORIZATION_FAILED otherwise)."""
-    names = getattr(request, "subscribed_topic_names", None) or ()
+    names = request.subscribed_topic_names or ()
     for name in names:
         if not caller.may(Operation.DESCRIBE, ResourceType.TOPIC, name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -618,13 +654,16 @@ def authorized(caller: Caller, request: Any, invoke: Invoke) -> Any:
             entries = getattr(request, rule.array, None)
             if not entries:
                 continue
-            allowed: list[tuple[Any, ErrorCode | None]] = []
-            denied: list[tuple[Any, ErrorCode | None]] = []
+            allowed: list[Any] = []
+            denied: list[tuple[Any, ErrorCode]] = []
             for entry in entries:
                 error = rule.check(caller, entry)
-                (allowed if error is None else denied).append((entry, error))
+                if error is None:
+                    allowed.append(entry)
+                else:
+                    denied.append((entry, error))
             if denied:
-                request = dataclasses.replace(request, **{rule.array: tuple(e for e, _ in allowed)})
+                request = dataclasses.replace(request, **{rule.array: tuple(allowed)})
                 if not allowed and rule.empty_is_all is not None and rule.empty_is_all(request):
                     dropped.append(rule.array)
                 for error in dict.fromkeys(error for _, error in denied):

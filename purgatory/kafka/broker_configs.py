@@ -18,25 +18,12 @@ from dataclasses import dataclass, field
 from typing import final
 
 from purgatory.kafka.broker_config_table import BROKER_CONFIGS
-from purgatory.kafka.config_rules import ConfigType, Value
+from purgatory.kafka.config_rules import Value
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
 from purgatory.kafka.sasl import enabled_mechanisms
 from purgatory.kafka.tls import PrincipalMapper
-from purgatory.kafka.topic_configs import TOPIC_CONFIGS, TopicConfig
 
-# BROKER_CONFIGS, TOPIC_CONFIGS, ConfigType, TopicConfig and Value live in their tables'
-# and rules' modules; the configs and topics request handlers (being edited elsewhere)
-# still import them from here.
-__all__ = [
-    "BROKER_CONFIGS",
-    "TOPIC_CONFIGS",
-    "BrokerConfigs",
-    "ConfigType",
-    "TopicConfig",
-    "Value",
-    "broker_configs",
-    "parse_assignment",
-]
+__all__ = ["BrokerConfigs", "broker_configs", "parse_assignment"]
 
 
 @final

@@ -42,11 +42,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol, final
 
-from purgatory.kafka.codec import DecodeError
+from purgatory.errors import ErrorCode
 from purgatory.kafka.compression import GZIP, LZ4, SNAPPY, ZSTD, inflate
 from purgatory.kafka.crc32c import crc32c
 from purgatory.kafka.otlp import MetricPoint, decode_metrics
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.kafka.wire_errors import DecodeError
+from purgatory.sim.errors import SimulationError
 
 METRICS: Final = "metrics"
 INTERVAL_MS: Final = "interval.ms"

@@ -12,8 +12,7 @@ from __future__ import annotations
 import struct
 from typing import Final, final
 
-# The request handlers still import DecodeError from here; its home is wire_errors.
-from purgatory.kafka.wire_errors import DecodeError as DecodeError
+from purgatory.kafka.wire_errors import DecodeError
 
 _I8: Final = struct.Struct(">b")
 

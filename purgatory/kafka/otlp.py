@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final, final
 
-from purgatory.kafka.codec import DecodeError
+from purgatory.kafka.wire_errors import DecodeError
 
 #: an attribute's value: OTLP's AnyValue (string, bool, int, double, bytes, array, kvlist)
 AttributeValue = (

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING
 from functools import cache
 from pkgutil import resolve_name
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 # kio without hypothesis (its phantom types would import it): first, see the module
 import purgatory.kafka.kio_hypothesis  # noqa: F401  # isort: skip
@@ -43,6 +43,9 @@ from purgatory.kafka.frame_guard import guard
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.shapes import FieldShape, Kind, shape_of
 from purgatory.kafka.wire_errors import DecodeError
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import ErrorResponse, Respond
 
 #: Versions kio carries that Apache Kafka marks ``latestVersionUnstable`` (released
 #: brokers do not advertise them): InitProducerId v6 (KIP-939, two-phase commit).
@@ -265,9 +268,14 @@ def _names_in_any_version(module: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def respond(request: Any, **values: Any) -> Any:
-    """The response to ``request`` at the request's version, built from ``values``."""
+def _respond(request: Any, /, **values: Any) -> Any:
     return build(response_type(request.__api_key__, request.__version__), values)
+
+
+#: ``respond(request, **values)``: the response to ``request`` at the request's version,
+#: built from ``values``. Typed per API (:class:`purgatory.kafka.messages.Respond`): the
+#: request's type chooses the response's fields, which mypy checks.
+respond: Final[Respond] = _respond
 
 
 # -- error answers ---------------------------------------------------------------------
@@ -285,7 +293,7 @@ _SAME: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
-def error_response(request: Any, error: Any) -> Any:
+def _error_response(request: Any, error: Any, /) -> Any:
     """The response to ``request`` that carries ``error`` in every error field: at the
     top, and in every topic, partition, group or resource the request names (copied from
     the request, keys only); everything else its schema default, or empty: null only
@@ -297,6 +305,11 @@ def error_response(request: Any, error: Any) -> Any:
         if field.name in _NULL_IN_KAFKA.get(key, ()) and field.nullable:
             values[field.name] = None
     return build(cls, values)
+
+
+#: ``error_response(request, error)``, typed per API
+#: (:class:`purgatory.kafka.messages.ErrorResponse`).
+error_response: Final[ErrorResponse] = _error_response
 
 
 #: The fields Kafka's error answers set to a value of their own, where the schema has no

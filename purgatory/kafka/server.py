@@ -27,9 +27,7 @@ from purgatory import OperationCancelled
 from purgatory.errors import ErrorCode
 from purgatory.kafka.connections import Connection, stop_accepting
 from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
-
-# re-exported: the request handlers (edited elsewhere) still import ProtocolStats from here
-from purgatory.kafka.protocol_stats import ProtocolStats as ProtocolStats
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.sasl import (
     ANONYMOUS,
     AuthenticationFailed,

@@ -44,8 +44,7 @@ from purgatory.sim.producers import (
 )
 from purgatory.sim.validate import check_int
 
-# The handlers of the Kafka front door (edited elsewhere) still import RecordBatch from here.
-__all__ = ["LONG_MAX", "Log", "LogConfig", "LogSpace", "RecordBatch"]
+__all__ = ["LONG_MAX", "Log", "LogConfig", "LogSpace"]
 
 _new_record = tuple.__new__
 

@@ -9,6 +9,7 @@ import uuid
 import pytest
 from test_otlp import gauges
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.client_metrics import (
     ClientInfo,
     ClientMetrics,
@@ -18,7 +19,7 @@ from purgatory.kafka.client_metrics import (
     uuid_hash,
 )
 from purgatory.kafka.compression import GZIP, LZ4, SNAPPY, ZSTD, deflate
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 
 CLIENT_METRICS = 16
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

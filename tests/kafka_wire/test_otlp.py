@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from purgatory.kafka.codec import DecodeError
 from purgatory.kafka.otlp import AttributeValue, MetricPoint, decode_metrics
+from purgatory.kafka.wire_errors import DecodeError
 
 # -- an encoder ---------------------------------------------------------------------------
 

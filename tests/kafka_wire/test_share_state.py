@@ -16,11 +16,11 @@ import pytest_asyncio
 from kio_wire import Wire
 from test_share_log import TOPIC, decode
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets_topic import partition_for
 from purgatory.kafka.coordinator.share_log import SHARE_GROUP_STATE_TOPIC, ShareKey
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
-from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import ProduceRequest
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3

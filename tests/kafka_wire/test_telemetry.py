@@ -19,11 +19,11 @@ from confluent_kafka import Producer
 from kio_wire import Wire
 from test_otlp import gauges
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.client_metrics import subscription_id
 from purgatory.kafka.compression import GZIP, LZ4, SNAPPY, ZSTD, deflate
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
-from purgatory.sim.errors import ErrorCode
 
 CLIENT_METRICS = 16
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

@@ -8,13 +8,27 @@ DESCRIBE on the cluster) is :mod:`purgatory.kafka.authorization`'s business.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final, overload
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.acls import Acl, Acls, acl_of, filter_of
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import error_response, respond, versions
 from purgatory.kafka.server import Api, ApiTable
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        CreateAclsAclCreationResult,
+        CreateAclsRequest,
+        CreateAclsResponse,
+        DeleteAclsFilterResult,
+        DeleteAclsMatchingAcl,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DescribeAclsAclDescription,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
+    )
 
 _NO_AUTHORIZER: Final = "No Authorizer is configured."
 
@@ -34,7 +48,9 @@ class AclHandlers:
             ApiKey.DELETE_ACLS: Api(*versions(ApiKey.DELETE_ACLS), self.delete_acls),
         }
 
-    def describe_acls(self, header: RequestHeader, request: Any) -> Any:
+    def describe_acls(
+        self, header: RequestHeader, request: DescribeAclsRequest
+    ) -> DescribeAclsResponse:
         if not self.enabled:
             return respond(
                 request,
@@ -46,7 +62,7 @@ class AclHandlers:
         if unknown is not None:
             return respond(request, error_code=ErrorCode.INVALID_REQUEST, error_message=unknown)
         # grouped by resource pattern, as Kafka's DescribeAclsResponse.aclsResources does
-        resources: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+        resources: dict[tuple[int, str, int], list[DescribeAclsAclDescription]] = {}
         for acl in self.acls.matching(selector):
             pattern = (acl.resource_type, acl.resource_name, acl.pattern_type)
             resources.setdefault(pattern, []).append(
@@ -66,10 +82,10 @@ class AclHandlers:
             ],
         )
 
-    def create_acls(self, header: RequestHeader, request: Any) -> Any:
+    def create_acls(self, header: RequestHeader, request: CreateAclsRequest) -> CreateAclsResponse:
         if not self.enabled:
             return _no_authorizer(request)
-        results: list[dict[str, Any]] = []
+        results: list[CreateAclsAclCreationResult] = []
         for creation in request.creations:
             acl = acl_of(creation)
             invalid = acl.invalid()
@@ -80,10 +96,10 @@ class AclHandlers:
                 results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": invalid})
         return respond(request, results=results)
 
-    def delete_acls(self, header: RequestHeader, request: Any) -> Any:
+    def delete_acls(self, header: RequestHeader, request: DeleteAclsRequest) -> DeleteAclsResponse:
         if not self.enabled:
             return _no_authorizer(request)
-        results: list[dict[str, Any]] = []
+        results: list[DeleteAclsFilterResult] = []
         for entry in request.filters:
             selector = filter_of(entry)
             unknown = selector.unknown
@@ -100,7 +116,7 @@ class AclHandlers:
         return respond(request, filter_results=results)
 
 
-def _matching(acl: Acl) -> dict[str, Any]:
+def _matching(acl: Acl) -> DeleteAclsMatchingAcl:
     return {
         "error_code": ErrorCode.NONE,
         "error_message": None,
@@ -114,9 +130,18 @@ def _matching(acl: Acl) -> dict[str, Any]:
     }
 
 
-def _no_authorizer(request: Any) -> Any:
+@overload
+def _no_authorizer(request: CreateAclsRequest) -> CreateAclsResponse: ...
+
+
+@overload
+def _no_authorizer(request: DeleteAclsRequest) -> DeleteAclsResponse: ...
+
+
+def _no_authorizer(request: CreateAclsRequest | DeleteAclsRequest) -> Any:
     """SECURITY_DISABLED in every result, with Kafka's message."""
-    refused = error_response(request, ErrorCode.SECURITY_DISABLED)
-    field = "results" if request.__api_key__ == ApiKey.CREATE_ACLS else "filter_results"
+    # kio's results of both APIs, edited alike by name: Any
+    refused: Any = error_response(request, ErrorCode.SECURITY_DISABLED)
+    field = "results" if int(request.__api_key__) == ApiKey.CREATE_ACLS else "filter_results"
     results = [replace(r, error_message=_NO_AUTHORIZER) for r in getattr(refused, field)]
     return replace(refused, **{field: tuple(results)})

@@ -21,13 +21,25 @@ message, and no entries.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Mapping
-from typing import Any, Final, final
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
+        AlterClientQuotasResponseEntries,
+        DescribeClientQuotasComponentData,
+        DescribeClientQuotasEntryData,
+        DescribeClientQuotasRequest,
+        DescribeClientQuotasResponse,
+    )
 
 USER: Final = "user"
 CLIENT_ID: Final = "client-id"
@@ -88,14 +100,16 @@ class ClientQuotaHandlers:
 
     # -- describe -------------------------------------------------------------------------
 
-    def describe_client_quotas(self, header: RequestHeader, request: Any) -> Any:
+    def describe_client_quotas(
+        self, header: RequestHeader, request: DescribeClientQuotasRequest
+    ) -> DescribeClientQuotasResponse:
         try:
             exact, specified = self._filter(request.components)
         except SimulationError as refused:
             return respond(
                 request, error_code=refused.code, error_message=refused.message, entries=None
             )
-        entries = []
+        entries: list[DescribeClientQuotasEntryData] = []
         for key, values in self.quotas.items():
             entity = dict(key)
             if request.strict and len(entity) != len(exact) + len(specified):
@@ -116,7 +130,9 @@ class ClientQuotaHandlers:
         return respond(request, error_code=ErrorCode.NONE, error_message=None, entries=entries)
 
     @staticmethod
-    def _filter(components: Any) -> tuple[dict[str, str | None], set[str]]:
+    def _filter(
+        components: Iterable[DescribeClientQuotasComponentData],
+    ) -> tuple[dict[str, str | None], set[str]]:
         exact: dict[str, str | None] = {}
         specified: set[str] = set()
         for component in components:
@@ -160,7 +176,9 @@ class ClientQuotaHandlers:
 
     # -- alter ----------------------------------------------------------------------------
 
-    def alter_client_quotas(self, header: RequestHeader, request: Any) -> Any:
+    def alter_client_quotas(
+        self, header: RequestHeader, request: AlterClientQuotasRequest
+    ) -> AlterClientQuotasResponse:
         results: dict[frozenset[tuple[str, str | None]], tuple[Entity, ErrorCode, str | None]] = {}
         changed = False
         for entry in request.entries:
@@ -190,7 +208,7 @@ class ClientQuotaHandlers:
                 changed = True
         if changed and self._on_change is not None:
             self._on_change(self.quotas)
-        entries = [
+        entries: list[AlterClientQuotasResponseEntries] = [
             {
                 "error_code": error,
                 "error_message": message,

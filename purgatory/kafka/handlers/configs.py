@@ -46,37 +46,73 @@ ListConfigResources the subscriptions' names.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar, final
 
-from purgatory.kafka.broker_configs import (
-    BROKER_CONFIGS,
-    TOPIC_CONFIGS,
-    ConfigType,
-    TopicConfig,
-    Value,
-)
+from purgatory.errors import ErrorCode
+from purgatory.kafka.broker_config_table import BROKER_CONFIGS
 from purgatory.kafka.client_metrics import CONFIG_NAMES as CLIENT_METRICS_CONFIGS
 from purgatory.kafka.client_metrics import INTERVAL_MS, MATCH, METRICS, ClientMetrics
-from purgatory.kafka.coordinator.group_configs import (
-    GROUP_CONFIGS,
-    GROUP_EFFECTS,
-    KEPT_GROUP,
-)
-from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
-from purgatory.kafka.handlers.settings import (
+from purgatory.kafka.cluster_configs import (
     LISTENER_ADDRESSES,
     LISTENER_PREFIXED,
     ClusterConfigs,
     Config,
     Source,
 )
+from purgatory.kafka.config_rules import ConfigType, Value
+from purgatory.kafka.coordinator.group_configs import (
+    GROUP_CONFIGS,
+    GROUP_EFFECTS,
+    KEPT_GROUP,
+)
+from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
-from purgatory.kafka.server import Api, ApiTable
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.kafka.server import Api, ApiTable, Handler
+from purgatory.kafka.topic_configs import TOPIC_CONFIGS, TopicConfig
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.validate import check_topic_name
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        AlterConfigsRequest,
+        AlterConfigsResource,
+        AlterConfigsResourceResponse,
+        AlterConfigsResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResourceResult,
+        DescribeConfigsResponse,
+        DescribeConfigsResult,
+        IncrementalAlterConfigsAlterableConfig,
+        IncrementalAlterConfigsAlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+        ListConfigResourcesConfigResource,
+        ListConfigResourcesRequest,
+        ListConfigResourcesResponse,
+    )
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class _Resource(Protocol):
+    """What AlterConfigs and IncrementalAlterConfigs name a resource by, and its configs."""
+
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+    @property
+    def configs(self) -> Sequence[_Named]: ...
+
+
+#: a resource of AlterConfigs or of IncrementalAlterConfigs
+R = TypeVar("R", bound=_Resource)
 
 
 class Resource(IntEnum):
@@ -132,15 +168,13 @@ class ConfigHandlers:
         self.client_metrics = ClientMetrics() if client_metrics is None else client_metrics
 
     def apis(self) -> ApiTable:
-        return {
-            key: Api(*versions(key), handler)
-            for key, handler in [
-                (ApiKey.DESCRIBE_CONFIGS, self.describe_configs),
-                (ApiKey.ALTER_CONFIGS, self.alter_configs),
-                (ApiKey.INCREMENTAL_ALTER_CONFIGS, self.incremental_alter_configs),
-                (ApiKey.LIST_CONFIG_RESOURCES, self.list_config_resources),
-            ]
-        }
+        handlers: list[tuple[ApiKey, Handler]] = [
+            (ApiKey.DESCRIBE_CONFIGS, self.describe_configs),
+            (ApiKey.ALTER_CONFIGS, self.alter_configs),
+            (ApiKey.INCREMENTAL_ALTER_CONFIGS, self.incremental_alter_configs),
+            (ApiKey.LIST_CONFIG_RESOURCES, self.list_config_resources),
+        ]
+        return {key: Api(*versions(key), handler) for key, handler in handlers}
 
     # -- DescribeConfigs -------------------------------------------------------------------
 
@@ -234,12 +268,17 @@ class ConfigHandlers:
             if key in own
         ]
 
-    def describe_configs(self, header: RequestHeader, request: Any) -> Any:
+    def describe_configs(
+        self, header: RequestHeader, request: DescribeConfigsRequest
+    ) -> DescribeConfigsResponse:
         synonyms = request.include_synonyms
-        documented = getattr(request, "include_documentation", False)
-        results = []
+        documented = (  # v3+
+            request.include_documentation if hasattr(request, "include_documentation") else False
+        )
+        results: list[DescribeConfigsResult] = []
         for resource in request.resources:
             keys = resource.configuration_keys
+            configs: list[DescribeConfigsResourceResult]
             try:
                 configs = [
                     _entry(config, synonyms, documented)
@@ -262,8 +301,12 @@ class ConfigHandlers:
 
     # -- AlterConfigs and IncrementalAlterConfigs ------------------------------------------
 
-    def alter_configs(self, header: RequestHeader, request: Any) -> Any:
-        def replaced(resource: Any, current: Mapping[str, Value]) -> dict[str, object]:
+    def alter_configs(
+        self, header: RequestHeader, request: AlterConfigsRequest
+    ) -> AlterConfigsResponse:
+        def replaced(
+            resource: AlterConfigsResource, current: Mapping[str, Value]
+        ) -> dict[str, object]:
             changes: dict[str, object] = {}
             for config in resource.configs:
                 if config.value is None:
@@ -273,28 +316,42 @@ class ConfigHandlers:
                 changes[config.name] = config.value
             return changes
 
-        return self._alter(request, replaced, incremental=False)
+        resources: Sequence[AlterConfigsResource] = request.resources
+        return respond(
+            request,
+            responses=self._alter(resources, request.validate_only, replaced, incremental=False),
+        )
 
-    def incremental_alter_configs(self, header: RequestHeader, request: Any) -> Any:
-        def changed(resource: Any, current: Mapping[str, Value]) -> dict[str, object]:
+    def incremental_alter_configs(
+        self, header: RequestHeader, request: IncrementalAlterConfigsRequest
+    ) -> IncrementalAlterConfigsResponse:
+        def changed(
+            resource: IncrementalAlterConfigsAlterConfigsResource, current: Mapping[str, Value]
+        ) -> dict[str, object]:
             out: dict[str, object] = dict(current)
             for config in resource.configs:
                 out = _incremental(resource.resource_type, config, out)
             return out
 
-        return self._alter(request, changed, incremental=True)
+        resources: Sequence[IncrementalAlterConfigsAlterConfigsResource] = request.resources
+        return respond(
+            request,
+            responses=self._alter(resources, request.validate_only, changed, incremental=True),
+        )
 
     def _alter(
         self,
-        request: Any,
-        new_configs: Callable[[Any, Mapping[str, Value]], dict[str, object]],
+        resources: Sequence[R],
+        validate_only: bool,
+        new_configs: Callable[[R, Mapping[str, Value]], dict[str, object]],
         incremental: bool,
-    ) -> Any:
+    ) -> list[AlterConfigsResourceResponse]:
         """Each resource answered on its own: its new configs (``new_configs(resource,
-        its configs now)``) checked, then set unless validate_only."""
-        named = Counter((r.resource_type, r.resource_name) for r in request.resources)
-        responses = []
-        for resource in request.resources:
+        its configs now)``) checked, then set unless validate_only (the answers of both
+        APIs have the same fields)."""
+        named = Counter((r.resource_type, r.resource_name) for r in resources)
+        responses: list[AlterConfigsResourceResponse] = []
+        for resource in resources:
             kind, name = resource.resource_type, resource.resource_name
             try:
                 if named[kind, name] > 1:
@@ -306,7 +363,7 @@ class ConfigHandlers:
                     raise SimulationError(
                         ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
                     )
-                self._alter_one(resource, new_configs, request.validate_only, incremental)
+                self._alter_one(resource, new_configs, validate_only, incremental)
                 error, message = ErrorCode.NONE, None
             except SimulationError as refused:
                 error, message = refused.code, refused.message
@@ -318,12 +375,12 @@ class ConfigHandlers:
                     "resource_name": name,
                 }
             )
-        return respond(request, responses=responses)
+        return responses
 
     def _alter_one(
         self,
-        resource: Any,
-        new_configs: Callable[[Any, Mapping[str, Value]], dict[str, object]],
+        resource: R,
+        new_configs: Callable[[R, Mapping[str, Value]], dict[str, object]],
         validate_only: bool,
         incremental: bool,
     ) -> None:
@@ -385,21 +442,26 @@ class ConfigHandlers:
 
     # -- ListConfigResources ---------------------------------------------------------------
 
-    def list_config_resources(self, header: RequestHeader, request: Any) -> Any:
-        """v0 (ListClientMetricsResources) lists client metrics resources: none here. v1
+    def list_config_resources(
+        self, header: RequestHeader, request: ListConfigResourcesRequest
+    ) -> ListConfigResourcesResponse:
+        """v0 (ListClientMetricsResources) lists the client-metrics subscriptions. v1
         lists the resources of the types asked (none: topics, brokers, broker loggers,
         client metrics and groups) that have configs: every topic and broker, the groups
         with configs, the client-metrics subscriptions (broker loggers have none here);
         another type INVALID_REQUEST."""
-        if header.api_version == 0:  # ListClientMetricsResources: the subscriptions
+        if not hasattr(request, "resource_types"):  # v0, ListClientMetricsResources
             names = self.client_metrics.subscriptions()
-            resources0 = [{"resource_name": n} for n in names]
-            return respond(request, error_code=ErrorCode.NONE, config_resources=resources0)
+            return respond(
+                request,
+                error_code=ErrorCode.NONE,
+                config_resources=[{"resource_name": n} for n in names],
+            )
         asked = list(request.resource_types) or list(_LISTED)
         if any(kind not in _LISTED for kind in asked):
             # the answer has no message field: the types refused go unnamed
             return respond(request, error_code=ErrorCode.INVALID_REQUEST, config_resources=[])
-        resources: list[dict[str, Any]] = []
+        resources: list[ListConfigResourcesConfigResource] = []
         for kind in dict.fromkeys(asked):
             if kind == Resource.TOPIC:
                 names = self.configs.topics_with_configs()
@@ -434,9 +496,11 @@ def _only_default(config: Config) -> Config:
     return config._replace(value=value, source=source, synonyms=synonyms)
 
 
-def _incremental(resource_type: int, config: Any, current: dict[str, object]) -> dict[str, object]:
+def _incremental(
+    resource_type: int, config: IncrementalAlterConfigsAlterableConfig, current: dict[str, object]
+) -> dict[str, object]:
     """``current`` (a resource's own configs) after one IncrementalAlterConfigs op."""
-    name, value, op = config.name, config.value, config.config_operation
+    name, value, op = config.name, config.value, int(config.config_operation)
     out = dict(current)
     if op == Op.DELETE:
         out.pop(name, None)
@@ -488,7 +552,7 @@ def _listed(
     return out
 
 
-def _entry(config: Config, synonyms: bool, documented: bool) -> dict[str, Any]:
+def _entry(config: Config, synonyms: bool, documented: bool) -> DescribeConfigsResourceResult:
     """One DescribeConfigs entry; a password's value (and its synonyms') is not shown."""
     hidden = config.sensitive
     return {

@@ -7,22 +7,32 @@ groups). Partitions are named by topic id, as in Kafka.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Final, final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, cast, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.consumer import HeartbeatRequest
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import Assignment
 from purgatory.kafka.handlers.member_assignments import (
     NO_AUTHORIZED_OPERATIONS,
     group_not_found,
-    heartbeat_answer,
+    heartbeat_fields,
     named_assignment,
 )
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        ConsumerGroupDescribeDescribedGroup,
+        ConsumerGroupDescribeRequest,
+        ConsumerGroupDescribeResponse,
+        ConsumerGroupHeartbeatRequest,
+        ConsumerGroupHeartbeatResponse,
+    )
 
 #: ConsumerGroupDescribe v1's member_type of a member that heartbeats (not a classic one)
 _CONSUMER_MEMBER: Final = 1
@@ -47,10 +57,15 @@ class ConsumerGroupHandlers:
             ),
         }
 
-    def consumer_group_heartbeat(self, header: RequestHeader, request: Any) -> Any:
+    def consumer_group_heartbeat(
+        self, header: RequestHeader, request: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse:
         owned: Assignment | None = None
         if request.topic_partitions is not None:
-            owned = {tp.topic_id: set(tp.partitions) for tp in request.topic_partitions}
+            # kio reads a zero topic id as None: kept as a key, as ever (it names no topic)
+            owned = cast(
+                "Assignment", {tp.topic_id: set(tp.partitions) for tp in request.topic_partitions}
+            )
         result = self.coordinator.consumer_heartbeat(
             HeartbeatRequest(
                 request.group_id,
@@ -61,20 +76,26 @@ class ConsumerGroupHandlers:
                 rack_id=request.rack_id,
                 rebalance_timeout_ms=millis(request.rebalance_timeout),
                 topics=request.subscribed_topic_names,
-                regex=getattr(request, "subscribed_topic_regex", None),
+                regex=(  # v1+
+                    request.subscribed_topic_regex
+                    if hasattr(request, "subscribed_topic_regex")
+                    else None
+                ),
                 assignor=request.server_assignor,
                 owned=owned,
             )
         )
         interval = self.coordinator.consumer.heartbeat_interval(request.group_id)
-        return heartbeat_answer(request, result, interval)
+        return respond(request, **heartbeat_fields(result, interval))
 
-    def consumer_group_describe(self, header: RequestHeader, request: Any) -> Any:
-        described = []
+    def consumer_group_describe(
+        self, header: RequestHeader, request: ConsumerGroupDescribeRequest
+    ) -> ConsumerGroupDescribeResponse:
+        described: list[ConsumerGroupDescribeDescribedGroup] = []
         for name in request.group_ids:
             group = self.coordinator.consumer_group(name)
             if group is None:
-                described.append(group_not_found(name, f"Group {name} not found."))
+                described.append({**group_not_found(name, f"Group {name} not found.")})
                 continue
             described.append(
                 {
@@ -118,6 +139,6 @@ def _topic_ids(cluster: Cluster) -> dict[str, tuple[uuid.UUID, int]]:
     return out
 
 
-def topics_of(cluster: Cluster) -> Any:
+def topics_of(cluster: Cluster) -> Callable[[], dict[str, tuple[uuid.UUID, int]]]:
     """``topics`` for a :class:`GroupCoordinator` over ``cluster``."""
     return lambda: _topic_ids(cluster)

@@ -12,13 +12,20 @@ COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        FindCoordinatorCoordinator,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+    )
 
 #: ``locate(key)``: the (broker id, host, port) of the broker that coordinates group
 #: ``key``, None while no broker can (COORDINATOR_NOT_AVAILABLE)
@@ -50,18 +57,27 @@ class CoordinatorHandlers:
             ApiKey.FIND_COORDINATOR: Api(*versions(ApiKey.FIND_COORDINATOR), self.find_coordinator),
         }
 
-    async def find_coordinator(self, header: RequestHeader, request: Any) -> Any:
+    async def find_coordinator(
+        self, header: RequestHeader, request: FindCoordinatorRequest
+    ) -> FindCoordinatorResponse:
         """Clients ask several brokers and follow each answer, so the answer names the one
         coordinator of the key whichever broker is asked."""
-        key_type = request.key_type if header.api_version >= 1 else GROUP
+        key_type = request.key_type if hasattr(request, "key_type") else GROUP  # v1+
         if key_type == TRANSACTION:
             await self.transactions.ensure_topic()
-        if header.api_version >= 4:
+        if hasattr(request, "coordinator_keys"):  # v4+: a batch of keys
             found = [await self._found(key_type, key) for key in request.coordinator_keys]
             return respond(request, coordinators=found)
-        return respond(request, **await self._found(key_type, request.key))
+        one = await self._found(key_type, request.key)
+        return respond(
+            request,
+            error_code=one["error_code"],
+            node_id=one["node_id"],
+            host=one["host"],
+            port=one["port"],
+        )
 
-    async def _found(self, key_type: int, key: str) -> dict[str, Any]:
+    async def _found(self, key_type: int, key: str) -> FindCoordinatorCoordinator:
         if key_type == GROUP:
             located = await self.locate(key)
             if located is None:  # as Kafka answers it: no node
@@ -79,5 +95,5 @@ class CoordinatorHandlers:
 
 def _answer(
     key: str, error: ErrorCode, node_id: int = -1, host: str = "", port: int = -1
-) -> dict[str, Any]:
+) -> FindCoordinatorCoordinator:
     return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error}

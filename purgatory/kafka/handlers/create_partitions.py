@@ -17,13 +17,22 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable
-from typing import Any, final
+from typing import TYPE_CHECKING, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreatePartitionsTopic,
+        CreatePartitionsTopicResult,
+    )
 
 
 @final
@@ -41,12 +50,16 @@ class CreatePartitionsHandlers:
             )
         }
 
-    def create_partitions(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+    def create_partitions(
+        self, header: RequestHeader, request: CreatePartitionsRequest
+    ) -> Awaitable[CreatePartitionsResponse]:
         return self._create_partitions(request)
 
-    async def _create_partitions(self, request: Any) -> Any:
+    async def _create_partitions(
+        self, request: CreatePartitionsRequest
+    ) -> CreatePartitionsResponse:
         named = Counter(topic.name for topic in request.topics)
-        results: list[dict[str, Any]] = []
+        results: list[CreatePartitionsTopicResult] = []
         answered: set[str] = set()
         for topic in request.topics:
             if topic.name in answered:
@@ -61,7 +74,9 @@ class CreatePartitionsHandlers:
             results.append({"name": topic.name, "error_code": error, "error_message": message})
         return respond(request, results=results)
 
-    async def _grow(self, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    async def _grow(
+        self, topic: CreatePartitionsTopic, validate_only: bool
+    ) -> tuple[ErrorCode, str | None]:
         if topic.count > self.max_partitions and topic.name in self.cluster.topics:
             return (
                 ErrorCode.INVALID_PARTITIONS,

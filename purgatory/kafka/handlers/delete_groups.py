@@ -9,13 +9,20 @@ committed offsets, NONE. Any broker takes it (one coordinator serves them all).
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import TYPE_CHECKING, final
 
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        DeleteGroupsDeletableGroupResult,
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+    )
 
 
 @final
@@ -29,8 +36,10 @@ class DeleteGroupsHandlers:
     def apis(self) -> ApiTable:
         return {ApiKey.DELETE_GROUPS: Api(*versions(ApiKey.DELETE_GROUPS), self.delete_groups)}
 
-    def delete_groups(self, header: RequestHeader, request: Any) -> Any:
-        results = [
+    def delete_groups(
+        self, header: RequestHeader, request: DeleteGroupsRequest
+    ) -> DeleteGroupsResponse:
+        results: list[DeleteGroupsDeletableGroupResult] = [
             {"group_id": group_id, "error_code": self.coordinator.delete(group_id, self.offsets)}
             for group_id in dict.fromkeys(request.groups_names)
         ]

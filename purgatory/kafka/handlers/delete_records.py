@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
-from purgatory.kafka.codec import DecodeError
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
+from purgatory.kafka.wire_errors import DecodeError
 from purgatory.sim import Cluster, DeleteRecordsRequest, DeleteRecordsResult
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import DeleteRecordsPartitionResult, DeleteRecordsResponse
+    from purgatory.kafka.messages import DeleteRecordsRequest as DeleteRecordsWire
 
 #: DeleteRecords' "up to the high watermark"
 HIGH_WATERMARK: Final = -1
@@ -38,9 +42,11 @@ class DeleteRecordsHandlers:
     def apis(self) -> ApiTable:
         return {ApiKey.DELETE_RECORDS: Api(*versions(ApiKey.DELETE_RECORDS), self.delete_records)}
 
-    def delete_records(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+    def delete_records(
+        self, header: RequestHeader, request: DeleteRecordsWire
+    ) -> Awaitable[DeleteRecordsResponse]:
         # A partition named twice keeps its last offset, as Kafka reads the request.
-        wanted = {
+        wanted: dict[tuple[str, int], int] = {
             (topic.name, p.partition_index): p.offset
             for topic in request.topics
             for p in topic.partitions
@@ -51,15 +57,15 @@ class DeleteRecordsHandlers:
         return self._delete_all(request, wanted, timeout_ms)
 
     async def _delete_all(
-        self, request: Any, wanted: dict[tuple[str, int], int], timeout_ms: int
-    ) -> Any:
+        self, request: DeleteRecordsWire, wanted: dict[tuple[str, int], int], timeout_ms: int
+    ) -> DeleteRecordsResponse:
         results = await asyncio.gather(
             *(
                 self._delete(topic, index, offset, timeout_ms)
                 for (topic, index), offset in wanted.items()
             )
         )
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[DeleteRecordsPartitionResult]] = {}
         for (topic, index), result in zip(wanted, results, strict=True):
             by_topic.setdefault(topic, []).append(
                 {

@@ -14,13 +14,20 @@ UNSUPPORTED_ENDPOINT_TYPE, with Kafka's messages.
 
 from __future__ import annotations
 
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        DescribeClusterBroker,
+        DescribeClusterRequest,
+        DescribeClusterResponse,
+    )
 
 CLUSTER_ID: Final = "purgatory"
 #: DescribeCluster's endpoint types (Kafka's ``EndpointType``)
@@ -42,8 +49,10 @@ class DescribeClusterHandlers:
             ApiKey.DESCRIBE_CLUSTER: Api(*versions(ApiKey.DESCRIBE_CLUSTER), self.describe_cluster)
         }
 
-    def describe_cluster(self, header: RequestHeader, request: Any) -> Any:
-        endpoint_type = getattr(request, "endpoint_type", _BROKER)  # v0: brokers
+    def describe_cluster(
+        self, header: RequestHeader, request: DescribeClusterRequest
+    ) -> DescribeClusterResponse:
+        endpoint_type: int = getattr(request, "endpoint_type", _BROKER)  # v1+; v0: brokers
         if endpoint_type != _BROKER:
             wanted = _ENDPOINT_TYPES.get(endpoint_type)
             if wanted is None:
@@ -56,10 +65,10 @@ class DescribeClusterHandlers:
                     f"endpoint of type {wanted}"
                 )
             return respond(request, error_code=error, error_message=message, controller_id=-1)
-        fenced_too = getattr(request, "include_fenced_brokers", False)
+        fenced_too: bool = getattr(request, "include_fenced_brokers", False)  # v2+
         meta = self.cluster.metadata()
         live = [b.broker_id for b in meta.brokers if b.alive]
-        brokers = [
+        brokers: list[DescribeClusterBroker] = [
             {
                 "broker_id": b.broker_id,
                 "host": self.addresses[b.broker_id][0],

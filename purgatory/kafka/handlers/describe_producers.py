@@ -16,16 +16,26 @@ INVALID_TOPIC_EXCEPTION.
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import TYPE_CHECKING, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import max_timestamp_of
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode, SimulationError
-from purgatory.sim.log import RecordBatch
+from purgatory.sim.batches import RecordBatch
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.validate import check_topic_name
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        DescribeProducersPartitionResponse,
+        DescribeProducersProducerState,
+        DescribeProducersRequest,
+        DescribeProducersResponse,
+        DescribeProducersTopicResponse,
+    )
 
 
 @final
@@ -43,8 +53,10 @@ class DescribeProducersHandlers:
             )
         }
 
-    def describe_producers(self, header: RequestHeader, request: Any) -> Any:
-        topics = []
+    def describe_producers(
+        self, header: RequestHeader, request: DescribeProducersRequest
+    ) -> DescribeProducersResponse:
+        topics: list[DescribeProducersTopicResponse] = []
         for topic in request.topics:
             error: ErrorCode | None = None
             message: str | None = None
@@ -55,7 +67,7 @@ class DescribeProducersHandlers:
             else:
                 if topic.name not in self.cluster.topics:
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            partitions = [
+            partitions: list[DescribeProducersPartitionResponse] = [
                 {"partition_index": index, "error_code": error, "error_message": message}
                 if error is not None
                 else self._partition(topic.name, index)
@@ -64,14 +76,14 @@ class DescribeProducersHandlers:
             topics.append({"name": topic.name, "partitions": partitions})
         return respond(request, topics=topics)
 
-    def _partition(self, topic: str, index: int) -> dict[str, Any]:
+    def _partition(self, topic: str, index: int) -> DescribeProducersPartitionResponse:
         p = self.cluster.partition(topic, index)
         if p is None:
             return {"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
         log = p.logs.get(self.broker_id)
         if log is None:
             return {"partition_index": index, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER}
-        producers = []
+        producers: list[DescribeProducersProducerState] = []
         for active in log.producers.active():
             batch = active.last_batch
             wire = batch.wire if isinstance(batch, RecordBatch) else None

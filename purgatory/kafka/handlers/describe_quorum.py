@@ -19,13 +19,23 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        DescribeQuorumNode,
+        DescribeQuorumRequest,
+        DescribeQuorumResponse,
+        DescribeQuorumResponseTopics,
+        DescribeQuorumResponseTopicsPartitions,
+        DescribeQuorumResponseTopicsPartitionsCurrentVoters,
+    )
 
 METADATA_TOPIC: Final = "__cluster_metadata"
 _NO_DIRECTORY: Final = uuid.UUID(int=0)
@@ -49,10 +59,11 @@ class DescribeQuorumHandlers:
             ApiKey.DESCRIBE_QUORUM: Api(*versions(ApiKey.DESCRIBE_QUORUM), self.describe_quorum)
         }
 
-    def describe_quorum(self, header: RequestHeader, request: Any) -> Any:
-        topics = request.topics
-        if not _asks_for_the_metadata_log(topics):
-            return respond(request, error_code=ErrorCode.NONE, topics=_unknown(topics))
+    def describe_quorum(
+        self, header: RequestHeader, request: DescribeQuorumRequest
+    ) -> DescribeQuorumResponse:
+        if not _asks_for_the_metadata_log(request):
+            return respond(request, error_code=ErrorCode.NONE, topics=_unknown(request))
         leader = self.cluster.controller.active_broker
         if leader is None:  # every broker is down: no quorum to describe
             return respond(request, error_code=ErrorCode.NONE, topics=_leaderless())
@@ -64,7 +75,7 @@ class DescribeQuorumHandlers:
         observers = [
             b for b in sorted(self.cluster.brokers) if b != leader and self.cluster.is_alive(b)
         ]
-        partition = {
+        partition: DescribeQuorumResponseTopicsPartitions = {
             "partition_index": 0,
             "error_code": ErrorCode.NONE,
             "error_message": None,
@@ -83,8 +94,9 @@ class DescribeQuorumHandlers:
         )
 
 
-def _asks_for_the_metadata_log(topics: Any) -> bool:
+def _asks_for_the_metadata_log(request: DescribeQuorumRequest) -> bool:
     """Whether the request names exactly ``__cluster_metadata`` partition 0."""
+    topics = request.topics
     return (
         len(topics) == 1
         and topics[0].topic_name == METADATA_TOPIC
@@ -93,7 +105,7 @@ def _asks_for_the_metadata_log(topics: Any) -> bool:
     )
 
 
-def _unknown(topics: Any) -> list[dict[str, Any]]:
+def _unknown(request: DescribeQuorumRequest) -> list[DescribeQuorumResponseTopics]:
     """Every partition asked for, UNKNOWN_TOPIC_OR_PARTITION."""
     return [
         {
@@ -107,11 +119,11 @@ def _unknown(topics: Any) -> list[dict[str, Any]]:
                 for p in t.partitions
             ],
         }
-        for t in topics
+        for t in request.topics
     ]
 
 
-def _leaderless() -> list[dict[str, Any]]:
+def _leaderless() -> list[DescribeQuorumResponseTopics]:
     """The answer's topics when no broker is up to lead the quorum."""
     return [
         {
@@ -129,7 +141,9 @@ def _leaderless() -> list[dict[str, Any]]:
     ]
 
 
-def _replica(broker: int, high_watermark: int, now: int) -> dict[str, Any]:
+def _replica(
+    broker: int, high_watermark: int, now: int
+) -> DescribeQuorumResponseTopicsPartitionsCurrentVoters:
     """A voter or observer of the quorum, caught up to ``high_watermark`` as of ``now``."""
     return {
         "replica_id": broker,
@@ -140,7 +154,7 @@ def _replica(broker: int, high_watermark: int, now: int) -> dict[str, Any]:
     }
 
 
-def _nodes(leader: int, addresses: dict[int, tuple[str, int]]) -> list[dict[str, Any]]:
+def _nodes(leader: int, addresses: dict[int, tuple[str, int]]) -> list[DescribeQuorumNode]:
     """The voter's listener (v2+), at its broker's address if it has one."""
     if leader not in addresses:
         return []

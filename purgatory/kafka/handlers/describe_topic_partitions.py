@@ -21,14 +21,24 @@ the other handlers.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import error_response, respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.validate import check_topic_name
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        DescribeTopicPartitionsRequest,
+        DescribeTopicPartitionsResponse,
+        DescribeTopicPartitionsResponseNextCursor,
+        DescribeTopicPartitionsResponsePartition,
+        DescribeTopicPartitionsResponseTopic,
+    )
 
 #: Kafka's ``max.request.partition.size.limit`` default
 MAX_PARTITIONS: Final = 2000
@@ -49,7 +59,9 @@ class DescribeTopicPartitionsHandlers:
             )
         }
 
-    def describe_topic_partitions(self, header: RequestHeader, request: Any) -> Any:
+    def describe_topic_partitions(
+        self, header: RequestHeader, request: DescribeTopicPartitionsRequest
+    ) -> DescribeTopicPartitionsResponse:
         cursor = request.cursor
         cursor_topic = "" if cursor is None else cursor.topic_name
         every = not request.topics
@@ -62,8 +74,8 @@ class DescribeTopicPartitionsHandlers:
         if cursor is not None and cursor.partition_index < 0:
             return error_response(request, ErrorCode.INVALID_REQUEST)
         remaining = max(min(MAX_PARTITIONS, request.response_partition_limit), 1)
-        topics: list[dict[str, Any]] = []
-        next_cursor: dict[str, Any] | None = None
+        topics: list[DescribeTopicPartitionsResponseTopic] = []
+        next_cursor: DescribeTopicPartitionsResponseNextCursor | None = None
         for name in sorted(names):
             if remaining == 0:
                 # the previous topic was answered in full: go on at this one's start
@@ -77,7 +89,7 @@ class DescribeTopicPartitionsHandlers:
             start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
             upper = min(len(parts), start + remaining)
             alive = self.cluster.is_alive
-            partitions = [
+            partitions: list[DescribeTopicPartitionsResponsePartition] = [
                 {
                     "error_code": ErrorCode.NONE,
                     "partition_index": p.index,
@@ -107,7 +119,7 @@ class DescribeTopicPartitionsHandlers:
         return respond(request, topics=topics, next_cursor=next_cursor)
 
 
-def _unknown(name: str) -> dict[str, Any]:
+def _unknown(name: str) -> DescribeTopicPartitionsResponseTopic:
     try:
         check_topic_name(name)
     except SimulationError as invalid:

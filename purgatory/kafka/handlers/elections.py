@@ -10,15 +10,23 @@ type, a negative timeout or partition index is malformed: the connection closes.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
-from purgatory.kafka.codec import DecodeError
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
+from purgatory.kafka.wire_errors import DecodeError
 from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult
-from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import ElectionType
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        ElectLeadersPartitionResult,
+        ElectLeadersReplicaElectionResult,
+        ElectLeadersResponse,
+    )
+    from purgatory.kafka.messages import ElectLeadersRequest as ElectLeadersWire
 
 _ELECTION_TYPES: Final[dict[int, ElectionType]] = {0: "preferred", 1: "unclean"}
 
@@ -33,8 +41,10 @@ class ElectionHandlers:
     def apis(self) -> ApiTable:
         return {ApiKey.ELECT_LEADERS: Api(*versions(ApiKey.ELECT_LEADERS), self.elect_leaders)}
 
-    def elect_leaders(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
-        election_type = request.election_type if header.api_version >= 1 else 0
+    def elect_leaders(
+        self, header: RequestHeader, request: ElectLeadersWire
+    ) -> Awaitable[ElectLeadersResponse]:
+        election_type = request.election_type if hasattr(request, "election_type") else 0  # v1+
         if request.topic_partitions is None:
             topics = self.cluster.metadata().topics
             partitions = [(t.name, p.partition) for t in topics for p in t.partitions]
@@ -50,14 +60,16 @@ class ElectionHandlers:
         election = ElectLeadersRequest(partitions, _ELECTION_TYPES[election_type], timeout_ms)
         return self._elect(request, election)
 
-    async def _elect(self, request: Any, election: ElectLeadersRequest) -> Any:
+    async def _elect(
+        self, request: ElectLeadersWire, election: ElectLeadersRequest
+    ) -> ElectLeadersResponse:
         result = await self.cluster.elect_leaders(election)
         return respond(request, error_code=result.error, replica_election_results=_by_topic(result))
 
 
-def _by_topic(result: ElectLeadersResult) -> list[dict[str, Any]]:
+def _by_topic(result: ElectLeadersResult) -> list[ElectLeadersReplicaElectionResult]:
     """Each partition's answer, grouped by topic; a refusal carries its code's name."""
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[ElectLeadersPartitionResult]] = {}
     for answer in result.partitions:
         code = answer.error
         by_topic.setdefault(answer.topic, []).append(

@@ -15,8 +15,9 @@ DescribeGroups describes classic groups only (a consumer group is not found), as
 
 from __future__ import annotations
 
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import ClassicGroup, GroupState
 from purgatory.kafka.coordinator.offsets import OffsetStore
@@ -25,7 +26,16 @@ from purgatory.kafka.handlers.member_assignments import NO_AUTHORIZED_OPERATIONS
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        DescribeGroupsDescribedGroup,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        ListGroupsListedGroup,
+        ListGroupsRequest,
+        ListGroupsResponse,
+    )
 
 #: a group the coordinator does not know (DescribeGroups before v6 answers it NONE)
 DEAD: Final = "Dead"
@@ -54,8 +64,10 @@ class GroupHandlers:
             ApiKey.LIST_GROUPS: Api(*versions(ApiKey.LIST_GROUPS), self.list_groups),
         }
 
-    def describe_groups(self, header: RequestHeader, request: Any) -> Any:
-        described = []
+    def describe_groups(
+        self, header: RequestHeader, request: DescribeGroupsRequest
+    ) -> DescribeGroupsResponse:
+        described: list[DescribeGroupsDescribedGroup] = []
         for name in request.groups:
             group = self.coordinator.describe(name, self.offsets)
             if group is not None:
@@ -74,14 +86,19 @@ class GroupHandlers:
             answer["authorized_operations"] = NO_AUTHORIZED_OPERATIONS
         return respond(request, groups=described)
 
-    async def list_groups(self, header: RequestHeader, request: Any) -> Any:
-        version = header.api_version
-        states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
-        types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
+    async def list_groups(
+        self, header: RequestHeader, request: ListGroupsRequest
+    ) -> ListGroupsResponse:
+        states: set[str] = set()
+        types: set[str] = set()
+        if hasattr(request, "states_filter"):  # v4+
+            states = {s.strip().lower() for s in request.states_filter}
+        if hasattr(request, "types_filter"):  # v5+
+            types = {t.strip().lower() for t in request.types_filter}
         every = self.coordinator.listings(self.offsets)
         if every:  # a group lives in __consumer_offsets
             await self.offsets_topic.ensure()
-        listed = [
+        listed: list[ListGroupsListedGroup] = [
             {
                 "group_id": group.group_id,
                 "protocol_type": group.protocol_type,
@@ -96,7 +113,7 @@ class GroupHandlers:
         return respond(request, error_code=ErrorCode.NONE, groups=listed)
 
 
-def _describe(group: ClassicGroup) -> dict[str, Any]:
+def _describe(group: ClassicGroup) -> DescribeGroupsDescribedGroup:
     """State, protocol type, protocol and members; as Kafka, a member's subscription and
     assignment only once the group is Stable (before, they are being decided)."""
     stable = group.state is GroupState.STABLE

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from purgatory.errors import ErrorCode
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import PartitionMetadata
 
 

@@ -20,13 +20,26 @@ broker does not host, REPLICA_NOT_AVAILABLE; an unknown one, UNKNOWN_TOPIC_OR_PA
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import TYPE_CHECKING, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        AlterReplicaLogDirsAlterReplicaLogDirPartitionResult,
+        AlterReplicaLogDirsAlterReplicaLogDirTopicResult,
+        AlterReplicaLogDirsRequest,
+        AlterReplicaLogDirsResponse,
+        DescribeLogDirsPartition,
+        DescribeLogDirsRequest,
+        DescribeLogDirsResponse,
+        DescribeLogDirsResult,
+        DescribeLogDirsTopic,
+    )
 
 
 def log_dir(broker_id: int) -> str:
@@ -52,14 +65,16 @@ class LogDirHandlers:
             ),
         }
 
-    def describe_log_dirs(self, header: RequestHeader, request: Any) -> Any:
+    def describe_log_dirs(
+        self, header: RequestHeader, request: DescribeLogDirsRequest
+    ) -> DescribeLogDirsResponse:
         wanted: set[tuple[str, int]] | None = None
         if request.topics is not None:
             wanted = {(t.topic, i) for t in request.topics for i in t.partitions}
         broker = self.broker_id
-        topics: list[dict[str, Any]] = []
+        topics: list[DescribeLogDirsTopic] = []
         for name, parts in self.cluster.topics.items():
-            partitions = []
+            partitions: list[DescribeLogDirsPartition] = []
             for p in parts:
                 if broker not in p.logs or (wanted is not None and (name, p.index) not in wanted):
                     continue
@@ -77,7 +92,7 @@ class LogDirHandlers:
         space = self.cluster.log_space
         total = -1 if space.limit is None else space.limit
         usable = -1 if space.limit is None else max(space.limit - space.used, 0)
-        result = {
+        result: DescribeLogDirsResult = {
             "error_code": ErrorCode.NONE,
             "log_dir": log_dir(broker),
             "topics": topics,
@@ -86,9 +101,11 @@ class LogDirHandlers:
         }
         return respond(request, error_code=ErrorCode.NONE, results=[result])
 
-    def alter_replica_log_dirs(self, header: RequestHeader, request: Any) -> Any:
+    def alter_replica_log_dirs(
+        self, header: RequestHeader, request: AlterReplicaLogDirsRequest
+    ) -> AlterReplicaLogDirsResponse:
         ours = log_dir(self.broker_id)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[AlterReplicaLogDirsAlterReplicaLogDirPartitionResult]] = {}
         for directory in request.dirs:
             for topic in directory.topics:
                 for index in topic.partitions:
@@ -105,5 +122,7 @@ class LogDirHandlers:
                     by_topic.setdefault(topic.name, []).append(
                         {"partition_index": index, "error_code": error}
                     )
-        results = [{"topic_name": name, "partitions": ps} for name, ps in by_topic.items()]
+        results: list[AlterReplicaLogDirsAlterReplicaLogDirTopicResult] = [
+            {"topic_name": name, "partitions": ps} for name, ps in by_topic.items()
+        ]
         return respond(request, results=results)

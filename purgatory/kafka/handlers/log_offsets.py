@@ -5,18 +5,30 @@ only, but for a search by timestamp inside the batch that holds it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
-from purgatory.kafka.codec import DecodeError
+from purgatory.errors import ErrorCode
 from purgatory.kafka.handlers.leadership import leads
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import WireBatch, max_timestamp_of
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
+from purgatory.kafka.wire_errors import DecodeError
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
-from purgatory.sim.log import RecordBatch
+from purgatory.sim.batches import RecordBatch
 from purgatory.sim.messages import READ_COMMITTED, READ_UNCOMMITTED
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        ListOffsetsPartitionResponse,
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+        ListOffsetsTopicResponse,
+        OffsetForLeaderEpochEpochEndOffset,
+        OffsetForLeaderEpochOffsetForLeaderTopicResult,
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+    )
 
 EARLIEST: Final = -2
 LATEST: Final = -1
@@ -44,16 +56,22 @@ class LogOffsetHandlers:
 
     # -- ListOffsets ---------------------------------------------------------------------
 
-    def list_offsets(self, header: RequestHeader, request: Any) -> Any:
+    def list_offsets(
+        self, header: RequestHeader, request: ListOffsetsRequest
+    ) -> ListOffsetsResponse:
         # v2+: read_committed (1) answers LATEST with the last stable offset, and
         # searches by time below it (Kafka's lastFetchableOffset)
-        isolation = int(getattr(request, "isolation_level", READ_UNCOMMITTED))
+        isolation = (
+            int(request.isolation_level)
+            if hasattr(request, "isolation_level")
+            else READ_UNCOMMITTED
+        )
         if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
             raise DecodeError(f"list offsets isolation_level {isolation}")
         committed = isolation == READ_COMMITTED
-        topics = []
+        topics: list[ListOffsetsTopicResponse] = []
         for topic in request.topics:
-            partitions = []
+            partitions: list[ListOffsetsPartitionResponse] = []
             for part in topic.partitions:
                 error, found_at, offset, epoch = self._offset_for(
                     topic.name, int(part.partition_index), int(part.timestamp), committed
@@ -72,16 +90,24 @@ class LogOffsetHandlers:
 
     # -- OffsetForLeaderEpoch ------------------------------------------------------------
 
-    def offset_for_leader_epoch(self, header: RequestHeader, request: Any) -> Any:
+    def offset_for_leader_epoch(
+        self, header: RequestHeader, request: OffsetForLeaderEpochRequest
+    ) -> OffsetForLeaderEpochResponse:
         """Where each asked epoch ended (KIP-101, KIP-320): consumers detect a log
         truncated by an unclean election by comparing it with their position."""
-        topics = []
+        topics: list[OffsetForLeaderEpochOffsetForLeaderTopicResult] = []
         for topic in request.topics:
-            partitions = []
+            partitions: list[OffsetForLeaderEpochEpochEndOffset] = []
             for part in topic.partitions:
                 error, p = leads(self.cluster, self.broker_id, topic.topic, int(part.partition))
-                answer: dict[str, Any] = {"partition": part.partition, "error_code": error}
-                current = int(getattr(part, "current_leader_epoch", -1))
+                answer: OffsetForLeaderEpochEpochEndOffset = {
+                    "partition": part.partition,
+                    "error_code": error,
+                }
+                # v2+
+                current = (
+                    int(part.current_leader_epoch) if hasattr(part, "current_leader_epoch") else -1
+                )
                 if error is ErrorCode.NONE and p is not None:
                     if current >= 0 and current != p.leader_epoch:
                         stale = current < p.leader_epoch
@@ -97,7 +123,8 @@ class LogOffsetHandlers:
                         epoch, end = _epoch_end(
                             batches, int(part.leader_epoch), p.leader_epoch, p.log_end_offset
                         )
-                        answer |= {"leader_epoch": epoch, "end_offset": end}
+                        answer["leader_epoch"] = epoch
+                        answer["end_offset"] = end
                 partitions.append(answer)
             topics.append({"topic": topic.topic, "partitions": partitions})
         return respond(request, topics=topics)

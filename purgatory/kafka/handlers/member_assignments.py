@@ -4,22 +4,47 @@ member's partitions alike (by topic id and name) and a group they do not find al
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.groups import Assignment, HeartbeatResult
-from purgatory.kafka.schemas import respond
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from purgatory.kafka.messages import (
+        ConsumerGroupDescribeResponseGroupsMembersAssignment,
+        ConsumerGroupHeartbeatAssignment,
+        ConsumerGroupHeartbeatResponseFields,
+    )
+
+    class GroupNotFound(TypedDict):
+        """The fields both Describe APIs' group entries share: each takes it as ``{**it}``."""
+
+        group_id: str
+        error_code: ErrorCode
+        error_message: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: tuple[()]
+        authorized_operations: int
+
 
 #: a described group's authorized operations "not computed": no authorizer runs here (the
 #: authorization table fills them in when asked)
 NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 
 
-def heartbeat_answer(request: Any, result: HeartbeatResult, interval_ms: int) -> Any:
-    """The answer to a consumer or share group heartbeat: the member's epoch, the
-    interval it is told, and its assignment when it changed (None: unchanged)."""
-    assignment = None
+def heartbeat_fields(
+    result: HeartbeatResult, interval_ms: int
+) -> ConsumerGroupHeartbeatResponseFields:
+    """The answer to a consumer or share group heartbeat (the two APIs' answers have the
+    same fields): the member's epoch, the interval it is told, and its assignment when it
+    changed (None: unchanged)."""
+    assignment: ConsumerGroupHeartbeatAssignment | None = None
     if result.assignment is not None:
         assignment = {
             "topic_partitions": [
@@ -27,19 +52,21 @@ def heartbeat_answer(request: Any, result: HeartbeatResult, interval_ms: int) ->
                 for topic_id, parts in sorted(result.assignment.items())
             ]
         }
-    return respond(
-        request,
-        error_code=result.error,
-        error_message=result.message,
-        member_id=result.member_id,
-        member_epoch=result.epoch,
-        heartbeat_interval=interval_ms,
-        assignment=assignment,
-    )
+    return {
+        "error_code": result.error,
+        "error_message": result.message,
+        "member_id": result.member_id,
+        "member_epoch": result.epoch,
+        "heartbeat_interval": interval_ms,
+        "assignment": assignment,
+    }
 
 
-def named_assignment(cluster: Cluster, assignment: Assignment) -> dict[str, Any]:
-    """A member's partitions as the Describe APIs give them: by topic id and name."""
+def named_assignment(
+    cluster: Cluster, assignment: Assignment
+) -> ConsumerGroupDescribeResponseGroupsMembersAssignment:
+    """A member's partitions as the Describe APIs give them: by topic id and name (the
+    consumer and share groups' assignments and target assignments have the same fields)."""
     return {
         "topic_partitions": [
             {
@@ -52,7 +79,7 @@ def named_assignment(cluster: Cluster, assignment: Assignment) -> dict[str, Any]
     }
 
 
-def group_not_found(group_id: str, message: str) -> dict[str, Any]:
+def group_not_found(group_id: str, message: str) -> GroupNotFound:
     """A Describe API's entry for a group it does not find (or of another type), as
     Kafka's coordinator answers it: GROUP_ID_NOT_FOUND, Dead, no epochs."""
     return {
@@ -63,6 +90,6 @@ def group_not_found(group_id: str, message: str) -> dict[str, Any]:
         "group_epoch": -1,
         "assignment_epoch": -1,
         "assignor_name": "",
-        "members": [],
+        "members": (),
         "authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }

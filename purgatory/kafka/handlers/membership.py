@@ -26,16 +26,29 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, final
+from typing import TYPE_CHECKING, TypeVar, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import JoinResult, SyncResult
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 @final
@@ -53,11 +66,15 @@ class MembershipHandlers:
             ApiKey.LEAVE_GROUP: Api(*versions(ApiKey.LEAVE_GROUP), self.leave_group),
         }
 
-    def join_group(self, header: RequestHeader, request: Any) -> Any | Awaitable[Any]:
+    def join_group(
+        self, header: RequestHeader, request: JoinGroupRequest
+    ) -> JoinGroupResponse | Awaitable[JoinGroupResponse]:
         session_timeout_ms = millis(request.session_timeout)
         # v0 has no rebalance timeout: Kafka uses the session timeout for both
         rebalance_timeout_ms = (
-            millis(request.rebalance_timeout) if header.api_version >= 1 else session_timeout_ms
+            millis(request.rebalance_timeout)
+            if hasattr(request, "rebalance_timeout")
+            else session_timeout_ms
         )
         answer = self.coordinator.join(
             request.group_id,
@@ -68,14 +85,16 @@ class MembershipHandlers:
             request.protocol_type,
             [(protocol.name, protocol.metadata) for protocol in request.protocols],
             require_known_id=header.api_version >= 4,
-            instance_id=request.group_instance_id if header.api_version >= 5 else None,
+            instance_id=(  # v5+
+                request.group_instance_id if hasattr(request, "group_instance_id") else None
+            ),
             skip_assignment=header.api_version >= 9,
         )
         if isinstance(answer, JoinResult):
             return self._joined(request, answer)
         return _later(answer, lambda result: self._joined(request, result))
 
-    def _joined(self, request: Any, result: JoinResult) -> Any:
+    def _joined(self, request: JoinGroupRequest, result: JoinResult) -> JoinGroupResponse:
         ok = result.error is ErrorCode.NONE
         group = self.coordinator.classic_group(request.group_id)
         return respond(
@@ -94,17 +113,22 @@ class MembershipHandlers:
             ],
         )
 
-    def sync_group(self, header: RequestHeader, request: Any) -> Any | Awaitable[Any]:
-        v5 = header.api_version >= 5
+    def sync_group(
+        self, header: RequestHeader, request: SyncGroupRequest
+    ) -> SyncGroupResponse | Awaitable[SyncGroupResponse]:
         assignments = {a.member_id: a.assignment for a in request.assignments}
         answer = self.coordinator.sync(
             request.group_id,
             request.generation_id,
             request.member_id,
             assignments,
-            protocol_type=request.protocol_type if v5 else None,
-            protocol=request.protocol_name if v5 else None,
-            instance_id=request.group_instance_id if header.api_version >= 3 else None,
+            # v5+
+            protocol_type=request.protocol_type if hasattr(request, "protocol_type") else None,
+            protocol=request.protocol_name if hasattr(request, "protocol_name") else None,
+            # v3+
+            instance_id=(
+                request.group_instance_id if hasattr(request, "group_instance_id") else None
+            ),
         )
         # What a successful answer names (v5+): the generation's, known by now if the
         # member may sync at all; a later rebalance answers this one with an error.
@@ -114,17 +138,18 @@ class MembershipHandlers:
             return _synced(request, answer, chosen)
         return _later(answer, lambda result: _synced(request, result, chosen))
 
-    def heartbeat(self, header: RequestHeader, request: Any) -> Any:
+    def heartbeat(self, header: RequestHeader, request: HeartbeatRequest) -> HeartbeatResponse:
         error = self.coordinator.heartbeat(
             request.group_id,
             request.generation_id,
             request.member_id,
-            request.group_instance_id if header.api_version >= 3 else None,
+            # v3+
+            request.group_instance_id if hasattr(request, "group_instance_id") else None,
         )
         return respond(request, error_code=error)
 
-    def leave_group(self, header: RequestHeader, request: Any) -> Any:
-        if header.api_version <= 2:
+    def leave_group(self, header: RequestHeader, request: LeaveGroupRequest) -> LeaveGroupResponse:
+        if not hasattr(request, "members"):  # v0-2: one member
             [error] = self.coordinator.leave(request.group_id, [request.member_id])
             return respond(request, error_code=error)
         if self.coordinator.classic_group(request.group_id) is None:
@@ -148,11 +173,13 @@ class MembershipHandlers:
         )
 
 
-async def _later(future: asyncio.Future[T], answer: Callable[[T], Any]) -> Any:
+async def _later(future: asyncio.Future[T], answer: Callable[[T], R]) -> R:
     return answer(await future)
 
 
-def _synced(request: Any, result: SyncResult, chosen: tuple[str | None, str | None]) -> Any:
+def _synced(
+    request: SyncGroupRequest, result: SyncResult, chosen: tuple[str | None, str | None]
+) -> SyncGroupResponse:
     error, assignment = result
     protocol_type, protocol = chosen if error is ErrorCode.NONE else (None, None)
     return respond(

@@ -20,14 +20,33 @@ GROUP_ID_NOT_FOUND (the versions before: ILLEGAL_GENERATION).
 from __future__ import annotations
 
 import uuid
-from typing import Any, Protocol, final
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        OffsetCommitRequest,
+        OffsetCommitRequestPartition,
+        OffsetCommitResponse,
+        OffsetCommitResponseTopic,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
+        OffsetDeleteResponsePartition,
+        OffsetFetchRequest,
+        OffsetFetchRequestTopic,
+        OffsetFetchRequestTopics,
+        OffsetFetchResponse,
+        OffsetFetchResponseGroup,
+        OffsetFetchResponsePartitions,
+        OffsetFetchResponseTopics,
+    )
 
 #: the first version of each API that names topics by id
 _TOPIC_IDS = 10
@@ -69,14 +88,16 @@ class OffsetHandlers:
     def _name(self, topic_id: uuid.UUID | None) -> str | None:
         return None if topic_id is None else self.topics.topic_name(topic_id)
 
-    def offset_commit(self, header: RequestHeader, request: Any) -> Any:
+    def offset_commit(
+        self, header: RequestHeader, request: OffsetCommitRequest
+    ) -> OffsetCommitResponse:
         """As Kafka's broker answers it: a topic or partition the cluster does not have is
         refused (UNKNOWN_TOPIC_OR_PARTITION; a v10 topic id nobody knows, UNKNOWN_TOPIC_ID)
         before the group coordinator is asked; it decides for the others, if any."""
         version = header.api_version
         group = request.group_id
-        named = [
-            (topic, self._name(topic.topic_id) if version >= _TOPIC_IDS else topic.name)
+        named = [  # v10 names topics by id
+            (topic, self._name(topic.topic_id) if hasattr(topic, "topic_id") else topic.name)
             for topic in request.topics
         ]
         unknown = {
@@ -90,15 +111,22 @@ class OffsetHandlers:
         error = ErrorCode.NONE
         if len(unknown) < sum(len(topic.partitions) for topic in request.topics):
             generation = request.generation_id_or_member_epoch
-            instance_id = request.group_instance_id if version >= 7 else None
+            instance_id = (  # v7+
+                request.group_instance_id if hasattr(request, "group_instance_id") else None
+            )
             error = self._commit_error(version, group, generation, request.member_id, instance_id)
-        answered = []
+        answered: list[OffsetCommitResponseTopic] = []
         for i, (topic, name) in enumerate(named):
-            errors = [unknown.get((i, p.partition_index), error) for p in topic.partitions]
-            for partition, partition_error in zip(topic.partitions, errors, strict=True):
+            partitions: Sequence[OffsetCommitRequestPartition] = topic.partitions
+            errors = [unknown.get((i, p.partition_index), error) for p in partitions]
+            for partition, partition_error in zip(partitions, errors, strict=True):
                 if partition_error is ErrorCode.NONE:
                     assert name is not None
-                    epoch = partition.committed_leader_epoch if version >= 6 else -1
+                    epoch = (  # v6+
+                        partition.committed_leader_epoch
+                        if hasattr(partition, "committed_leader_epoch")
+                        else -1
+                    )
                     metadata = partition.committed_metadata
                     position = Committed(
                         partition.committed_offset, epoch, "" if metadata is None else metadata
@@ -107,10 +135,10 @@ class OffsetHandlers:
             answered.append(
                 {
                     "name": name or "",
-                    "topic_id": topic.topic_id if version >= _TOPIC_IDS else None,
+                    "topic_id": topic.topic_id if hasattr(topic, "topic_id") else None,
                     "partitions": [
                         {"partition_index": p.partition_index, "error_code": e}
-                        for p, e in zip(topic.partitions, errors, strict=True)
+                        for p, e in zip(partitions, errors, strict=True)
                     ],
                 }
             )
@@ -130,12 +158,14 @@ class OffsetHandlers:
             return ErrorCode.GROUP_ID_NOT_FOUND
         return error
 
-    def offset_fetch(self, header: RequestHeader, request: Any) -> Any:
+    def offset_fetch(
+        self, header: RequestHeader, request: OffsetFetchRequest
+    ) -> OffsetFetchResponse:
         version = header.api_version
         # KIP-447: a read_committed consumer asks not to be given an offset that an open
-        # transaction may still change; such a partition answers UNSTABLE_OFFSET_COMMIT.
-        stable = version >= 7 and request.require_stable
-        if version >= 8:
+        # transaction may still change; such a partition answers UNSTABLE_OFFSET_COMMIT (v7+).
+        stable = hasattr(request, "require_stable") and request.require_stable
+        if hasattr(request, "groups"):  # v8+: groups of topics
             return respond(
                 request,
                 groups=[
@@ -147,12 +177,18 @@ class OffsetHandlers:
         return respond(request, topics=fetched["topics"], error_code=ErrorCode.NONE)
 
     def _fetched(
-        self, version: int, group: str, topics: Any, stable: bool = False
-    ) -> dict[str, Any]:
+        self,
+        version: int,
+        group: str,
+        # (a union of the two sequences: mypy's hasattr narrows their items, not the
+        # items of a union of two unions)
+        topics: Sequence[OffsetFetchRequestTopic] | Sequence[OffsetFetchRequestTopics] | None,
+        stable: bool = False,
+    ) -> OffsetFetchResponseGroup:
         """One group's committed offsets: of the partitions asked for, or (``topics``
         null) of every partition it committed."""
         by_id = version >= _TOPIC_IDS
-        answered = []
+        answered: list[OffsetFetchResponseTopics] = []
         if topics is None:
             for name, indexes in self.offsets.partitions(group).items():
                 topic_id = self.topics.topic_id(name) if by_id else None
@@ -161,8 +197,12 @@ class OffsetHandlers:
                 answered.append(self._positions(group, name, topic_id, indexes, stable))
         else:
             for topic in topics:
-                asked: str | None = self._name(topic.topic_id) if by_id else topic.name
-                topic_id = topic.topic_id if by_id else None
+                topic_id = None
+                if hasattr(topic, "topic_id"):  # v10 names topics by id
+                    topic_id = topic.topic_id
+                    asked = self._name(topic_id)
+                else:
+                    asked = topic.name
                 answered.append(
                     self._positions(group, asked, topic_id, topic.partition_indexes, stable)
                 )
@@ -173,10 +213,10 @@ class OffsetHandlers:
         group: str,
         name: str | None,
         topic_id: uuid.UUID | None,
-        indexes: Any,
+        indexes: Iterable[int],
         stable: bool = False,
-    ) -> dict[str, Any]:
-        partitions = []
+    ) -> OffsetFetchResponseTopics:
+        partitions: list[OffsetFetchResponsePartitions] = []
         for index in indexes:
             unstable = stable and name is not None and self.offsets.has_pending(group, name, index)
             if name is None or unstable:  # an id nobody knows, or a transaction's offset
@@ -204,14 +244,16 @@ class OffsetHandlers:
             )
         return {"name": name or "", "topic_id": topic_id, "partitions": partitions}
 
-    def offset_delete(self, header: RequestHeader, request: Any) -> Any:
+    def offset_delete(
+        self, header: RequestHeader, request: OffsetDeleteRequest
+    ) -> OffsetDeleteResponse:
         """OffsetDelete, as Kafka's broker answers it: an empty group id INVALID_GROUP_ID;
         a partition no topic has UNKNOWN_TOPIC_OR_PARTITION; the coordinator decides the
         rest (:meth:`GroupCoordinator.delete_offsets`), and an error of its for the whole
         request is answered alone."""
         if not request.group_id:
             return respond(request, error_code=ErrorCode.INVALID_GROUP_ID, topics=[])
-        answers: dict[str, list[dict[str, Any]]] = {}
+        answers: dict[str, list[OffsetDeleteResponsePartition]] = {}
         known: dict[str, list[int]] = {}
         for topic in request.topics:
             for p in topic.partitions:

@@ -16,12 +16,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final, NamedTuple, final
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias, TypeVar, final
 
-from purgatory.kafka.codec import DecodeError
+from purgatory.errors import ErrorCode
 from purgatory.kafka.compression import ZSTD, UnsupportedCompression
 from purgatory.kafka.handlers.leadership import leads
 from purgatory.kafka.protocol import ApiKey, RequestHeader
+from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.record_batches import (
     TruncatedBatch,
     WireBatch,
@@ -32,9 +33,9 @@ from purgatory.kafka.record_batches import (
     stamp,
 )
 from purgatory.kafka.schemas import millis, respond, versions
-from purgatory.kafka.server import Api, ApiTable, ProtocolStats
+from purgatory.kafka.server import Api, ApiTable, Handler
+from purgatory.kafka.wire_errors import DecodeError
 from purgatory.sim import Cluster, SimulationError
-from purgatory.sim.errors import ErrorCode
 from purgatory.sim.messages import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
@@ -43,6 +44,37 @@ from purgatory.sim.messages import (
     PartitionMetadata,
     ProduceRequest,
 )
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        FetchableTopicResponse,
+        FetchPartitionData,
+        FetchResponse,
+        FetchTopic,
+        MetadataRequestTopic,
+        MetadataResponse,
+        MetadataResponseBroker,
+        MetadataResponsePartition,
+        MetadataResponseTopic,
+        ProduceBatchIndexAndErrorMessage,
+        ProduceLeaderIdAndEpoch,
+        ProducePartitionProduceResponse,
+        ProduceResponse,
+        ProduceTopicProduceData,
+        ProduceTopicProduceResponse,
+    )
+    from purgatory.kafka.messages import FetchRequest as FetchWire
+    from purgatory.kafka.messages import MetadataRequest as MetadataWire
+    from purgatory.kafka.messages import ProduceRequest as ProduceWire
+
+    #: the record errors of a Produce refused INVALID_RECORD (each record's index in its
+    #: batch and why), and the partition's error message
+    _RecordErrors: TypeAlias = tuple[list[ProduceBatchIndexAndErrorMessage], str]
+    #: one partition of a Produce request: its topic's name (None: an id no topic has),
+    #: the request's entry of the topic, its index and records
+    _Produced: TypeAlias = tuple[str | None, ProduceTopicProduceData, int, bytes | None]
+
+T = TypeVar("T")
 
 _NOTHING: Final = FetchResult(ErrorCode.NONE)
 
@@ -64,7 +96,7 @@ class Wanted(NamedTuple):
     topic_id: uuid.UUID | None = None
 
 
-async def _ready(answer: Any) -> Any:
+async def _ready(answer: T) -> T:
     return answer
 
 
@@ -104,21 +136,20 @@ class PartitionHandlers:
     compacted: Callable[[str], bool] = lambda topic: False
 
     def apis(self) -> ApiTable:
-        return {
-            key: Api(*versions(key), handler)
-            for key, handler in [
-                (ApiKey.METADATA, self.metadata),
-                (ApiKey.PRODUCE, self.produce),
-                (ApiKey.FETCH, self.fetch),
-            ]
-        }
+        handlers: list[tuple[ApiKey, Handler]] = [
+            (ApiKey.METADATA, self.metadata),
+            (ApiKey.PRODUCE, self.produce),
+            (ApiKey.FETCH, self.fetch),
+        ]
+        return {key: Api(*versions(key), handler) for key, handler in handlers}
 
     def _leads(self, topic: str, index: int) -> tuple[ErrorCode, PartitionMetadata | None]:
         return leads(self.cluster, self.broker_id, topic, index)
 
-    def _name_of(self, entry: Any) -> str | None:
+    def _name_of(self, entry: ProduceTopicProduceData | FetchTopic) -> str | None:
         """The topic a request entry names: by id (``topic_id``, newer versions) or by
-        name; None for an id no topic has."""
+        name; None for an id no topic has. (Produce's and Fetch's entries, of every
+        version: read by getattr, each field where it is.)"""
         topic_id = getattr(entry, "topic_id", None)
         if topic_id is not None and topic_id.int:
             return self.cluster.topic_name(topic_id)
@@ -127,9 +158,12 @@ class PartitionHandlers:
             name = getattr(entry, "topic", None)
         return name if isinstance(name, str) else None
 
-    def _leader_hint(self, errors: list[tuple[ErrorCode, PartitionMetadata | None]]) -> Any:
+    def _leader_hint(
+        self, errors: list[tuple[ErrorCode, PartitionMetadata | None]]
+    ) -> list[MetadataResponseBroker]:
         """The node endpoints of the leaders a NOT_LEADER_OR_FOLLOWER answer names
-        (KIP-951: Produce v10+ and Fetch v16+ carry them)."""
+        (KIP-951: Produce v10+ and Fetch v16+ carry them; the endpoints of Produce, Fetch
+        and Metadata's brokers have the same fields)."""
         leaders = {
             p.leader
             for error, p in errors
@@ -137,26 +171,34 @@ class PartitionHandlers:
         }
         return [self._endpoint(b) for b in sorted(leaders) if b in self.addresses]
 
-    def _endpoint(self, broker: int) -> dict[str, Any]:
+    def _endpoint(self, broker: int) -> MetadataResponseBroker:
         host, port = self.addresses[broker]
         rack = self.cluster.racks.get(broker)
         return {"node_id": broker, "host": host, "port": port, "rack": rack}
 
     @staticmethod
-    def _current_leader(error: ErrorCode, p: PartitionMetadata | None) -> dict[str, int]:
+    def _current_leader(
+        error: ErrorCode, p: PartitionMetadata | None
+    ) -> ProduceLeaderIdAndEpoch:  # Fetch's has the same fields
         if error is not ErrorCode.NOT_LEADER_OR_FOLLOWER or p is None or p.leader is None:
             return {"leader_id": -1, "leader_epoch": -1}
         return {"leader_id": p.leader, "leader_epoch": p.leader_epoch}
 
     # -- Metadata ------------------------------------------------------------------------
 
-    def metadata(self, header: RequestHeader, request: Any) -> Any:
+    def metadata(
+        self, header: RequestHeader, request: MetadataWire
+    ) -> MetadataResponse | Awaitable[MetadataResponse]:
         wanted: list[str | uuid.UUID] | None = None
         if request.topics is not None and not (header.api_version == 0 and not request.topics):
             # v0 has no null: an empty list asks for every topic
             wanted = [self._wanted_topic(entry) for entry in request.topics]
         # before v4 there is no flag: Kafka creates whenever its broker setting allows
-        allowed = getattr(request, "allow_auto_topic_creation", True)
+        allowed = (
+            request.allow_auto_topic_creation
+            if hasattr(request, "allow_auto_topic_creation")
+            else True
+        )
         if allowed and wanted and self.auto_create is not None:
             missing = [n for n in wanted if isinstance(n, str) and n not in self.cluster.topics]
             if missing:
@@ -164,31 +206,31 @@ class PartitionHandlers:
         return self._metadata(request, wanted, {})
 
     @staticmethod
-    def _wanted_topic(entry: Any) -> str | uuid.UUID:
-        topic_id: uuid.UUID | None = getattr(entry, "topic_id", None)
+    def _wanted_topic(entry: MetadataRequestTopic) -> str | uuid.UUID:
+        topic_id = entry.topic_id if hasattr(entry, "topic_id") else None  # v10+
         if entry.name is None and topic_id is not None:
             return topic_id  # Metadata v10+ may ask by id alone
         return str(entry.name)
 
     async def _metadata_after(
         self,
-        request: Any,
+        request: MetadataWire,
         wanted: list[str | uuid.UUID],
         created: Awaitable[Mapping[str, ErrorCode]],
-    ) -> Any:
+    ) -> MetadataResponse:
         return self._metadata(request, wanted, await created)
 
     def _metadata(
         self,
-        request: Any,
+        request: MetadataWire,
         wanted: list[str | uuid.UUID] | None,
         errors: Mapping[str, ErrorCode],
-    ) -> Any:
+    ) -> MetadataResponse:
         """The answer; ``errors`` says why an unknown topic could not be created."""
         meta = self.cluster.metadata()
         live = [b.broker_id for b in meta.brokers if b.alive]
         topics = {t.name: t for t in meta.topics}
-        answers: list[dict[str, Any]] = []
+        answers: list[MetadataResponseTopic] = []
         for asked in list(topics) if wanted is None else wanted:
             name = self.cluster.topic_name(asked) if isinstance(asked, uuid.UUID) else asked
             topic = None if name is None else topics.get(name)
@@ -201,7 +243,7 @@ class PartitionHandlers:
                 error = errors.get(asked, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 answers.append({"error_code": error, "name": asked, "topic_id": None})
                 continue
-            partitions: list[dict[str, Any]] = []
+            partitions: list[MetadataResponsePartition] = []
             for part in topic.partitions:
                 leader = part.leader if part.leader is not None else -1
                 partitions.append(
@@ -236,8 +278,10 @@ class PartitionHandlers:
 
     # -- Produce -------------------------------------------------------------------------
 
-    def produce(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
-        requests: list[tuple[str | None, Any, int, bytes | None]] = []
+    def produce(
+        self, header: RequestHeader, request: ProduceWire
+    ) -> Awaitable[ProduceResponse | None]:
+        requests: list[_Produced] = []
         for topic in request.topic_data:
             name = self._name_of(topic)
             for part in topic.partition_data:
@@ -245,8 +289,8 @@ class PartitionHandlers:
         return self._produce(request, requests)
 
     async def _produce(
-        self, request: Any, requests: list[tuple[str | None, Any, int, bytes | None]]
-    ) -> Any:
+        self, request: ProduceWire, requests: list[_Produced]
+    ) -> ProduceResponse | None:
         version = int(request.__version__)
         acks = int(request.acks)
         timeout_ms = max(millis(request.timeout), 0)
@@ -259,7 +303,9 @@ class PartitionHandlers:
         )
         if acks == 0:
             return None
-        by_topic: dict[int, tuple[Any, str | None, list[dict[str, Any]]]] = {}
+        by_topic: dict[
+            int, tuple[ProduceTopicProduceData, str | None, list[ProducePartitionProduceResponse]]
+        ] = {}
         hints: list[tuple[ErrorCode, PartitionMetadata | None]] = []
         for (name, topic, index, _), (outcome, base) in zip(requests, answers, strict=True):
             # refused records: INVALID_RECORD, with the record errors Kafka lists
@@ -285,10 +331,10 @@ class PartitionHandlers:
                     "error_message": None if refused is None else refused[1],
                 }
             )
-        responses = [
+        responses: list[ProduceTopicProduceResponse] = [
             {
-                "name": name,
-                "topic_id": getattr(topic, "topic_id", None),
+                "name": name or "",  # an id no topic has (v13+, whose answer has no name)
+                "topic_id": topic.topic_id if hasattr(topic, "topic_id") else None,  # v13+
                 "partition_responses": parts,
             }
             for topic, name, parts in by_topic.values()
@@ -384,13 +430,13 @@ class PartitionHandlers:
 
     # -- Fetch ---------------------------------------------------------------------------
 
-    def fetch(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+    def fetch(self, header: RequestHeader, request: FetchWire) -> Awaitable[FetchResponse]:
         max_wait_ms = max(millis(request.max_wait), 0)
         min_bytes = max(int(request.min_bytes), 0)
         max_bytes = int(request.max_bytes)
         wanted: list[Wanted] = []
         for topic in request.topics:
-            topic_id = getattr(topic, "topic_id", None)
+            topic_id = topic.topic_id if hasattr(topic, "topic_id") else None  # v13+
             name = self._name_of(topic)
             for part in topic.partitions:
                 wanted.append(
@@ -399,23 +445,27 @@ class PartitionHandlers:
                         int(part.partition),
                         int(part.fetch_offset),
                         int(part.partition_max_bytes),
-                        int(getattr(part, "current_leader_epoch", -1)),  # v9+
+                        int(  # v9+
+                            part.current_leader_epoch
+                            if hasattr(part, "current_leader_epoch")
+                            else -1
+                        ),
                         topic_id,
                     )
                 )
         if max_bytes < 1:
             raise DecodeError(f"fetch max_bytes {max_bytes}")
         # Fetch v4+ (all served versions): 1 is read_committed
-        isolation = int(getattr(request, "isolation_level", READ_UNCOMMITTED))
+        isolation = int(request.isolation_level)
         if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
             raise DecodeError(f"fetch isolation_level {isolation}")
         # Kafka's ClientMetadata: Fetch v11+ carries the consumer's rack ("": none), and
         # only such a fetch may be served by a follower or told a preferred replica
         rack: str | None = None
-        if int(request.__version__) >= 11:
-            rack = str(getattr(request, "rack_id", "") or "")
-        session_id = int(getattr(request, "session_id", 0))
-        session_epoch = int(getattr(request, "session_epoch", -1))
+        if hasattr(request, "rack_id"):  # v11+
+            rack = str(request.rack_id or "")
+        session_id = int(request.session_id) if hasattr(request, "session_id") else 0  # v7+
+        session_epoch = int(request.session_epoch) if hasattr(request, "session_epoch") else -1
         if session_id or session_epoch > 0:
             # No fetch session is ever created (each answer says session 0), so a
             # client can only name one by mistake: answer as Kafka does for a lost one.
@@ -426,14 +476,14 @@ class PartitionHandlers:
 
     async def _fetch(
         self,
-        request: Any,
+        request: FetchWire,
         wanted: list[Wanted],
         min_bytes: int,
         max_bytes: int,
         max_wait_ms: int,
         isolation: int,
         rack: str | None,
-    ) -> Any:
+    ) -> FetchResponse:
         results = await self._read_all(wanted, max_bytes, isolation, rack)
         ok = [error is ErrorCode.NONE for error, _ in results]
         readable = any(r.batches for error, r in results if error is ErrorCode.NONE)
@@ -539,13 +589,13 @@ class PartitionHandlers:
 
     def _fetch_answer(
         self,
-        request: Any,
+        request: FetchWire,
         wanted: list[Wanted],
         results: list[tuple[ErrorCode, FetchResult]],
         isolation: int,
-    ) -> Any:
+    ) -> FetchResponse:
         version = int(request.__version__)
-        by_topic: dict[tuple[str, uuid.UUID | None], list[dict[str, Any]]] = {}
+        by_topic: dict[tuple[str, uuid.UUID | None], list[FetchPartitionData]] = {}
         hints: list[tuple[ErrorCode, PartitionMetadata | None]] = []
         now_ms = int(time.time() * 1000)
         for w, (error, result) in zip(wanted, results, strict=True):
@@ -582,7 +632,7 @@ class PartitionHandlers:
                     "records": b"" if section is None else section,
                 }
             )
-        responses = [
+        responses: list[FetchableTopicResponse] = [
             {"topic": name, "topic_id": topic_id, "partitions": parts}
             for (name, topic_id), parts in by_topic.items()
         ]
@@ -606,16 +656,11 @@ def _stamped_at(append_ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(append_ms / 1000, tz=datetime.UTC)
 
 
-#: the record errors of a Produce refused INVALID_RECORD (each record's index in its batch
-#: and why), and the partition's error message
-_RecordErrors = tuple[list[dict[str, Any]], str]
-
-
 def _keyless(batch: WireBatch, partition: str) -> _RecordErrors | None:
     """The records of ``batch`` without a key, as Kafka's LogValidator refuses them for a
     compacted topic (each by its index in the batch; the batch is not appended); None if
     every record has a key."""
-    errors = [
+    errors: list[ProduceBatchIndexAndErrorMessage] = [
         {
             "batch_index": i,
             "batch_index_error_message": "Compacted topic cannot accept message without key "

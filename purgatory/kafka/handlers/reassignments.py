@@ -18,13 +18,26 @@ brokers.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, final
+from typing import TYPE_CHECKING, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        AlterPartitionReassignmentsReassignablePartitionResponse,
+        AlterPartitionReassignmentsReassignableTopicResponse,
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        ListPartitionReassignmentsOngoingPartitionReassignment,
+        ListPartitionReassignmentsOngoingTopicReassignment,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
 
 
 @final
@@ -44,14 +57,22 @@ class ReassignmentHandlers:
             ),
         }
 
-    def alter_reassignments(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+    def alter_reassignments(
+        self, header: RequestHeader, request: AlterPartitionReassignmentsRequest
+    ) -> Awaitable[AlterPartitionReassignmentsResponse]:
         return self._alter(request)
 
-    async def _alter(self, request: Any) -> Any:
-        allow = getattr(request, "allow_replication_factor_change", True)  # v1+
-        responses = []
+    async def _alter(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        allow = (  # v1+
+            request.allow_replication_factor_change
+            if hasattr(request, "allow_replication_factor_change")
+            else True
+        )
+        responses: list[AlterPartitionReassignmentsReassignableTopicResponse] = []
         for topic in request.topics:
-            partitions = []
+            partitions: list[AlterPartitionReassignmentsReassignablePartitionResponse] = []
             for partition in topic.partitions:
                 error, message = ErrorCode.NONE, None
                 replicas = partition.replicas
@@ -80,12 +101,14 @@ class ReassignmentHandlers:
             responses=responses,
         )
 
-    def list_reassignments(self, header: RequestHeader, request: Any) -> Any:
+    def list_reassignments(
+        self, header: RequestHeader, request: ListPartitionReassignmentsRequest
+    ) -> ListPartitionReassignmentsResponse:
         ongoing = self.cluster.partition_reassignments()
         if request.topics is not None:
             asked = {(t.name, i) for t in request.topics for i in t.partition_indexes}
             ongoing = [r for r in ongoing if (r.topic, r.partition) in asked]
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[ListPartitionReassignmentsOngoingPartitionReassignment]] = {}
         for r in ongoing:
             by_topic.setdefault(r.topic, []).append(
                 {
@@ -95,5 +118,7 @@ class ReassignmentHandlers:
                     "removing_replicas": r.removing,
                 }
             )
-        topics = [{"name": name, "partitions": ps} for name, ps in by_topic.items()]
+        topics: list[ListPartitionReassignmentsOngoingTopicReassignment] = [
+            {"name": name, "partitions": ps} for name, ps in by_topic.items()
+        ]
         return respond(request, error_code=ErrorCode.NONE, error_message=None, topics=topics)

@@ -15,8 +15,9 @@ per user, with Kafka's errors and messages.
 
 from __future__ import annotations
 
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.sasl import (
     MAX_ITERATIONS,
@@ -27,7 +28,22 @@ from purgatory.kafka.sasl import (
 )
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        AlterUserScramCredentialsResult,
+        AlterUserScramCredentialsScramCredentialDeletion,
+        AlterUserScramCredentialsScramCredentialUpsertion,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+        DescribeUserScramCredentialsResult,
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
 
 _TWICE: Final = "A user credential cannot be altered twice in the same request"
 
@@ -52,23 +68,29 @@ class SaslHandlers:
             ),
         }
 
-    def handshake(self, header: RequestHeader, request: Any) -> Any:
+    def handshake(
+        self, header: RequestHeader, request: SaslHandshakeRequest
+    ) -> SaslHandshakeResponse:
         return respond(request, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=())
 
-    def authenticate(self, header: RequestHeader, request: Any) -> Any:
+    def authenticate(
+        self, header: RequestHeader, request: SaslAuthenticateRequest
+    ) -> SaslAuthenticateResponse:
         return respond(
             request,
             error_code=ErrorCode.ILLEGAL_SASL_STATE,
             error_message="SaslAuthenticate request received after successful authentication",
         )
 
-    def describe_credentials(self, header: RequestHeader, request: Any) -> Any:
+    def describe_credentials(
+        self, header: RequestHeader, request: DescribeUserScramCredentialsRequest
+    ) -> DescribeUserScramCredentialsResponse:
         asked = [user.name for user in request.users or ()]
         # every user with a credential when none is named; a name asked twice is an error
         names = dict.fromkeys(asked or self.credentials.scram_users(), False)
         for name in asked:
             names[name] = asked.count(name) > 1
-        results = []
+        results: list[DescribeUserScramCredentialsResult] = []
         for name, twice in names.items():
             infos = self.credentials.described(name)
             if twice:
@@ -97,10 +119,12 @@ class SaslHandlers:
             )
         return respond(request, error_code=ErrorCode.NONE, results=results)
 
-    def alter_credentials(self, header: RequestHeader, request: Any) -> Any:
+    def alter_credentials(
+        self, header: RequestHeader, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
         errors: dict[str, tuple[ErrorCode, str]] = {}
-        deletions: dict[str, Any] = {}
-        upsertions: dict[str, Any] = {}
+        deletions: dict[str, AlterUserScramCredentialsScramCredentialDeletion] = {}
+        upsertions: dict[str, AlterUserScramCredentialsScramCredentialUpsertion] = {}
         for deletion in request.deletions:
             name = deletion.name
             if name in errors:
@@ -148,7 +172,7 @@ class SaslHandlers:
                     mechanism, upsertion.salted_password, upsertion.salt, upsertion.iterations
                 ),
             )
-        results = [
+        results: list[AlterUserScramCredentialsResult] = [
             {"user": name, "error_code": ErrorCode.NONE, "error_message": None}
             for name in (*deletions, *upsertions)
         ]

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable
-from typing import Any, Final, final
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Final, TypeAlias, final, overload
 
 from purgatory import OperationCancelled
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.share import ShareHeartbeatRequest
 from purgatory.kafka.coordinator.share_partitions import (
@@ -41,15 +42,52 @@ from purgatory.kafka.handlers.leadership import leads
 from purgatory.kafka.handlers.member_assignments import (
     NO_AUTHORIZED_OPERATIONS,
     group_not_found,
-    heartbeat_answer,
+    heartbeat_fields,
     named_assignment,
 )
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import records_section
 from purgatory.kafka.schemas import millis, respond, versions
-from purgatory.kafka.server import Api, ApiTable
+from purgatory.kafka.server import Api, ApiTable, Handler
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        AlterShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsResponse,
+        AlterShareGroupOffsetsResponsePartition,
+        AlterShareGroupOffsetsResponseTopic,
+        DeleteShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsResponse,
+        DeleteShareGroupOffsetsResponseTopic,
+        DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsRequestGroup,
+        DescribeShareGroupOffsetsResponse,
+        DescribeShareGroupOffsetsResponseGroup,
+        DescribeShareGroupOffsetsResponsePartition,
+        DescribeShareGroupOffsetsResponseTopic,
+        ShareAcknowledgeAcknowledgeTopic,
+        ShareAcknowledgePartitionData,
+        ShareAcknowledgeRequest,
+        ShareAcknowledgeResponse,
+        ShareFetchFetchTopic,
+        ShareFetchLeaderIdAndEpoch,
+        ShareFetchNodeEndpoint,
+        ShareFetchPartitionData,
+        ShareFetchRequest,
+        ShareFetchResponse,
+        ShareGroupDescribeDescribedGroup,
+        ShareGroupDescribeRequest,
+        ShareGroupDescribeResponse,
+        ShareGroupHeartbeatRequest,
+        ShareGroupHeartbeatResponse,
+    )
+
+    #: a partition as ShareFetch and ShareAcknowledge name it: by its topic's id (None:
+    #: the zero id, as kio reads it) and index
+    Named: TypeAlias = tuple[uuid.UUID | None, int]
+    #: each acknowledged partition's error and its message
+    Acks: TypeAlias = dict[Named, tuple[ErrorCode, str | None]]
 
 #: Kafka's message for UNKNOWN_TOPIC_OR_PARTITION
 _UNKNOWN_TOPIC_OR_PARTITION: Final = "This server does not host this topic-partition."
@@ -75,22 +113,22 @@ class ShareGroupHandlers:
         self.addresses = addresses
 
     def apis(self) -> ApiTable:
-        return {
-            key: Api(*versions(key), handler)
-            for key, handler in [
-                (ApiKey.SHARE_GROUP_HEARTBEAT, self.share_group_heartbeat),
-                (ApiKey.SHARE_GROUP_DESCRIBE, self.share_group_describe),
-                (ApiKey.SHARE_FETCH, self.share_fetch),
-                (ApiKey.SHARE_ACKNOWLEDGE, self.share_acknowledge),
-                (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, self.describe_share_group_offsets),
-                (ApiKey.ALTER_SHARE_GROUP_OFFSETS, self.alter_share_group_offsets),
-                (ApiKey.DELETE_SHARE_GROUP_OFFSETS, self.delete_share_group_offsets),
-            ]
-        }
+        handlers: list[tuple[ApiKey, Handler]] = [
+            (ApiKey.SHARE_GROUP_HEARTBEAT, self.share_group_heartbeat),
+            (ApiKey.SHARE_GROUP_DESCRIBE, self.share_group_describe),
+            (ApiKey.SHARE_FETCH, self.share_fetch),
+            (ApiKey.SHARE_ACKNOWLEDGE, self.share_acknowledge),
+            (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, self.describe_share_group_offsets),
+            (ApiKey.ALTER_SHARE_GROUP_OFFSETS, self.alter_share_group_offsets),
+            (ApiKey.DELETE_SHARE_GROUP_OFFSETS, self.delete_share_group_offsets),
+        ]
+        return {key: Api(*versions(key), handler) for key, handler in handlers}
 
     # -- the group ---------------------------------------------------------------------------
 
-    def share_group_heartbeat(self, header: RequestHeader, request: Any) -> Any:
+    def share_group_heartbeat(
+        self, header: RequestHeader, request: ShareGroupHeartbeatRequest
+    ) -> ShareGroupHeartbeatResponse:
         result = self.coordinator.share_heartbeat(
             ShareHeartbeatRequest(
                 request.group_id,
@@ -102,16 +140,18 @@ class ShareGroupHandlers:
             )
         )
         interval = self.coordinator.share.heartbeat_interval(request.group_id)
-        return heartbeat_answer(request, result, interval)
+        return respond(request, **heartbeat_fields(result, interval))
 
-    def share_group_describe(self, header: RequestHeader, request: Any) -> Any:
-        described = []
+    def share_group_describe(
+        self, header: RequestHeader, request: ShareGroupDescribeRequest
+    ) -> ShareGroupDescribeResponse:
+        described: list[ShareGroupDescribeDescribedGroup] = []
         for name in request.group_ids:
             group = self.coordinator.share_group(name)
             if group is None:
                 other = name in self.coordinator.groups
                 what = "is not a share group" if other else "not found"
-                described.append(group_not_found(name, f"Group {name} {what}."))
+                described.append({**group_not_found(name, f"Group {name} {what}.")})
                 continue
             described.append(
                 {
@@ -140,26 +180,30 @@ class ShareGroupHandlers:
 
     # -- the admin's offsets -----------------------------------------------------------------
 
-    def describe_share_group_offsets(self, header: RequestHeader, request: Any) -> Any:
+    def describe_share_group_offsets(
+        self, header: RequestHeader, request: DescribeShareGroupOffsetsRequest
+    ) -> DescribeShareGroupOffsetsResponse:
         """Each group's share-partition start offsets (and, v1, lags), as Kafka's
         coordinator reads them from the share-group state: a partition without state (an
         unknown topic or group included: Kafka does not look the group up) at -1; topics
         null asks for every partition the group has state for."""
         return respond(request, groups=[self._offsets_of(group) for group in request.groups])
 
-    def _offsets_of(self, group: Any) -> dict[str, Any]:
+    def _offsets_of(
+        self, group: DescribeShareGroupOffsetsRequestGroup
+    ) -> DescribeShareGroupOffsetsResponseGroup:
         name = group.group_id
         asked: dict[str, list[int]] = {}
         if group.topics is None:
             for topic, index in self.shares.initialized(name):
                 asked.setdefault(topic, []).append(index)
         else:
-            for topic in group.topics:
-                asked.setdefault(topic.topic_name, []).extend(int(i) for i in topic.partitions)
-        topics = []
+            for wanted in group.topics:
+                asked.setdefault(wanted.topic_name, []).extend(int(i) for i in wanted.partitions)
+        topics: list[DescribeShareGroupOffsetsResponseTopic] = []
         for topic, indexes in asked.items():
             topic_id = self.cluster.topic_id(topic)
-            partitions = []
+            partitions: list[DescribeShareGroupOffsetsResponsePartition] = []
             for index in indexes:
                 state = self.shares.start_and_lag(name, topic, index) if topic_id else None
                 p = self.cluster.partition(topic, index)
@@ -189,18 +233,20 @@ class ShareGroupHandlers:
             return ErrorCode.NON_EMPTY_GROUP, "The group is not empty."
         return ErrorCode.NONE, None
 
-    def alter_share_group_offsets(self, header: RequestHeader, request: Any) -> Any:
+    def alter_share_group_offsets(
+        self, header: RequestHeader, request: AlterShareGroupOffsetsRequest
+    ) -> AlterShareGroupOffsetsResponse:
         """Set the start offset of each partition named, in an empty share group: what
         was in flight is dropped. A topic that does not exist, or a partition past its
         count, is UNKNOWN_TOPIC_OR_PARTITION."""
         error, message = self._empty_share_group(request.group_id)
         if error is not ErrorCode.NONE:
             return respond(request, error_code=error, error_message=message, responses=[])
-        responses = []
+        responses: list[AlterShareGroupOffsetsResponseTopic] = []
         for topic in request.topics:
             topic_id = self.cluster.topic_id(topic.topic_name)
             count = len(self.cluster.topics.get(topic.topic_name, ())) if topic_id else 0
-            partitions = []
+            partitions: list[AlterShareGroupOffsetsResponsePartition] = []
             for part in topic.partitions:
                 index = int(part.partition_index)
                 if 0 <= index < count:
@@ -221,28 +267,29 @@ class ShareGroupHandlers:
             )
         return respond(request, error_code=ErrorCode.NONE, responses=responses)
 
-    def delete_share_group_offsets(self, header: RequestHeader, request: Any) -> Any:
+    def delete_share_group_offsets(
+        self, header: RequestHeader, request: DeleteShareGroupOffsetsRequest
+    ) -> DeleteShareGroupOffsetsResponse:
         """Forget an empty share group's state for whole topics: the next fetch starts
         where ``share.auto.offset.reset`` says. A topic that does not exist, or that the
         group has no state for, is UNKNOWN_TOPIC_OR_PARTITION."""
         error, message = self._empty_share_group(request.group_id)
         if error is not ErrorCode.NONE:
             return respond(request, error_code=error, error_message=message, responses=[])
-        responses = []
+        responses: list[DeleteShareGroupOffsetsResponseTopic] = []
         for topic in request.topics:
             name = topic.topic_name
             topic_id = self.cluster.topic_id(name)
-            entry: dict[str, Any] = {"topic_name": name, "error_code": ErrorCode.NONE}
+            entry: DeleteShareGroupOffsetsResponseTopic = {
+                "topic_name": name,
+                "error_code": ErrorCode.NONE,
+            }
             if topic_id is None:
-                entry.update(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    error_message=_UNKNOWN_TOPIC_OR_PARTITION,
-                )
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_message"] = _UNKNOWN_TOPIC_OR_PARTITION
             elif not self.shares.forget(request.group_id, name):
-                entry.update(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    error_message="There is no offset information to delete.",
-                )
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_message"] = "There is no offset information to delete."
             else:
                 entry["topic_id"] = topic_id
             responses.append(entry)
@@ -251,7 +298,7 @@ class ShareGroupHandlers:
     # -- the records -------------------------------------------------------------------------
 
     def _session(
-        self, request: Any, *, acknowledge: bool
+        self, request: ShareFetchRequest | ShareAcknowledgeRequest, *, acknowledge: bool
     ) -> tuple[ErrorCode, ShareSession | None, str]:
         if not request.group_id or not request.member_id:
             return ErrorCode.INVALID_REQUEST, None, "GroupId and MemberId must be given."
@@ -264,10 +311,13 @@ class ShareGroupHandlers:
         return error, session, ""
 
     def _acknowledge(
-        self, request: Any, topics: Any
-    ) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:
-        """Apply every acknowledgement of the request; each partition's error."""
-        out: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
+        self,
+        session: ShareSession,
+        topics: Sequence[ShareFetchFetchTopic] | Sequence[ShareAcknowledgeAcknowledgeTopic],
+    ) -> Acks:
+        """Apply every acknowledgement of the request of ``session``'s member; each
+        partition's error."""
+        out: Acks = {}
         for topic in topics:
             name = self.cluster.topic_name(topic.topic_id) if topic.topic_id else None
             for part in topic.partitions:
@@ -281,8 +331,8 @@ class ShareGroupHandlers:
                 error, _ = leads(self.cluster, self.broker_id, name, key[1])
                 if error is ErrorCode.NONE:
                     error = self.shares.acknowledge(
-                        request.group_id,
-                        request.member_id,
+                        session.group_id,
+                        session.member_id,
                         name,
                         key[1],
                         [
@@ -300,96 +350,100 @@ class ShareGroupHandlers:
                 out[key] = (error, message)
         return out
 
-    async def _durable(
-        self, request: Any, acks: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]
-    ) -> None:
+    async def _durable(self, group_id: str, acks: Acks) -> None:
         """Wait until the acknowledgements applied are written to ``__share_group_state``;
         a partition whose write failed answers its error."""
         applied = {
             key: name
             for key, (error, _) in acks.items()
-            if error is ErrorCode.NONE and (name := self.cluster.topic_name(key[0])) is not None
+            if error is ErrorCode.NONE
+            and key[0] is not None
+            and (name := self.cluster.topic_name(key[0])) is not None
         }
         written = await self.shares.written(
-            request.group_id, [(name, key[1]) for key, name in applied.items()]
+            group_id, [(name, key[1]) for key, name in applied.items()]
         )
         for key, name in applied.items():
             error = written.get((name, key[1]), ErrorCode.NONE)
             if error is not ErrorCode.NONE:
                 acks[key] = (error, None)
 
-    def _leader(self, error: ErrorCode, name: str | None, index: int) -> dict[str, int]:
+    def _leader(self, error: ErrorCode, name: str | None, index: int) -> ShareFetchLeaderIdAndEpoch:
         if error is ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None:
             _, p = leads(self.cluster, self.broker_id, name, index)
             if p is not None and p.leader is not None:
                 return {"leader_id": p.leader, "leader_epoch": p.leader_epoch}
         return {"leader_id": -1, "leader_epoch": -1}
 
-    def _endpoints(self, leaders: set[int]) -> list[dict[str, Any]]:
+    def _endpoints(self, leaders: set[int]) -> list[ShareFetchNodeEndpoint]:
         return [
             {"node_id": b, "host": self.addresses[b][0], "port": self.addresses[b][1]}
             for b in sorted(leaders)
             if b in self.addresses
         ]
 
-    def share_fetch(self, header: RequestHeader, request: Any) -> Awaitable[Any] | Any:
+    def share_fetch(
+        self, header: RequestHeader, request: ShareFetchRequest
+    ) -> Awaitable[ShareFetchResponse] | ShareFetchResponse:
         error, session, message = self._session(request, acknowledge=False)
         if session is None:
             return _refused(request, error, message)
         epoch = int(request.share_session_epoch)
-        acks = self._acknowledge(request, request.topics)
-        names: dict[uuid.UUID, str | None] = {}
+        acks = self._acknowledge(session, request.topics)
+        names: dict[uuid.UUID | None, str | None] = {}
         for forgotten in request.forgotten_topics_data:
             name = self.cluster.topic_name(forgotten.topic_id) if forgotten.topic_id else None
-            for index in forgotten.partitions:
+            for dropped in forgotten.partitions:
                 if name is not None:
-                    session.partitions.pop((name, int(index)), None)
-        asked: list[tuple[uuid.UUID, int]] = []
+                    session.partitions.pop((name, int(dropped)), None)
+        asked: list[Named] = []
         for topic in request.topics:
+            topic_id = topic.topic_id
             name = names.setdefault(
-                topic.topic_id, self.cluster.topic_name(topic.topic_id) if topic.topic_id else None
+                topic_id, self.cluster.topic_name(topic_id) if topic_id else None
             )
             for part in topic.partitions:
-                asked.append((topic.topic_id, int(part.partition_index)))
-                if name is not None and epoch != FINAL:
+                asked.append((topic_id, int(part.partition_index)))
+                if name is not None and topic_id is not None and epoch != FINAL:
                     session.partitions[(name, int(part.partition_index))] = None
-                    session.topic_ids[name] = topic.topic_id
+                    session.topic_ids[name] = topic_id
         if epoch == FINAL:
             self.shares.close_session(session)
-            return self._fetch(request, acks, asked, [], {})
+            return self._fetch(request, session, acks, asked, [], {})
         self.shares.next_epoch(session)
         errors: dict[TopicPartition, ErrorCode] = {}
         wanted: list[TopicPartition] = []
-        for topic, index in list(session.partitions):
-            named = session.topic_ids.get(topic)
-            if named is not None and named != self.cluster.topic_id(topic):
+        for held, index in list(session.partitions):
+            named = session.topic_ids.get(held)
+            if named is not None and named != self.cluster.topic_id(held):
                 # made again under its name: another topic, UNKNOWN_TOPIC_ID to this session
-                del session.partitions[(topic, index)]
+                del session.partitions[(held, index)]
                 asked.append((named, index))
                 continue
-            error, _ = leads(self.cluster, self.broker_id, topic, index)
+            error, _ = leads(self.cluster, self.broker_id, held, index)
             if error is ErrorCode.NONE:
-                wanted.append((topic, index))
+                wanted.append((held, index))
             else:
-                errors[(topic, index)] = error
-        return self._fetch(request, acks, asked, wanted, errors)
+                errors[(held, index)] = error
+        return self._fetch(request, session, acks, asked, wanted, errors)
 
     async def _fetch(
         self,
-        request: Any,
-        acks: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]],
-        asked: list[tuple[uuid.UUID, int]],
+        request: ShareFetchRequest,
+        session: ShareSession,
+        acks: Acks,
+        asked: list[Named],
         wanted: list[TopicPartition],
         errors: dict[TopicPartition, ErrorCode],
-    ) -> Any:
-        await self._durable(request, acks)
+    ) -> ShareFetchResponse:
+        await self._durable(session.group_id, acks)
         if not wanted and not errors:  # the session's last request: nothing to fetch
             return self._fetch_answer(request, acks, asked, {}, {})
         wait_ms = max(millis(request.max_wait), 0)
-        max_records = int(getattr(request, "max_records", 500)) or 500
+        max_records = int(request.max_records) or 500
         try:
             fetched = await self.shares.fetch(
-                request.group_id, request.member_id, wanted, max_records, wait_ms
+                session.group_id, session.member_id, wanted, max_records, wait_ms
             )
         except OperationCancelled:  # the front door is closing
             fetched = {}
@@ -397,17 +451,19 @@ class ShareGroupHandlers:
 
     def _fetch_answer(
         self,
-        request: Any,
-        acks: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]],
-        asked: list[tuple[uuid.UUID, int]],
+        request: ShareFetchRequest,
+        acks: Acks,
+        asked: list[Named],
         fetched: dict[TopicPartition, PartitionFetch],
         errors: dict[TopicPartition, ErrorCode],
-    ) -> Any:
+    ) -> ShareFetchResponse:
         now_ms = int(time.time() * 1000)
-        by_topic: dict[uuid.UUID, dict[int, dict[str, Any]]] = {}
+        by_topic: dict[uuid.UUID | None, dict[int, ShareFetchPartitionData]] = {}
         leaders: set[int] = set()
 
-        def entry(topic_id: uuid.UUID, name: str | None, index: int) -> dict[str, Any]:
+        def entry(
+            topic_id: uuid.UUID | None, name: str | None, index: int
+        ) -> ShareFetchPartitionData:
             parts = by_topic.setdefault(topic_id, {})
             if index not in parts:
                 error = ErrorCode.NONE
@@ -468,22 +524,24 @@ class ShareGroupHandlers:
             node_endpoints=self._endpoints(leaders),
         )
 
-    def share_acknowledge(self, header: RequestHeader, request: Any) -> Awaitable[Any] | Any:
+    def share_acknowledge(
+        self, header: RequestHeader, request: ShareAcknowledgeRequest
+    ) -> Awaitable[ShareAcknowledgeResponse] | ShareAcknowledgeResponse:
         error, session, message = self._session(request, acknowledge=True)
         if session is None:
             return _refused(request, error, message)
-        acks = self._acknowledge(request, request.topics)
+        acks = self._acknowledge(session, request.topics)
         if int(request.share_session_epoch) == FINAL:
             self.shares.close_session(session)
         else:
             self.shares.next_epoch(session)
-        return self._acknowledged(request, acks)
+        return self._acknowledged(request, session.group_id, acks)
 
     async def _acknowledged(
-        self, request: Any, acks: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]
-    ) -> Any:
-        await self._durable(request, acks)
-        by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        self, request: ShareAcknowledgeRequest, group_id: str, acks: Acks
+    ) -> ShareAcknowledgeResponse:
+        await self._durable(group_id, acks)
+        by_topic: dict[uuid.UUID | None, list[ShareAcknowledgePartitionData]] = {}
         leaders: set[int] = set()
         for (topic_id, index), (ack_error, ack_message) in acks.items():
             name = self.cluster.topic_name(topic_id) if topic_id else None
@@ -509,7 +567,19 @@ class ShareGroupHandlers:
         )
 
 
-def _refused(request: Any, error: ErrorCode, message: str) -> Any:
+@overload
+def _refused(request: ShareFetchRequest, error: ErrorCode, message: str) -> ShareFetchResponse: ...
+
+
+@overload
+def _refused(
+    request: ShareAcknowledgeRequest, error: ErrorCode, message: str
+) -> ShareAcknowledgeResponse: ...
+
+
+def _refused(
+    request: ShareFetchRequest | ShareAcknowledgeRequest, error: ErrorCode, message: str
+) -> ShareFetchResponse | ShareAcknowledgeResponse:
     return respond(
         request,
         error_code=error,

@@ -14,13 +14,21 @@ client that may connect may ask for its subscriptions and push.
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import TYPE_CHECKING, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.client_metrics import ACCEPTED_COMPRESSION, ClientInfo, ClientMetrics
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
-from purgatory.kafka.server import Api, ApiTable, current_connection
-from purgatory.sim.errors import ErrorCode
+from purgatory.kafka.server import Api, ApiTable, Handler, current_connection
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        GetTelemetrySubscriptionsRequest,
+        GetTelemetrySubscriptionsResponse,
+        PushTelemetryRequest,
+        PushTelemetryResponse,
+    )
 
 
 def _client(header: RequestHeader) -> ClientInfo:
@@ -45,15 +53,15 @@ class TelemetryHandlers:
         self.broker_id = broker_id
 
     def apis(self) -> ApiTable:
-        return {
-            key: Api(*versions(key), handler)
-            for key, handler in [
-                (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, self.get_telemetry_subscriptions),
-                (ApiKey.PUSH_TELEMETRY, self.push_telemetry),
-            ]
-        }
+        handlers: list[tuple[ApiKey, Handler]] = [
+            (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, self.get_telemetry_subscriptions),
+            (ApiKey.PUSH_TELEMETRY, self.push_telemetry),
+        ]
+        return {key: Api(*versions(key), handler) for key, handler in handlers}
 
-    def get_telemetry_subscriptions(self, header: RequestHeader, request: Any) -> Any:
+    def get_telemetry_subscriptions(
+        self, header: RequestHeader, request: GetTelemetrySubscriptionsRequest
+    ) -> GetTelemetrySubscriptionsResponse:
         answer = self.metrics.get_subscriptions(
             self.broker_id, request.client_instance_id, _client(header)
         )
@@ -71,7 +79,9 @@ class TelemetryHandlers:
             requested_metrics=list(answer.metrics),
         )
 
-    def push_telemetry(self, header: RequestHeader, request: Any) -> Any:
+    def push_telemetry(
+        self, header: RequestHeader, request: PushTelemetryRequest
+    ) -> PushTelemetryResponse:
         error, _ = self.metrics.push(
             self.broker_id,
             request.client_instance_id,

@@ -26,16 +26,29 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, final
+from typing import TYPE_CHECKING, Final, NamedTuple, final
 
-from purgatory.kafka.broker_configs import BrokerConfigs, Value
-from purgatory.kafka.handlers.settings import ClusterConfigs
+from purgatory.errors import ErrorCode
+from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.cluster_configs import ClusterConfigs
+from purgatory.kafka.config_rules import Value
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode, SimulationError
+from purgatory.sim.errors import SimulationError
 from purgatory.sim.validate import check_int, check_topic_name
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        CreateTopicsCreatableTopic,
+        CreateTopicsCreatableTopicResult,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteTopicsDeletableTopicResult,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+    )
 
 #: CreateTopics' "use the broker's default" for partitions and replication factor (v4+)
 BROKER_DEFAULT: Final = -1
@@ -87,7 +100,7 @@ class NewTopic(NamedTuple):
     configs: list[tuple[str, str | None]]
 
     @classmethod
-    def of(cls, topic: Any) -> NewTopic:
+    def of(cls, topic: CreateTopicsCreatableTopic) -> NewTopic:
         """The entry of a CreateTopics request (kio's ``CreatableTopic``)."""
         return cls(
             topic.name,
@@ -134,11 +147,13 @@ class TopicHandlers:
 
     # -- CreateTopics ----------------------------------------------------------------------
 
-    def create_topics(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+    def create_topics(
+        self, header: RequestHeader, request: CreateTopicsRequest
+    ) -> Awaitable[CreateTopicsResponse]:
         """Creation is immediate: the request's timeout is not waited on."""
         return self._create_topics(request)
 
-    async def _create_topics(self, request: Any) -> Any:
+    async def _create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
         topics = [NewTopic.of(topic) for topic in request.topics]
         answers = await self._create_each(topics, request.validate_only)
         return respond(
@@ -148,7 +163,7 @@ class TopicHandlers:
 
     def _result(
         self, name: str, error: ErrorCode, message: str | None, created: Created | None
-    ) -> dict[str, Any]:
+    ) -> CreateTopicsCreatableTopicResult:
         """One topic's answer; the fields of later versions are dropped by ``respond``."""
         if created is None:  # Kafka's defaults: no id, -1 partitions and factor, no configs
             return {"name": name, "error_code": error, "error_message": message, "configs": []}
@@ -285,17 +300,20 @@ class TopicHandlers:
 
     # -- DeleteTopics ----------------------------------------------------------------------
 
-    def delete_topics(self, header: RequestHeader, request: Any) -> Awaitable[Any]:
+    def delete_topics(
+        self, header: RequestHeader, request: DeleteTopicsRequest
+    ) -> Awaitable[DeleteTopicsResponse]:
         """Deletion is immediate: the request's timeout is not waited on."""
-        if header.api_version >= 6:
+        entries: list[tuple[str | None, uuid.UUID | None]]
+        if hasattr(request, "topics"):  # v6: by name or by id
             entries = [(t.name, _given(t.topic_id)) for t in request.topics]
         else:
             entries = [(name, None) for name in request.topic_names]
         return self._delete_topics(request, entries)
 
     async def _delete_topics(
-        self, request: Any, entries: list[tuple[str | None, uuid.UUID | None]]
-    ) -> Any:
+        self, request: DeleteTopicsRequest, entries: list[tuple[str | None, uuid.UUID | None]]
+    ) -> DeleteTopicsResponse:
         """One answer per entry, in request order; a name or id given twice is answered
         once. Every name and id is resolved before anything is deleted, as by Kafka."""
         names = Counter(name for name, topic_id in entries if topic_id is None and name is not None)
@@ -303,7 +321,7 @@ class TopicHandlers:
             topic_id for name, topic_id in entries if name is None and topic_id is not None
         )
         resolved = {name: self.cluster.topic_id(name) for name in names}
-        answers: list[dict[str, Any]] = []
+        answers: list[DeleteTopicsDeletableTopicResult] = []
         answered: set[str | uuid.UUID] = set()
 
         def answer(

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable
-from typing import Any, Final, final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final, final
 
+from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
@@ -26,9 +27,36 @@ from purgatory.kafka.coordinator.txn_coordinator import TransactionCoordinator
 from purgatory.kafka.coordinator.txn_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
-from purgatory.kafka.server import Api, ApiTable
+from purgatory.kafka.server import Api, ApiTable, Handler
 from purgatory.sim import Cluster
-from purgatory.sim.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import (
+        AddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse,
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnRequestTransactionsTopics,
+        AddPartitionsToTxnRequestV3AndBelowTopics,
+        AddPartitionsToTxnResponse,
+        AddPartitionsToTxnResponseResultsByTransactionTopicResults,
+        AddPartitionsToTxnResponseResultsByTransactionTopicResultsResultsByPartition,
+        AddPartitionsToTxnResult,
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        DescribeTransactionsTransactionState,
+        EndTxnRequest,
+        EndTxnResponse,
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+        ListTransactionsTransactionState,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+        TxnOffsetCommitResponse,
+        TxnOffsetCommitResponseTopic,
+    )
 
 #: the first version of each API that knows PRODUCER_FENCED (KIP-588)
 _FENCED_SINCE: Final = {
@@ -77,7 +105,7 @@ class TransactionHandlers:
         self.cluster = cluster
 
     def apis(self) -> ApiTable:
-        table: dict[ApiKey, Callable[[RequestHeader, Any], Any]] = {
+        table: dict[ApiKey, Handler] = {
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions_to_txn,
             ApiKey.ADD_OFFSETS_TO_TXN: self.add_offsets_to_txn,
@@ -88,13 +116,15 @@ class TransactionHandlers:
         }
         return {key: Api(*versions(key), handler) for key, handler in table.items()}
 
-    async def init_producer_id(self, header: RequestHeader, request: Any) -> Any:
+    async def init_producer_id(
+        self, header: RequestHeader, request: InitProducerIdRequest
+    ) -> InitProducerIdResponse:
         """A fresh producer id at epoch 0 for an idempotent producer (no transactional
         id); for a transactional one, the coordinator's id and (bumped) epoch."""
         if request.transactional_id is None:
             return respond(request, producer_id=self.producer_ids.next(), producer_epoch=0)
         expected: tuple[int, int] | None = None
-        if header.api_version >= 3:
+        if hasattr(request, "producer_id") and hasattr(request, "producer_epoch"):  # v3+
             pid, epoch = request.producer_id, request.producer_epoch
             if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
                 return self._init_error(request, ErrorCode.INVALID_REQUEST)
@@ -107,17 +137,19 @@ class TransactionHandlers:
         return respond(request, producer_id=pid, producer_epoch=epoch)
 
     @staticmethod
-    def _init_error(request: Any, error: ErrorCode) -> Any:
+    def _init_error(request: InitProducerIdRequest, error: ErrorCode) -> InitProducerIdResponse:
         error = _for_version(ApiKey.INIT_PRODUCER_ID, request.__version__, error)
         return respond(
             request, error_code=error, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH
         )
 
-    async def add_partitions_to_txn(self, header: RequestHeader, request: Any) -> Any:
+    async def add_partitions_to_txn(
+        self, header: RequestHeader, request: AddPartitionsToTxnRequest
+    ) -> AddPartitionsToTxnResponse:
         """v0-3: one producer's partitions; v4+: several transactions at once (brokers
         verifying produce requests send these), each maybe ``verify_only``."""
         version = header.api_version
-        if version < 4:
+        if not hasattr(request, "transactions"):  # v0-3
             results = await self._add(
                 request.v3_and_below_transactional_id,
                 request.v3_and_below_producer_id,
@@ -127,7 +159,7 @@ class TransactionHandlers:
                 version,
             )
             return respond(request, results_by_topic_v3_and_below=results)
-        answered = []
+        answered: list[AddPartitionsToTxnResult] = []
         for txn in request.transactions:
             results = await self._add(
                 txn.transactional_id,
@@ -145,10 +177,11 @@ class TransactionHandlers:
         transactional_id: str,
         producer_id: int,
         producer_epoch: int,
-        topics: Any,
+        topics: Sequence[AddPartitionsToTxnRequestV3AndBelowTopics]
+        | Sequence[AddPartitionsToTxnRequestTransactionsTopics],
         verify_only: bool,
         version: int,
-    ) -> list[dict[str, Any]]:
+    ) -> list[AddPartitionsToTxnResponseResultsByTransactionTopicResults]:
         wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
         if verify_only:
             errors = self.coordinator.verify(transactional_id, producer_id, producer_epoch, wanted)
@@ -170,7 +203,9 @@ class TransactionHandlers:
                 errors = dict.fromkeys(wanted, error)
         return _by_topic(errors)
 
-    async def add_offsets_to_txn(self, header: RequestHeader, request: Any) -> Any:
+    async def add_offsets_to_txn(
+        self, header: RequestHeader, request: AddOffsetsToTxnRequest
+    ) -> AddOffsetsToTxnResponse:
         """The group's offsets join the transaction (Kafka adds the group's
         ``__consumer_offsets`` partition to it)."""
         error = await self.coordinator.add_partitions(
@@ -183,7 +218,7 @@ class TransactionHandlers:
             request, error_code=_for_version(ApiKey.ADD_OFFSETS_TO_TXN, header.api_version, error)
         )
 
-    async def end_txn(self, header: RequestHeader, request: Any) -> Any:
+    async def end_txn(self, header: RequestHeader, request: EndTxnRequest) -> EndTxnResponse:
         """Commit or abort: answered once PrepareCommit/PrepareAbort is durable."""
         error = await self.coordinator.end_txn(
             request.transactional_id,
@@ -200,7 +235,9 @@ class TransactionHandlers:
             producer_epoch=request.producer_epoch if ok else NO_PRODUCER_EPOCH,
         )
 
-    def txn_offset_commit(self, header: RequestHeader, request: Any) -> Any:
+    def txn_offset_commit(
+        self, header: RequestHeader, request: TxnOffsetCommitRequest
+    ) -> TxnOffsetCommitResponse:
         """Offsets committed inside a transaction: a topic or partition the cluster does
         not have is refused UNKNOWN_TOPIC_OR_PARTITION first (Kafka's broker); for the
         others an empty group id is INVALID_GROUP_ID, then they are checked against the
@@ -208,9 +245,10 @@ class TransactionHandlers:
         (:meth:`_group_error`), then held pending until the marker."""
         version = header.api_version
         group = request.group_id
+        topics: Sequence[TxnOffsetCommitRequestTopic] = request.topics
         unknown = {
             (i, p.partition_index)
-            for i, topic in enumerate(request.topics)
+            for i, topic in enumerate(topics)
             for p in topic.partitions
             if self.cluster.partition(topic.name, p.partition_index) is None
         }
@@ -225,15 +263,20 @@ class TransactionHandlers:
             if error is ErrorCode.NONE:
                 error = self._group_error(version, group, request)
             error = _for_version(ApiKey.TXN_OFFSET_COMMIT, version, error)
-        answered = []
-        for i, topic in enumerate(request.topics):
+        answered: list[TxnOffsetCommitResponseTopic] = []
+        for i, topic in enumerate(topics):
+            partitions: Sequence[TxnOffsetCommitRequestPartition] = topic.partitions
             errors = [
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (i, p.partition_index) in unknown else error
-                for p in topic.partitions
+                for p in partitions
             ]
-            for partition, partition_error in zip(topic.partitions, errors, strict=True):
+            for partition, partition_error in zip(partitions, errors, strict=True):
                 if partition_error is ErrorCode.NONE:
-                    epoch = partition.committed_leader_epoch if version >= 2 else -1
+                    epoch = (  # v2+
+                        partition.committed_leader_epoch
+                        if hasattr(partition, "committed_leader_epoch")
+                        else -1
+                    )
                     metadata = partition.committed_metadata
                     self.offsets.commit_pending(
                         group,
@@ -249,19 +292,20 @@ class TransactionHandlers:
                     "name": topic.name,
                     "partitions": [
                         {"partition_index": p.partition_index, "error_code": e}
-                        for p, e in zip(topic.partitions, errors, strict=True)
+                        for p, e in zip(partitions, errors, strict=True)
                     ],
                 }
             )
         return respond(request, topics=answered)
 
-    def _group_error(self, version: int, group: str, request: Any) -> ErrorCode:
+    def _group_error(self, version: int, group: str, request: TxnOffsetCommitRequest) -> ErrorCode:
         """Kafka's validateTransactionalOffsetCommit: the checks of an OffsetCommit but the
         group's state (none while it completes a rebalance), a KIP-848 member's other epoch
         ILLEGAL_GENERATION. Before v3 the request names no member: generation -1."""
-        generation = request.generation_id if version >= 3 else -1
-        member_id = request.member_id if version >= 3 else ""
-        instance_id = request.group_instance_id if version >= 3 else None
+        # v3+ (getattr for each: mypy narrows a hasattr to the one field it names)
+        generation: int = getattr(request, "generation_id", -1)
+        member_id: str = getattr(request, "member_id", "")
+        instance_id: str | None = getattr(request, "group_instance_id", None)
         return self.groups.commit_error(
             group,
             generation,
@@ -272,8 +316,10 @@ class TransactionHandlers:
             transactional=True,
         )
 
-    def describe_transactions(self, header: RequestHeader, request: Any) -> Any:
-        states = []
+    def describe_transactions(
+        self, header: RequestHeader, request: DescribeTransactionsRequest
+    ) -> DescribeTransactionsResponse:
+        states: list[DescribeTransactionsTransactionState] = []
         for transactional_id in request.transactional_ids:
             found = self.coordinator.describe(transactional_id)
             if isinstance(found, ErrorCode):
@@ -297,18 +343,23 @@ class TransactionHandlers:
             )
         return respond(request, transaction_states=states)
 
-    def list_transactions(self, header: RequestHeader, request: Any) -> Any:
+    def list_transactions(
+        self, header: RequestHeader, request: ListTransactionsRequest
+    ) -> ListTransactionsResponse:
         """This broker's transactional ids, filtered by state names (unknown ones are
         echoed back), producer ids, v1+ by running longer than ``duration_filter`` ms,
         v2+ by a regular expression on the id (Java's syntax; Python's ``re`` here)."""
-        version = header.api_version
         unknown = [s for s in request.state_filters if s not in _STATES and s not in _TRANSIENT]
         states = {_STATES[s] for s in request.state_filters if s in _STATES}
         if request.state_filters and not states:
             return respond(request, error_code=ErrorCode.NONE, unknown_state_filters=unknown)
         producers = set(request.producer_id_filters)
-        duration = request.duration_filter if version >= 1 else -1
-        pattern = request.transactional_id_pattern if version >= 2 else None
+        duration = request.duration_filter if hasattr(request, "duration_filter") else -1  # v1+
+        pattern = (  # v2+
+            request.transactional_id_pattern
+            if hasattr(request, "transactional_id_pattern")
+            else None
+        )
         matcher = None
         if pattern:
             try:
@@ -316,7 +367,7 @@ class TransactionHandlers:
             except re.error:
                 return respond(request, error_code=ErrorCode.INVALID_REQUEST)
         now = self.coordinators.wall_ms()
-        listed = []
+        listed: list[ListTransactionsTransactionState] = []
         for txn in self.coordinator.transactions():
             if states and txn.state not in states:
                 continue
@@ -341,8 +392,12 @@ class TransactionHandlers:
         )
 
 
-def _by_topic(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+def _by_topic(
+    errors: dict[tuple[str, int], ErrorCode],
+) -> list[AddPartitionsToTxnResponseResultsByTransactionTopicResults]:
+    by_topic: dict[
+        str, list[AddPartitionsToTxnResponseResultsByTransactionTopicResultsResultsByPartition]
+    ] = {}
     for (topic, index), error in errors.items():
         by_topic.setdefault(topic, []).append(
             {"partition_index": index, "partition_error_code": error}
