@@ -32,7 +32,8 @@ from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator, Shar
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
-from purgatory.kafka.coordinator.share_partitions import ShareConfig, SharePartitions
+from purgatory.kafka.coordinator.share_partitions import SharePartitions
+from purgatory.kafka.coordinator.share_records import ShareConfig
 from purgatory.kafka.coordinator.share_state import ShareCoordinators, ShareStateSettings
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
 from purgatory.kafka.coordinator.txn_metadata import TxnSettings

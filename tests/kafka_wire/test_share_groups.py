@@ -595,7 +595,7 @@ async def test_share_locks_expire_however_the_listeners_were_started(
     # path once left the share locks' timer (and offset expiry) unstarted: a lock never
     # expired, and a record a silent member held was never redelivered
     from purgatory.kafka.broker_configs import BrokerConfigs
-    from purgatory.kafka.coordinator.share_partitions import RecordState
+    from purgatory.kafka.coordinator.share_records import RecordState
     from purgatory.kafka.front_door import KafkaFrontDoor
     from purgatory.service.cluster import new_cluster
 

@@ -30,11 +30,11 @@ from purgatory import OperationCancelled
 from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.share import ShareHeartbeatRequest
-from purgatory.kafka.coordinator.share_partitions import (
+from purgatory.kafka.coordinator.share_partitions import SharePartitions
+from purgatory.kafka.coordinator.share_records import (
     FINAL,
     Acknowledgement,
     PartitionFetch,
-    SharePartitions,
     ShareSession,
     TopicPartition,
 )
