@@ -172,25 +172,9 @@ class KafkaFrontDoor:
         #: the certificates of the TLS listeners, made at :meth:`start` (None before, and
         #: without TLS listeners)
         self.tls: TlsMaterial | None = None
-        # One group coordinator serves every broker.
         self.configs = BrokerConfigs() if configs is None else configs
-        #: each broker's share coordinator: the share-partitions' durable state, in
-        #: __share_group_state
-        self.share_coordinators = _share_coordinators(cluster, self.configs)
-        #: the share-partitions of every share group (KIP-932), each its leader's, written
-        #: to __share_group_state and loaded from there by a new leader
-        self.shares = _share_partitions(cluster, self.configs, self.share_coordinators)
-        self.coordinator = _group_coordinator(cluster, self.configs, self.shares)
-        self.shares.group_config = self._share_config
-        # commits are timed by the coordinator's clock, as groups turning Empty are
-        self.offsets = OffsetStore(self.coordinator.now_ms)
-        #: __consumer_offsets: its partitions' leaders coordinate the groups
-        self.offsets_topic = _offsets_topic(cluster, self.configs)
+        self._make_coordinators(cluster)
         self._expiry: asyncio.Task[None] | None = None
-        self.producer_ids = ProducerIds()
-        self.transactions = _transaction_coordinators(
-            cluster, self.producer_ids, self.offsets, self.configs
-        )
         #: every config of the cluster: the brokers', AlterConfigs', the topics'
         self.cluster_configs = ClusterConfigs(cluster, self.configs)
         #: client telemetry (KIP-714): the client-metrics subscriptions, the client
@@ -218,6 +202,27 @@ class KafkaFrontDoor:
         self._tls_contexts: dict[tuple[int, bool], ssl.SSLContext] = {}
         #: per-request fault rules, for every listener (none by default)
         self.faults = Faults(self._faults_active, cluster.topic_name)
+
+    def _make_coordinators(self, cluster: Cluster) -> None:
+        """The coordinators every broker shares: one group coordinator (with the
+        share-partitions, their share coordinators and the committed offsets) and the
+        transaction coordinators."""
+        #: each broker's share coordinator: the share-partitions' durable state, in
+        #: __share_group_state
+        self.share_coordinators = _share_coordinators(cluster, self.configs)
+        #: the share-partitions of every share group (KIP-932), each its leader's, written
+        #: to __share_group_state and loaded from there by a new leader
+        self.shares = _share_partitions(cluster, self.configs, self.share_coordinators)
+        self.coordinator = _group_coordinator(cluster, self.configs, self.shares)
+        self.shares.group_config = self._share_config
+        # commits are timed by the coordinator's clock, as groups turning Empty are
+        self.offsets = OffsetStore(self.coordinator.now_ms)
+        #: __consumer_offsets: its partitions' leaders coordinate the groups
+        self.offsets_topic = _offsets_topic(cluster, self.configs)
+        self.producer_ids = ProducerIds()
+        self.transactions = _transaction_coordinators(
+            cluster, self.producer_ids, self.offsets, self.configs
+        )
 
     def _shared_apis(self, cluster: Cluster) -> list[ApiTable]:
         """The handler tables every listener shares (over the state the brokers share)."""
