@@ -43,6 +43,25 @@ def test_importing_the_embedded_cluster_imports_no_hypothesis() -> None:
         """)
 
 
+def test_importing_the_embedded_cluster_imports_only_what_starting_it_needs() -> None:
+    """Of kio's schemas, the request and response headers only; not the ``crc32c``
+    package (imported at the first record batch's checksum: its import reads installed
+    metadata)."""
+    loaded = _python("""
+        import sys
+        import purgatory.kafka.embedded
+        print(" ".join(sorted(sys.modules)))
+        """).split()
+    schemas = {m for m in loaded if m.startswith("kio.schema.") and ".v" in m}
+    assert schemas == {
+        f"kio.schema.{kind}_header.v{version}{part}"
+        for kind, versions in (("request", (1, 2)), ("response", (0, 1)))
+        for version in versions
+        for part in ("", ".header")
+    }
+    assert not {m for m in loaded if m.split(".")[0] in {"crc32c", "hypothesis"}}
+
+
 _METADATA_ANSWERED = """
     import socket, struct, sys
     from purgatory.kafka.embedded import EmbeddedKafka
