@@ -10,16 +10,18 @@ alone costs 0.05-0.13 s: ``register_type_strategy`` checks that each strategy is
 empty, which builds it (the named strings' ``text()`` computes its character tables, the
 datetimes' ``timezones()`` reads every zone).
 
-Importing this module (the Kafka wire modules do it before they import kio) imports
+:func:`quiet_kio` (the Kafka wire modules call it before they import kio) imports
 ``kio.static._phantom`` with hypothesis hidden, imported or not, unless kio's phantom
 types are imported already (then it is too late: kio registered them itself, as usual).
+Importing this module does nothing else: hypothesis imports it to run its entry point,
+which must not import kio for the many test runs that never use it.
 The strategies are not lost: :func:`register_strategies` registers, for each of kio's
 phantom types, a function that hypothesis calls when a test first resolves that type
 (``st.from_type``, ``st.builds``, ``@given`` on kio's classes): it runs kio's own
 registration for that type then, and answers the strategy kio registered, so that tests
 draw what they drew before. It runs when hypothesis is imported (the ``hypothesis`` entry
 point in pyproject.toml, hypothesis's own way for a library to register strategies), or at
-once here if hypothesis is imported already.
+once by :func:`quiet_kio` if hypothesis is imported already.
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ PHANTOM_TYPES: Final = ("kio.static.primitive", "kio.schema.types")
 _REGISTRY: Final = "hypothesis.strategies._internal.types"
 
 
-def _import_phantom() -> None:
+def quiet_kio() -> None:
+    """Import kio's phantom types with hypothesis hidden (and, if hypothesis is imported,
+    register their strategies to be built when asked); the Kafka wire modules call it
+    before they import kio. Does nothing if kio's phantom types are imported already."""
     if PHANTOM in sys.modules:
         return
     imported = sys.modules.get("hypothesis")
@@ -110,6 +115,3 @@ def register_strategies() -> None:
         else:  # a hypothesis without that registry: register as kio does
             hook()
     vars(phantom)["hypothesis"] = hypothesis  # the types defined from now on register
-
-
-_import_phantom()

@@ -138,6 +138,17 @@ def test_hypothesis_imported_first_builds_no_kio_strategy_until_a_test_asks() ->
     assert out.split() == ["MetadataRequest"]
 
 
+def test_importing_hypothesis_imports_no_kio() -> None:
+    """hypothesis imports the module of its entry point (kio_hypothesis) as it is
+    imported, in every test run: that must not import kio for runs that never use it."""
+    _python("""
+        import sys
+        import hypothesis
+        assert "purgatory.kafka.kio_hypothesis" in sys.modules  # the entry point ran
+        assert not [m for m in sys.modules if m.startswith("kio")], sorted(sys.modules)
+        """)
+
+
 def test_kio_imported_first_registers_its_strategies_as_usual() -> None:
     _python("""
         import sys
