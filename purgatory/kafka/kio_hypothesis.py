@@ -56,9 +56,11 @@ def quiet_kio() -> None:
                 del sys.modules["hypothesis"]
             else:
                 sys.modules["hypothesis"] = imported
+    # While it is hidden (the one import above, on the importing thread), another thread
+    # importing hypothesis would fail: the wire is imported before a test's threads run.
     if imported is not None and getattr(imported, "strategies", None) is not None:
-        # hypothesis has run its entry points already (or is running them now, which
-        # register_strategies tells from the flag it leaves)
+        # hypothesis has run its entry points (register_strategies found no kio then) or
+        # is running them (then the second call finds kio's flag set and does nothing)
         register_strategies()
 
 
@@ -93,9 +95,10 @@ def register_strategies() -> None:
     """Register, for each of kio's phantom types, its strategy as a function hypothesis
     calls when a test first resolves the type (built then, by kio's own registration), and
     let phantom types defined later register their own as kio's do (run by hypothesis as
-    it is imported, or as this module is imported if hypothesis is already; does nothing
-    if kio is not imported, was imported with hypothesis visible, or is the one importing
-    hypothesis: then its types are not defined yet and will register themselves)."""
+    it is imported, or by :func:`quiet_kio` if hypothesis is imported already; does
+    nothing if kio is not imported, was imported with hypothesis visible, or is the one
+    importing hypothesis: then its types are not defined yet and will register
+    themselves)."""
     phantom = sys.modules.get(PHANTOM)
     if phantom is None or not hasattr(phantom, "Phantom") or phantom.hypothesis is not None:
         return
