@@ -9,8 +9,9 @@ Metadata answered, for kafka-python and confluent-kafka; the median and the wors
 Cold (``--cold``): one run in this fresh process, every figure counted from the process's
 start (as the operating system recorded it; where it does not say, from this script's
 first line): the client library imported, ``purgatory.kafka.embedded`` imported, the
-cluster started, the client's first Metadata answered. Run it several times, each a new
-process::
+cluster started, the client's first Metadata answered; then the CPU time the process had
+used by then (all its threads, from its start), which a loaded machine disturbs less. Run
+it several times, each a new process (``tools/startup_bench.py`` does, and takes medians)::
 
     python examples/embedded_startup.py --cold [--client confluent|kafka-python]
 """
@@ -89,13 +90,15 @@ def cold(client: str) -> None:
         started = time.time()
         first_metadata(kafka.bootstrap_servers)
         answered = time.time()
+        cpu = time.process_time()  # the process's CPU so far, every thread's, its start's too
     start, since = process_start()
     ms = [(t - start) * 1000 for t in (FIRST_LINE, client_imported, imported, started, answered)]
     print(
         f"{client}: ms after {since}: script {ms[0]:.0f}, client imported {ms[1]:.0f}, "
         f"purgatory.kafka.embedded imported {ms[2]:.0f} (+{ms[2] - ms[1]:.0f}), "
         f"cluster started {ms[3]:.0f} (+{ms[3] - ms[2]:.0f}), "
-        f"first Metadata answered {ms[4]:.0f} (+{ms[4] - ms[3]:.0f})"
+        f"first Metadata answered {ms[4]:.0f} (+{ms[4] - ms[3]:.0f}); "
+        f"CPU by then {cpu * 1000:.0f} ms"
     )
 
 

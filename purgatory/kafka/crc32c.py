@@ -7,7 +7,8 @@ table-driven pure-Python fallback computes the same value, about 100x slower.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Final, Literal
 
 
 def _table() -> tuple[int, ...]:
@@ -32,11 +33,28 @@ def crc32c_python(data: bytes | bytearray | memoryview) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-try:
-    from crc32c import crc32c as _accelerated
-except ImportError:  # pragma: no cover - the fallback is tested directly
-    crc32c = crc32c_python
-else:
+#: the ``crc32c`` package's function, imported at the first checksum (None before; False
+#: if the package is not installed): its import reads the package's own version from the
+#: installed metadata, which scans ``sys.path``, about 10 ms that a cluster answering no
+#: record batch need not pay at start
+_accelerated: Callable[[bytes | bytearray | memoryview], int] | Literal[False] | None = None
 
-    def crc32c(data: bytes | bytearray | memoryview) -> int:
-        return int(_accelerated(data))
+
+def _load() -> Callable[[bytes | bytearray | memoryview], int] | Literal[False]:
+    global _accelerated
+    try:
+        from crc32c import crc32c as accelerated
+    except ImportError:  # pragma: no cover - the fallback is tested directly
+        _accelerated = False
+    else:
+        _accelerated = accelerated
+    return _accelerated
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    accelerated = _accelerated
+    if accelerated is None:
+        accelerated = _load()
+    if accelerated is False:
+        return crc32c_python(data)
+    return int(accelerated(data))

@@ -21,13 +21,15 @@ from __future__ import annotations
 import io
 
 # kio without hypothesis (its phantom types would import it): first, see the module
-import purgatory.kafka.kio_hypothesis  # noqa: F401  # isort: skip
+from purgatory.kafka.kio_hypothesis import quiet_kio  # isort: skip
 
-from kio.serial.writers import write_unsigned_varint
-from kio.static.primitive import uvarint
+quiet_kio()
 
-from purgatory.kafka.shapes import FIXED_WIDTH, FieldShape, Kind, primitive_kind, shape_of
-from purgatory.kafka.wire_errors import DecodeError
+from kio.serial.writers import write_unsigned_varint  # noqa: E402
+from kio.static.primitive import uvarint  # noqa: E402
+
+from purgatory.kafka.shapes import FIXED_WIDTH, FieldShape, Kind, primitive_kind, shape_of  # noqa: E402
+from purgatory.kafka.wire_errors import DecodeError  # noqa: E402
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:

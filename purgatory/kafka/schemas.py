@@ -32,17 +32,19 @@ from pkgutil import resolve_name
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 # kio without hypothesis (its phantom types would import it): first, see the module
-import purgatory.kafka.kio_hypothesis  # noqa: F401  # isort: skip
+from purgatory.kafka.kio_hypothesis import quiet_kio  # isort: skip
 
-from kio.schema.errors import ErrorCode as KioErrorCode
-from kio.schema.index import api_key_map, schema_name_map
-from kio.serial import entity_reader, entity_writer
-from kio.static.constants import EntityType
+quiet_kio()
 
-from purgatory.kafka.frame_guard import guard
-from purgatory.kafka.protocol import ApiKey, RequestHeader
-from purgatory.kafka.shapes import FieldShape, Kind, shape_of
-from purgatory.kafka.wire_errors import DecodeError
+from kio.schema.errors import ErrorCode as KioErrorCode  # noqa: E402
+from kio.schema.index import api_key_map, schema_name_map  # noqa: E402
+from kio.serial import entity_reader, entity_writer  # noqa: E402
+from kio.static.constants import EntityType  # noqa: E402
+
+from purgatory.kafka.frame_guard import guard  # noqa: E402
+from purgatory.kafka.protocol import ApiKey, RequestHeader  # noqa: E402
+from purgatory.kafka.shapes import FieldShape, Kind, shape_of  # noqa: E402
+from purgatory.kafka.wire_errors import DecodeError  # noqa: E402
 
 if TYPE_CHECKING:
     from purgatory.kafka.messages import ErrorResponse, Respond

@@ -264,3 +264,32 @@ def test_loading_the_plugin_imports_no_broker() -> None:
         check=True,
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_fixture_imports_the_kafka_wire_unrewritten_by_pytest(tmp_path: Path) -> None:
+    """pytest rewrites the asserts of every module of a plugin's distribution (a wheel
+    install names them all; the conftest below marks two, as that does): the fixture
+    imports the Kafka wire past that, which would parse and compile each module from
+    source in every run where pytest cannot cache them (0.35-0.4 s)."""
+    (tmp_path / "conftest.py").write_text(
+        'import pytest\npytest.register_assert_rewrite("purgatory.sim", '
+        '"purgatory.kafka.front_door")\n'
+    )
+    run = _pytest(
+        tmp_path,
+        """
+        import sys
+
+        def test_unrewritten(kafka_cluster):
+            for name in ("purgatory.sim.cluster", "purgatory.kafka.front_door"):
+                loader = type(sys.modules[name].__loader__).__name__
+                assert loader != "AssertionRewritingHook", name
+
+        def test_rewritten():
+            assert type(sys.modules[__name__].__loader__).__name__ == "AssertionRewritingHook"
+        """,
+        "-p",
+        "purgatory.kafka.pytest_plugin",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "2 passed" in run.stdout

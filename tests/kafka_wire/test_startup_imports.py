@@ -43,6 +43,25 @@ def test_importing_the_embedded_cluster_imports_no_hypothesis() -> None:
         """)
 
 
+def test_importing_the_embedded_cluster_imports_only_what_starting_it_needs() -> None:
+    """Of kio's schemas, the request and response headers only; not the ``crc32c``
+    package (imported at the first record batch's checksum: its import reads installed
+    metadata)."""
+    loaded = _python("""
+        import sys
+        import purgatory.kafka.embedded
+        print(" ".join(sorted(sys.modules)))
+        """).split()
+    schemas = {m for m in loaded if m.startswith("kio.schema.") and ".v" in m}
+    assert schemas == {
+        f"kio.schema.{kind}_header.v{version}{part}"
+        for kind, versions in (("request", (1, 2)), ("response", (0, 1)))
+        for version in versions
+        for part in ("", ".header")
+    }
+    assert not {m for m in loaded if m.split(".")[0] in {"crc32c", "hypothesis"}}
+
+
 _METADATA_ANSWERED = """
     import socket, struct, sys
     from purgatory.kafka.embedded import EmbeddedKafka
@@ -90,6 +109,44 @@ def test_hypothesis_imported_later_still_has_kios_strategies() -> None:
         print(type(st.from_type(request_type(ApiKey.METADATA, 12)).example()).__name__)
         """)
     assert out.split() == ["MetadataRequest"]
+
+
+def test_hypothesis_imported_first_builds_no_kio_strategy_until_a_test_asks() -> None:
+    """With hypothesis imported before the cluster (a pytest plugin imported it), kio's
+    phantom types do not build their strategies as they are defined (0.05-0.13 s): each
+    is registered as a function hypothesis calls when a test first resolves its type,
+    which answers kio's own strategy."""
+    out = _python("""
+        import hypothesis
+        from hypothesis import strategies as st
+        from hypothesis.strategies._internal.types import _global_type_lookup as registry
+        import purgatory.kafka.embedded
+        from kio.schema.types import TopicName
+        from kio.static.primitive import Records, TZAware, i32, i32Timedelta, u8
+        from purgatory.kafka.protocol import ApiKey
+        from purgatory.kafka.schemas import request_type
+        kinds = [u8, i32, TopicName, TZAware, i32Timedelta]
+        assert not any(isinstance(registry[k], st.SearchStrategy) for k in kinds), registry
+        assert Records not in registry  # kio registers nothing for its record sets
+        assert st.from_type(u8).example() in range(256)
+        assert st.from_type(i32).example() in range(-(2**31), 2**31)
+        assert isinstance(st.from_type(TopicName).example(), str)
+        assert st.from_type(TZAware).example().tzinfo is not None
+        assert isinstance(registry[u8], st.SearchStrategy)  # kio's, registered as asked
+        print(type(st.from_type(request_type(ApiKey.METADATA, 12)).example()).__name__)
+        """)
+    assert out.split() == ["MetadataRequest"]
+
+
+def test_importing_hypothesis_imports_no_kio() -> None:
+    """hypothesis imports the module of its entry point (kio_hypothesis) as it is
+    imported, in every test run: that must not import kio for runs that never use it."""
+    _python("""
+        import sys
+        import hypothesis
+        assert "purgatory.kafka.kio_hypothesis" in sys.modules  # the entry point ran
+        assert not [m for m in sys.modules if m.startswith("kio")], sorted(sys.modules)
+        """)
 
 
 def test_kio_imported_first_registers_its_strategies_as_usual() -> None:
