@@ -39,6 +39,7 @@ from purgatory.sim.errors import SimulationError
 from purgatory.sim.log import LogConfig
 
 __all__ = [
+    "ADVERTISED_LISTENERS",
     "LISTENER_ADDRESSES",
     "LISTENER_PREFIXED",
     "ClusterConfigs",
@@ -67,9 +68,11 @@ class Source(IntEnum):
 #: a synonym of a config entry: (name, value, source); a value None is Kafka's null
 Synonym = tuple[str, str | None, Source]
 
-#: the listeners a broker is bound to: per-broker dynamic configs, reported as bound
-#: unless AlterConfigs set them
+#: the listeners a broker is bound to, reported as bound: ``listeners`` a per-broker
+#: dynamic config (kept, not acted on, when AlterConfigs sets it), ``advertised.listeners``
+#: read-only (Kafka 4.0 took it out of the dynamic configs, KAFKA-18405)
 LISTENER_ADDRESSES: Final = ("advertised.listeners", "listeners")
+ADVERTISED_LISTENERS: Final = "advertised.listeners"
 
 #: the listener-prefixed configs Kafka sets for every broker too (the others: per broker)
 _CLUSTER_LEVEL_LISTENER: Final = frozenset(
@@ -203,6 +206,9 @@ class ClusterConfigs:
         checked: dict[str, Value | None] = {}
         fixed, unprefixed, per_broker = [], [], []
         for name in changes:
+            if name == ADVERTISED_LISTENERS:
+                fixed.append(name)
+                continue
             if name in LISTENER_ADDRESSES:
                 continue
             config, prefixed = self._known(name)

@@ -298,6 +298,7 @@ async def test_describe_configs_answers_sources_synonyms_and_refusals(version: i
     assert broker["auto.create.topics.enable"].value == "false"
     assert broker["advertised.listeners"].value == "PLAINTEXT://127.0.0.1:9093"
     assert not broker["listeners"].read_only  # per broker, dynamic in Kafka (kept only here)
+    assert broker["advertised.listeners"].read_only  # not since Kafka 4.0 (KAFKA-18405)
     assert broker["num.partitions"].read_only  # Kafka does not change it while it runs
     assert not broker["log.retention.ms"].read_only  # it does this one
     assert own["retention.ms"].config_source == 1  # DYNAMIC_TOPIC_CONFIG

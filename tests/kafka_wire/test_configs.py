@@ -240,6 +240,11 @@ async def test_incremental_alter_configs_sets_deletes_appends_and_subtracts(vers
         assert answers[4][0] == 42  # INVALID_REQUEST: not a broker id
         assert answers[5] == (0, None)  # a group config, for a group that is not there yet
         assert answers[6] == (40, "Unknown group config name: no.such.group.config")
+        # Kafka 4 no longer changes advertised.listeners while it runs (KAFKA-18405)
+        advertised = [("advertised.listeners", SET, "PLAINTEXT://elsewhere:9092")]
+        assert _incremental(handlers, version, [(BROKER, "0", advertised)]) == [
+            (42, "Cannot update these configs dynamically: Set(advertised.listeners)")
+        ]
         for configs_, code in [
             ([("retention.ms", APPEND, "1")], 40),  # not a list
             ([("retention.ms", SET, None)], 42),  # a null value

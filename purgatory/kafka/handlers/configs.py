@@ -55,6 +55,7 @@ from purgatory.kafka.broker_config_table import BROKER_CONFIGS
 from purgatory.kafka.client_metrics import CONFIG_NAMES as CLIENT_METRICS_CONFIGS
 from purgatory.kafka.client_metrics import INTERVAL_MS, MATCH, METRICS, ClientMetrics
 from purgatory.kafka.cluster_configs import (
+    ADVERTISED_LISTENERS,
     LISTENER_ADDRESSES,
     LISTENER_PREFIXED,
     ClusterConfigs,
@@ -199,7 +200,10 @@ class ConfigHandlers:
             ]
             synonyms.append((name, value, Source.STATIC_BROKER_CONFIG))
             _, shown, source = synonyms[0]
-            out.append(Config(name, shown, source, ConfigType.LIST, tuple(synonyms), False, what))
+            read_only = name == ADVERTISED_LISTENERS
+            out.append(
+                Config(name, shown, source, ConfigType.LIST, tuple(synonyms), read_only, what)
+            )
         return out
 
     def _group_configs(self, name: str) -> list[Config]:
