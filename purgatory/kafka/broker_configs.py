@@ -57,7 +57,7 @@ class BrokerConfigs:
         return name in self.explicit
 
 
-def broker_configs(configs: Mapping[str, object] | None = None) -> BrokerConfigs:
+def broker_configs(configs: Mapping[str, Value] | None = None) -> BrokerConfigs:
     """``configs`` (name -> Kafka's text or a typed value) checked against
     :data:`BROKER_CONFIGS`: ValueError naming an unknown config, a bad value, a group
     session range whose minimum exceeds its maximum, a SASL mechanism not served or an

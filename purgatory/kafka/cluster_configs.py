@@ -195,7 +195,7 @@ class ClusterConfigs:
         return None, False
 
     def check_broker(
-        self, broker: int | None, changes: Mapping[str, object]
+        self, broker: int | None, changes: Mapping[str, Value | None]
     ) -> dict[str, Value | None]:
         """``changes`` (a value, or None to remove) checked as Kafka's DynamicBrokerConfig
         checks them: SimulationError INVALID_CONFIG for an unknown name; INVALID_REQUEST
@@ -276,7 +276,7 @@ class ClusterConfigs:
         )
 
     def alter_broker(
-        self, broker: int | None, changes: Mapping[str, object], validate_only: bool
+        self, broker: int | None, changes: Mapping[str, Value | None], validate_only: bool
     ) -> None:
         """Set (a value) or remove (None) dynamic broker configs of ``broker`` (None: of
         every broker), checked first as Kafka does (:meth:`check_broker`). Takes effect

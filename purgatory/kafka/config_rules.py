@@ -19,6 +19,9 @@ LONG_MAX: Final = (1 << 63) - 1
 #: (a LIST as Kafka prints it: its items joined by commas)
 Value = int | bool | float | str
 
+#: configs as a request sets them: name -> the new value, or None to remove it
+ConfigChanges = dict[str, Value | None]
+
 #: where a dynamic broker config may be set (see :class:`BrokerConfig`)
 Scope = Literal["cluster", "broker", "listener"]
 

@@ -37,6 +37,7 @@ from purgatory._lifecycle import StartClose
 from purgatory.kafka.broker_config_table import BROKER_CONFIGS
 from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs
 from purgatory.kafka.client_metrics import ClientTelemetry
+from purgatory.kafka.config_rules import Value
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.tls import TlsMaterial
@@ -70,7 +71,7 @@ class EmbeddedKafkaOptions(TypedDict, total=False):
     #: other :class:`~purgatory.sim.Cluster` options (replica lag, round trips)
     cluster_options: Mapping[str, Any] | None
     #: broker configs by Kafka's names, as Kafka's text or typed
-    configs: Mapping[str, object] | None
+    configs: Mapping[str, Value] | None
     #: SASL users: name -> password
     users: Mapping[str, str] | None
     #: the first port of the SASL_PLAINTEXT listeners (0: free ports)
@@ -285,7 +286,7 @@ class AsyncEmbeddedKafka(StartClose):
         name: str,
         partitions: int = 1,
         replication_factor: int | None = None,
-        configs: Mapping[str, object] | None = None,
+        configs: Mapping[str, Value] | None = None,
     ) -> None:
         """Create a topic (replication factor default: ``default.replication.factor`` if
         set, else ``min(3, brokers)``) with topic ``configs`` by Kafka's names
@@ -615,7 +616,7 @@ class EmbeddedKafka:
         name: str,
         partitions: int = 1,
         replication_factor: int | None = None,
-        configs: Mapping[str, object] | None = None,
+        configs: Mapping[str, Value] | None = None,
     ) -> None:
         self._await(lambda k: k.create_topic(name, partitions, replication_factor, configs))
 
@@ -693,7 +694,7 @@ _CLUSTER_CONFIGS: Final = {
 
 def _checked_configs(
     brokers: int,
-    configs: Mapping[str, object] | None,
+    configs: Mapping[str, Value] | None,
     min_insync_replicas: int,
     cluster_options: Mapping[str, Any] | None,
 ) -> BrokerConfigs:

@@ -34,6 +34,9 @@ JAAS_CONFIG: Final = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"
 _JAVA_BLANK: Final = "".join(map(chr, range(0x21)))
 
 # OAuthBearerClientInitialResponse's grammar (RFC 7628 section 3.1)
+#: a token's claim as Kafka keeps it (:func:`_java_value`)
+Claim = str | int | float | list[str]
+
 _SEPARATOR: Final = "\x01"
 _SASLNAME: Final = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
 _KEY: Final = r"[A-Za-z]+"
@@ -99,7 +102,7 @@ class UnsecuredJws:
     lifetime_ms: int
     start_ms: int | None
     scope: frozenset[str]
-    claims: Mapping[str, object] = field(repr=False)
+    claims: Mapping[str, Claim] = field(repr=False)
 
 
 @final
@@ -153,7 +156,7 @@ def _as_text(value: object) -> str:
     return ""
 
 
-def _java_value(value: object) -> object:
+def _java_value(value: object) -> Claim:
     """A claim as Kafka keeps it: an array as a list of texts, a number as a number,
     anything else as its text."""
     if isinstance(value, list):
@@ -180,7 +183,7 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"not JSON: {name}")
 
 
-def _decode(part: str) -> dict[str, object]:
+def _decode(part: str) -> dict[str, Claim]:
     """One JWS part: base64 (base64url, or the standard alphabet as Kafka reads it; no
     padding needed), then a JSON object (anything else: no claims)."""
     try:
@@ -200,7 +203,7 @@ def _decode(part: str) -> dict[str, object]:
     return {name: _java_value(claim) for name, claim in value.items()}
 
 
-def _claim(claims: Mapping[str, object], name: str, kind: type) -> object:
+def _claim(claims: Mapping[str, Claim], name: str, kind: type) -> Claim | None:
     value = claims.get(name)
     if value is None:
         return None
@@ -221,7 +224,7 @@ def _java_list(items: Iterable[str]) -> str:
     return "[" + ", ".join(items) + "]"
 
 
-def _scope(claims: Mapping[str, object], name: str) -> frozenset[str]:
+def _scope(claims: Mapping[str, Claim], name: str) -> frozenset[str]:
     value = claims.get(name)
     if isinstance(value, str):
         return frozenset() if _blank(value) else frozenset({value.strip(_JAVA_BLANK)})

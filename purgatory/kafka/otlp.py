@@ -185,7 +185,7 @@ def _point(
     name: str,
     kind: str,
     data: memoryview,
-    extra: Mapping[str, object],
+    extra: Mapping[str, str | int | bool],
     resource: Mapping[str, AttributeValue],
 ) -> MetricPoint:
     """One NumberDataPoint (gauge, sum), HistogramDataPoint, ExponentialHistogramDataPoint
@@ -241,7 +241,7 @@ def _metric(data: memoryview, resource: Mapping[str, AttributeValue]) -> list[Me
             datas.append((_KINDS[number], _bytes(wire, value, _KINDS[number])))
     out = []
     for kind, body in datas:
-        extra: dict[str, object] = {"unit": unit, "description": description}
+        extra: dict[str, str | int | bool] = {"unit": unit, "description": description}
         points = []
         for number, wire, value in fields(body):
             if number == 1:

@@ -47,7 +47,7 @@ from purgatory.service.kafka_arguments import (
     checked_racks,
     checked_users,
 )
-from purgatory.service.ready_file import ready_document, write_ready_file
+from purgatory.service.ready_file import TlsListeners, ready_document, write_ready_file
 from purgatory.trace import TraceWriter
 
 if TYPE_CHECKING:
@@ -551,8 +551,8 @@ def _kafka_listeners(
 ) -> tuple[
     dict[int, tuple[str, int]] | None,
     dict[int, tuple[str, int]] | None,
-    dict[str, Any] | None,
-    dict[str, Any] | None,
+    TlsListeners | None,
+    TlsListeners | None,
 ]:
     """The ready file's Kafka listeners: plaintext, SASL_PLAINTEXT, SSL and SASL_SSL
     (with their certificates' files), each None when not served."""
@@ -561,10 +561,9 @@ def _kafka_listeners(
     brokers = dict(kafka.addresses) if settings.kafka_port is not None else None
     sasl = dict(kafka.sasl_addresses) if settings.kafka_sasl_port is not None else None
     files = {} if kafka.tls is None else kafka.tls.files()
-    tls: dict[str, Any] | None = None
-    sasl_tls: dict[str, Any] | None = None
+    tls = sasl_tls = None
     if settings.kafka_ssl_port is not None:
-        tls = {"addresses": dict(kafka.ssl_addresses), **files}
+        tls = TlsListeners(dict(kafka.ssl_addresses), files)
     if settings.kafka_sasl_ssl_port is not None:
-        sasl_tls = {"addresses": dict(kafka.sasl_ssl_addresses), **files}
+        sasl_tls = TlsListeners(dict(kafka.sasl_ssl_addresses), files)
     return brokers, sasl, tls, sasl_tls

@@ -7,13 +7,22 @@ import contextlib
 import json
 import os
 import tempfile
-from typing import Any
+from typing import NamedTuple
 
+from purgatory.json_types import JsonObject
 from purgatory.kafka.sasl import MECHANISMS
 
 #: the version of the ready file's format: a reader refuses a version it does not know;
 #: keys are only ever added (a reader ignores those it does not know)
 READY_FILE_VERSION = 1
+
+
+class TlsListeners(NamedTuple):
+    """A TLS protocol's listeners in the ready file: broker id -> (host, port), and the
+    files of the CA and the client certificate by their keys (``ca_file``, ...)."""
+
+    addresses: dict[int, tuple[str, int]]
+    files: dict[str, str]
 
 
 def _url(host: str, port: int) -> str:
@@ -24,17 +33,17 @@ def ready_document(
     http: list[tuple[str, int]],
     kafka: dict[int, tuple[str, int]] | None,
     kafka_sasl: dict[int, tuple[str, int]] | None = None,
-    kafka_ssl: dict[str, Any] | None = None,
-    kafka_sasl_ssl: dict[str, Any] | None = None,
+    kafka_ssl: TlsListeners | None = None,
+    kafka_sasl_ssl: TlsListeners | None = None,
     mechanisms: tuple[str, ...] = MECHANISMS,
-) -> dict[str, Any]:
+) -> JsonObject:
     """What the ready file says: the HTTP listeners (``http``: (host, port) as bound) and,
     with Kafka, each broker's plaintext listener (``kafka``: broker id -> (host, port))
     and SASL_PLAINTEXT listener (``kafka_sasl``), and its SSL and SASL_SSL ones
     (``kafka_ssl``, ``kafka_sasl_ssl``: ``addresses`` as those, and the files of the CA
     and the client certificate); the SASL ones offer ``mechanisms``; the format is in
     docs/serve.md."""
-    document: dict[str, Any] = {
+    document: JsonObject = {
         "version": READY_FILE_VERSION,
         "pid": os.getpid(),
         "http": {
@@ -59,29 +68,29 @@ def ready_document(
     ):
         document[key] = None
         if listener is not None:
-            files = {name: value for name, value in listener.items() if name != "addresses"}
-            document[key] = {
-                **_listeners(listener["addresses"]),
+            described: JsonObject = {
+                **_listeners(listener.addresses),
                 "security_protocol": protocol,
-                **files,
+                **listener.files,
             }
             if protocol == "SASL_SSL":
-                document[key]["mechanisms"] = list(mechanisms)
+                described["mechanisms"] = list(mechanisms)
+            document[key] = described
     return document
 
 
-def _listeners(addresses: dict[int, tuple[str, int]]) -> dict[str, Any]:
-    brokers = [
-        {"id": broker, "host": host, "port": port}
-        for broker, (host, port) in sorted(addresses.items())
+def _listeners(addresses: dict[int, tuple[str, int]]) -> JsonObject:
+    ordered = sorted(addresses.items())
+    brokers: list[JsonObject] = [
+        {"id": broker, "host": host, "port": port} for broker, (host, port) in ordered
     ]
     return {
-        "bootstrap_servers": ",".join(f"{b['host']}:{b['port']}" for b in brokers),
+        "bootstrap_servers": ",".join(f"{host}:{port}" for _, (host, port) in ordered),
         "brokers": brokers,
     }
 
 
-def write_ready_file(path: str, document: dict[str, Any]) -> None:
+def write_ready_file(path: str, document: JsonObject) -> None:
     """Write ``document`` to ``path`` atomically: a temporary file beside it, renamed over
     it, so a reader sees no file or the whole of it."""
     directory = os.path.dirname(os.path.abspath(path))

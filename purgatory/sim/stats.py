@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any, final
 
 from purgatory._outcomes import Outcome
+from purgatory.json_types import JsonObject
 from purgatory.percentiles import percentile
 from purgatory.sim.operations import BrokerOperation
 
@@ -47,7 +48,7 @@ class PurgatoryStats:
         self.max_watched = max(self.max_watched, watched)
         self.max_delayed = max(self.max_delayed, delayed)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         durations = sorted(self.durations)
         return {
             "operations": self.operations,

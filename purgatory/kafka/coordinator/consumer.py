@@ -253,7 +253,9 @@ class ConsumerProtocol:
         cluster = self.topics()
         return frozenset(t for m in group.members.values() for t in self._subscribed(m, cluster))
 
-    def _subscribed(self, member: ConsumerMember, cluster: Mapping[str, object]) -> set[str]:
+    def _subscribed(
+        self, member: ConsumerMember, cluster: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> set[str]:
         names = {t for t in member.topics if t in cluster}
         if member.regex is not None:
             pattern = re.compile(member.regex)

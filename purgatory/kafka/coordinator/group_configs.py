@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, final
 
+from purgatory.kafka.config_rules import Value
+
 #: a group config's value, typed: INT int, BOOLEAN bool, STRING str
 GroupValue = int | bool | str
 
@@ -205,7 +207,7 @@ KEPT_GROUP: Final = "kept and reported (share and streams groups read it); not a
 
 
 def check_group_configs(
-    own: Mapping[str, object], broker: Mapping[str, GroupValue]
+    own: Mapping[str, Value | None], broker: Mapping[str, GroupValue]
 ) -> dict[str, GroupValue]:
     """A group's configs (name -> Kafka's text) checked as Kafka's GroupConfig.validate
     checks them, against the broker configs ``broker`` (the group coordinator's, by

@@ -26,6 +26,7 @@ from typing import TypeAlias, assert_never, final
 
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 from purgatory.errors import ErrorCode
+from purgatory.kafka.config_rules import Value
 from purgatory.kafka.coordinator.classic import (
     ClassicProtocol,
     ClassicSettings,
@@ -185,7 +186,7 @@ class GroupCoordinator:
         """Group ``group_id``'s configs in force: its own, else the broker's."""
         return GroupConfig(self.group_configs.get(group_id, {}), self.group_broker_configs)
 
-    def check_group_configs(self, own: Mapping[str, object]) -> dict[str, GroupValue]:
+    def check_group_configs(self, own: Mapping[str, Value | None]) -> dict[str, GroupValue]:
         """A group's configs checked as Kafka does (ValueError with Kafka's message)."""
         return check_group_configs(own, self.group_broker_configs)
 

@@ -62,7 +62,7 @@ from purgatory.kafka.cluster_configs import (
     Config,
     Source,
 )
-from purgatory.kafka.config_rules import ConfigType, Value
+from purgatory.kafka.config_rules import ConfigChanges, ConfigType, Value
 from purgatory.kafka.coordinator.group_configs import (
     GROUP_CONFIGS,
     GROUP_EFFECTS,
@@ -308,10 +308,8 @@ class ConfigHandlers:
     def alter_configs(
         self, header: RequestHeader, request: AlterConfigsRequest
     ) -> AlterConfigsResponse:
-        def replaced(
-            resource: AlterConfigsResource, current: Mapping[str, Value]
-        ) -> dict[str, object]:
-            changes: dict[str, object] = {}
+        def replaced(resource: AlterConfigsResource, current: Mapping[str, Value]) -> ConfigChanges:
+            changes: ConfigChanges = {}
             for config in resource.configs:
                 if config.value is None:
                     raise SimulationError(
@@ -331,8 +329,8 @@ class ConfigHandlers:
     ) -> IncrementalAlterConfigsResponse:
         def changed(
             resource: IncrementalAlterConfigsAlterConfigsResource, current: Mapping[str, Value]
-        ) -> dict[str, object]:
-            out: dict[str, object] = dict(current)
+        ) -> ConfigChanges:
+            out: ConfigChanges = dict(current)
             for config in resource.configs:
                 out = _incremental(resource.resource_type, config, out)
             return out
@@ -347,7 +345,7 @@ class ConfigHandlers:
         self,
         resources: Sequence[R],
         validate_only: bool,
-        new_configs: Callable[[R, Mapping[str, Value]], dict[str, object]],
+        new_configs: Callable[[R, Mapping[str, Value]], ConfigChanges],
         incremental: bool,
     ) -> list[AlterConfigsResourceResponse]:
         """Each resource answered on its own: its new configs (``new_configs(resource,
@@ -384,7 +382,7 @@ class ConfigHandlers:
     def _alter_one(
         self,
         resource: R,
-        new_configs: Callable[[R, Mapping[str, Value]], dict[str, object]],
+        new_configs: Callable[[R, Mapping[str, Value]], ConfigChanges],
         validate_only: bool,
         incremental: bool,
     ) -> None:
@@ -406,7 +404,7 @@ class ConfigHandlers:
             else:
                 current_broker = dict(self.configs.dynamic.get(broker, {}))
             wanted = new_configs(resource, current_broker)
-            changes: dict[str, object] = {n: None for n in current_broker if n not in wanted}
+            changes: ConfigChanges = {n: None for n in current_broker if n not in wanted}
             changes.update(wanted)
             self.configs.alter_broker(broker, changes, validate_only)
         elif kind == Resource.GROUP:
@@ -501,8 +499,8 @@ def _only_default(config: Config) -> Config:
 
 
 def _incremental(
-    resource_type: int, config: IncrementalAlterConfigsAlterableConfig, current: dict[str, object]
-) -> dict[str, object]:
+    resource_type: int, config: IncrementalAlterConfigsAlterableConfig, current: ConfigChanges
+) -> ConfigChanges:
     """``current`` (a resource's own configs) after one IncrementalAlterConfigs op."""
     name, value, op = config.name, config.value, int(config.config_operation)
     out = dict(current)
@@ -541,9 +539,7 @@ def _incremental(
     return _listed(out, name, op, str(start), value)
 
 
-def _listed(
-    out: dict[str, object], name: str, op: int, start: str, value: str
-) -> dict[str, object]:
+def _listed(out: ConfigChanges, name: str, op: int, start: str, value: str) -> ConfigChanges:
     """``out`` with LIST config ``name`` (now ``start``) after APPEND or SUBTRACT of the
     items of ``value``."""
     old = [item for item in str(start).split(",") if item]
