@@ -37,9 +37,9 @@ from purgatory.kafka.coordinator.share_log import (
     read_value,
     value_bytes,
 )
+from purgatory.kafka.coordinator.state_topic import create_state_topic
 from purgatory.sim import Cluster, ProduceRequest
 from purgatory.sim.batches import EncodedBatch
-from purgatory.sim.errors import SimulationError
 
 logger = logging.getLogger("purgatory.kafka.share_state")
 
@@ -273,23 +273,15 @@ class ShareCoordinators:
     async def ensure_topic(self) -> ErrorCode:
         """Create ``__share_group_state`` on first use: ``num_partitions`` partitions,
         replication factor min(configured, brokers), records kept forever."""
-        if SHARE_GROUP_STATE_TOPIC not in self.cluster.topics:
-            rf = min(self.settings.replication_factor, len(self.cluster.brokers))
-            try:
-                await self.cluster.create_topic(
-                    SHARE_GROUP_STATE_TOPIC,
-                    self.settings.num_partitions,
-                    rf,
-                    retention_bytes=-1,
-                    retention_ms=-1,
-                    internal=True,
-                )
-            except SimulationError as exc:
-                if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                    logger.warning("cannot create %s: %s", SHARE_GROUP_STATE_TOPIC, exc)
-                    return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        self._watch_leadership()
-        return ErrorCode.NONE
+        made = await create_state_topic(
+            self.cluster,
+            SHARE_GROUP_STATE_TOPIC,
+            self.settings.num_partitions,
+            self.settings.replication_factor,
+        )
+        if made is ErrorCode.NONE:
+            self._watch_leadership()
+        return made
 
     def _watch_leadership(self) -> None:
         if self._watching or self.closed or self.cluster.closed:

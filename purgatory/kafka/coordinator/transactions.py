@@ -22,6 +22,7 @@ from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import partition_for
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
+from purgatory.kafka.coordinator.state_topic import create_state_topic
 from purgatory.kafka.coordinator.txn_coordinator import TransactionCoordinator, TxnPurgatories
 from purgatory.kafka.coordinator.txn_metadata import (
     PREPARED,
@@ -31,7 +32,6 @@ from purgatory.kafka.coordinator.txn_metadata import (
 )
 from purgatory.kafka.coordinator.txn_state import BatchEncoder
 from purgatory.sim import Cluster
-from purgatory.sim.errors import SimulationError
 
 logger = logging.getLogger("purgatory.kafka.transactions")
 
@@ -97,24 +97,15 @@ class TransactionCoordinators:
     async def ensure_topic(self) -> ErrorCode:
         """Create ``__transaction_state`` on first use: ``num_partitions`` partitions,
         replication factor min(configured, brokers), records kept forever."""
-        if TRANSACTION_STATE_TOPIC in self.cluster.topics:
-            return ErrorCode.NONE
-        rf = min(self.settings.replication_factor, len(self.cluster.brokers))
-        try:
-            await self.cluster.create_topic(
-                TRANSACTION_STATE_TOPIC,
-                self.settings.num_partitions,
-                rf,
-                retention_bytes=-1,
-                retention_ms=-1,
-                internal=True,
-            )
-        except SimulationError as exc:
-            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                logger.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        self._watch_leadership()
-        return ErrorCode.NONE
+        made = await create_state_topic(
+            self.cluster,
+            TRANSACTION_STATE_TOPIC,
+            self.settings.num_partitions,
+            self.settings.replication_factor,
+        )
+        if made is ErrorCode.NONE:
+            self._watch_leadership()
+        return made
 
     def _watch_leadership(self) -> None:
         if self._watching or self.closed or self.cluster.closed:
