@@ -356,6 +356,11 @@ class ClientMetrics:
         self._subscriptions[name] = checked
         self._version += 1
 
+    def receiving(self) -> bool:
+        """Whether any subscription asks for metrics: client telemetry is served (and
+        advertised) only then."""
+        return bool(self._subscriptions)
+
     def subscriptions(self) -> list[str]:
         """The subscriptions' names (ListConfigResources' client-metrics resources)."""
         return sorted(self._subscriptions)

@@ -420,10 +420,16 @@ class KafkaFrontDoor:
             ShareGroupHandlers(
                 self.coordinator, self.shares, self.cluster, broker_id, addresses
             ).apis(),
-            TelemetryHandlers(self.client_metrics, broker_id).apis(),
             *self._shared,
         ]:
             server.register_all(apis)
+        # As Kafka advertises client telemetry only with a receiver of the metrics: here,
+        # while a client-metrics subscription asks for some (librdkafka asks at connect,
+        # and logs it).
+        server.register_all(
+            TelemetryHandlers(self.client_metrics, broker_id).apis(),
+            when=self.client_metrics.receiving,
+        )
         if addresses is not self.addresses:
             # the other listeners beside the first name their own addresses
 
@@ -434,7 +440,7 @@ class KafkaFrontDoor:
                 CoordinatorHandlers(coordinator_for, self.transactions, addresses).apis()
             )
             server.register_all(DescribeClusterHandlers(self.cluster, addresses).apis())
-        missing = unruled(server.supported())
+        missing = unruled(server.registered())
         if missing:  # with an authorizer, every request of theirs would be refused
             raise RuntimeError(f"APIs served without an authorization rule: {missing}")
         server.interceptor = self.faults if self.faults.active else None

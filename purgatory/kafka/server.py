@@ -231,6 +231,9 @@ class KafkaProtocolServer:
         #: applies the client quotas while any is set (None: none, one attribute test)
         self.throttler: Throttler | None = None
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
+        #: APIs served only while their condition holds (client telemetry): otherwise left
+        #: out of ApiVersions and a request of one is an unknown API
+        self._conditions: dict[int, Callable[[], bool]] = {}
         self._server: asyncio.Server | None = None
         #: every connection with a transport and no connection_lost yet, served or not
         self._connections: set[Connection] = set()
@@ -243,13 +246,30 @@ class KafkaProtocolServer:
             raise ValueError(f"{key.name} v{served[0]}-{served[1]}: the schemas have {low}-{high}")
         self._handlers[key] = (served[0], served[1], handler)
 
-    def register_all(self, apis: ApiTable) -> None:
-        """Serve every API of a handler table."""
+    def register_all(self, apis: ApiTable, *, when: Callable[[], bool] | None = None) -> None:
+        """Serve every API of a handler table; with ``when``, only while it returns True."""
         for key, (low, high, handler) in apis.items():
             self.register(key, (low, high), handler)
+            if when is not None:
+                self._conditions[key] = when
+
+    def _served(self, key: int) -> tuple[int, int, Handler] | None:
+        entry = self._handlers.get(key)
+        if entry is not None and key in self._conditions and not self._conditions[key]():
+            return None
+        return entry
+
+    def registered(self) -> list[ApiKey]:
+        """Every API registered, served now or only while its condition holds."""
+        return [ApiKey(key) for key in self._handlers]
 
     def supported(self) -> dict[ApiKey, tuple[int, int]]:
-        table = {ApiKey(key): (low, high) for key, (low, high, _) in self._handlers.items()}
+        """What ApiVersions names now: every API served, by its versions."""
+        table = {
+            ApiKey(key): (low, high)
+            for key, (low, high, _) in self._handlers.items()
+            if self._served(key) is not None
+        }
         table[ApiKey.API_VERSIONS] = versions(ApiKey.API_VERSIONS)
         return table
 
@@ -465,7 +485,7 @@ class KafkaProtocolServer:
         if key == ApiKey.API_VERSIONS:
             done.set_result(self._api_versions(frame, version, peer))
             return front.correlation_id, done
-        entry = self._handlers.get(key)
+        entry = self._served(key)
         if entry is None:
             self.stats.bad("unknown api key", str(key))
             return None
@@ -558,7 +578,7 @@ class KafkaProtocolServer:
         if key == ApiKey.API_VERSIONS and key in expected:
             done.set_result(self._api_versions(frame, version, peer))
             return front.correlation_id, done
-        entry = self._handlers.get(key)
+        entry = self._served(key)
         if entry is None or not entry[0] <= version <= entry[1]:
             session.fail()
             self.stats.bad("illegal sasl state", f"api key {key} v{version} before authentication")

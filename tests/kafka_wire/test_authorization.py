@@ -222,11 +222,13 @@ def _state(kafka: AsyncEmbeddedKafka) -> str:
 
 async def _prepared() -> AsyncEmbeddedKafka:
     """A cluster with something to refuse: topic ``t`` with records, a group with a
-    committed offset, a transactional id."""
+    committed offset, a transactional id, a client-metrics subscription."""
     kafka = AsyncEmbeddedKafka(
         brokers=1, topics={"t": 2}, configs={"authorizer.class.name": STANDARD}
     )
     await kafka.start()
+    # client telemetry is served (and advertised) while a subscription asks for metrics
+    kafka.subscribe_telemetry("someone-else", match=["client_id=someone-else"])
     _grant(kafka, tuple((Op.ALL, kind) for kind in (T, G, C, X)))
     for key, key_type in (("group_id-1", 0), ("transactional_id-1", 1)):
         # the internal topics are made here, not by the first request refused

@@ -8,6 +8,7 @@ test_client_metrics.py)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -180,9 +181,20 @@ async def test_a_client_gets_its_subscription_and_its_push_arrives(
     kafka: AsyncEmbeddedKafka,
 ) -> None:
     admin = await _wire(kafka)
-    client = await _wire(kafka, software="kio-client")
     try:
-        # no subscription: nothing to push, at the default interval
+        # another client's subscription: telemetry is served, this client has none
+        assert await _alter(
+            admin,
+            "theirs",
+            ("metrics", SET, "other."),
+            ("match", SET, "client_software_name=kio-test"),
+        ) == (0, None)
+        client = await _wire(kafka, software="kio-client")
+    except BaseException:
+        await _close(admin)
+        raise
+    try:
+        # no subscription of its own: nothing to push, at the default interval
         none = await client.kio(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, client_instance_id=ZERO)
         assert none.error_code.value == 0
         assert none.client_instance_id != ZERO
@@ -201,12 +213,6 @@ async def test_a_client_gets_its_subscription_and_its_push_arrives(
             ("metrics", SET, "org.apache.kafka.producer."),
             ("interval.ms", SET, "100"),
             ("match", SET, "client_software_name=kio-client,client_id=t"),
-        ) == (0, None)
-        assert await _alter(
-            admin,
-            "theirs",
-            ("metrics", SET, "other."),
-            ("match", SET, "client_software_name=kio-test"),
         ) == (0, None)
         got = await client.kio(
             ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, client_instance_id=none.client_instance_id
@@ -267,7 +273,8 @@ async def test_client_metrics_resources_need_cluster_configs_acls_and_telemetry_
             assert (await _alter(wire, "s", ("metrics", SET, "*")))[0] == refused
             assert (await _described(wire, "s"))[0] == refused
             assert cluster.front_door.client_metrics.subscriptions() == []
-            # Kafka asks no ACL for telemetry itself
+            # Kafka asks no ACL for telemetry itself (served once a subscription exists)
+            cluster.subscribe_telemetry("other", match=["client_id=someone-else"])
             got = await wire.kio(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, client_instance_id=ZERO)
             assert got.error_code.value == 0
             for operation in (Operation.ALTER_CONFIGS, Operation.DESCRIBE_CONFIGS):
@@ -338,3 +345,45 @@ def test_librdkafka_pushes_nothing_without_a_subscription_and_works_as_before() 
         producer.poll(0.3)  # three intervals of the other client's subscription
         assert kafka.telemetry() == {}
         assert [r.value for r in kafka.records("t", 0)] == [b"v"]
+
+
+TELEMETRY = {ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY}
+
+
+@pytest.mark.asyncio
+async def test_telemetry_is_served_only_while_a_subscription_asks_for_metrics(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    """As Kafka serves client telemetry only with a receiver of the metrics: without a
+    subscription ApiVersions does not name it (so librdkafka neither asks nor logs that it
+    did), and a request of it is an unknown API."""
+    assert not TELEMETRY & set(kafka.front_door.advertised())
+    wire = await _wire(kafka)
+    try:
+        with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+            await wire.kio(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, client_instance_id=ZERO)
+    finally:
+        await _close(wire)
+    kafka.subscribe_telemetry("any")
+    assert TELEMETRY <= set(kafka.front_door.advertised())
+    kafka.unsubscribe_telemetry("any")
+    assert not TELEMETRY & set(kafka.front_door.advertised())
+
+
+def test_librdkafka_says_nothing_of_telemetry_to_a_broker_without_subscriptions() -> None:
+    logger = logging.getLogger("test_telemetry.librdkafka")
+    logger.setLevel(logging.DEBUG)  # librdkafka says it at its level 6, INFO
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    try:
+        with EmbeddedKafka(brokers=1, topics={"t": 1}) as kafka:
+            producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "logger": logger})
+            producer.produce("t", b"v")
+            assert producer.flush(10) == 0
+            producer.poll(0.1)
+    finally:
+        logger.removeHandler(handler)
+    said = [r.getMessage() for r in records]
+    assert not [line for line in said if "elemetry" in line or "SUBSCRIPTIONS" in line], said
