@@ -37,7 +37,7 @@ from purgatory.kafka.coordinator.share_log import (
     read_value,
     value_bytes,
 )
-from purgatory.kafka.coordinator.state_topic import create_state_topic
+from purgatory.kafka.coordinator.state_topic import StateTopic, append_error
 from purgatory.sim import Cluster, ProduceRequest
 from purgatory.sim.batches import EncodedBatch
 
@@ -231,7 +231,7 @@ class ShareCoordinator:
                 SHARE_GROUP_STATE_TOPIC, loaded.index, [(record, value or b"")], acks=-1
             )
         result = await self.cluster.produce(request)
-        error = _append_error(result.error)
+        error = append_error(result.error)
         if error is not ErrorCode.NONE:
             return error
         if self.shard(loaded.index) is not loaded:
@@ -256,8 +256,17 @@ class ShareCoordinators:
         self.coordinators = {
             b: ShareCoordinator(b, cluster, self.settings, batch) for b in cluster.brokers
         }
-        self._watching = False
-        self.closed = False
+        self.state_topic = StateTopic(
+            cluster,
+            SHARE_GROUP_STATE_TOPIC,
+            self.settings.num_partitions,
+            self.settings.replication_factor,
+            self.coordinators,
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self.state_topic.closed
 
     def partition_of(self, key: ShareKey) -> int:
         """Kafka's ``ShareCoordinatorService.partitionFor(key.asCoordinatorKey())``."""
@@ -273,29 +282,7 @@ class ShareCoordinators:
     async def ensure_topic(self) -> ErrorCode:
         """Create ``__share_group_state`` on first use: ``num_partitions`` partitions,
         replication factor min(configured, brokers), records kept forever."""
-        made = await create_state_topic(
-            self.cluster,
-            SHARE_GROUP_STATE_TOPIC,
-            self.settings.num_partitions,
-            self.settings.replication_factor,
-        )
-        if made is ErrorCode.NONE:
-            self._watch_leadership()
-        return made
-
-    def _watch_leadership(self) -> None:
-        if self._watching or self.closed or self.cluster.closed:
-            return
-        self._watching = True
-        self.cluster.call_on_change(self._leadership_changed)
-
-    def _leadership_changed(self) -> None:
-        self._watching = False
-        if self.closed:
-            return
-        for coordinator in self.coordinators.values():
-            coordinator.elected_or_resigned()
-        self._watch_leadership()
+        return await self.state_topic.ensure()
 
     def read(self, key: ShareKey, leader_epoch: int) -> ShareState | ErrorCode | None:
         """The persisted state of ``key`` (None: none, the topic not made yet included),
@@ -350,26 +337,4 @@ class ShareCoordinators:
         return found
 
     async def close(self) -> None:
-        self.closed = True
-
-
-def _append_error(error: ErrorCode) -> ErrorCode:
-    """What a log append's error becomes (as Kafka's coordinator runtime maps it)."""
-    if error in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-        ErrorCode.BROKER_NOT_AVAILABLE,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-        ErrorCode.FENCED_LEADER_EPOCH,
-    ):
-        return ErrorCode.NOT_COORDINATOR
-    if error is ErrorCode.NONE:
-        return error
-    return ErrorCode.UNKNOWN_SERVER_ERROR
+        self.state_topic.close()

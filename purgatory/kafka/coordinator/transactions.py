@@ -22,7 +22,7 @@ from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import partition_for
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
-from purgatory.kafka.coordinator.state_topic import create_state_topic
+from purgatory.kafka.coordinator.state_topic import StateTopic
 from purgatory.kafka.coordinator.txn_coordinator import TransactionCoordinator, TxnPurgatories
 from purgatory.kafka.coordinator.txn_metadata import (
     PREPARED,
@@ -88,8 +88,17 @@ class TransactionCoordinators:
             )
             for b in cluster.brokers
         }
-        self._watching = False
-        self.closed = False
+        self.state_topic = StateTopic(
+            cluster,
+            TRANSACTION_STATE_TOPIC,
+            self.settings.num_partitions,
+            self.settings.replication_factor,
+            self.coordinators,
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self.state_topic.closed
 
     def __getitem__(self, broker_id: int) -> TransactionCoordinator:
         return self.coordinators[broker_id]
@@ -97,29 +106,7 @@ class TransactionCoordinators:
     async def ensure_topic(self) -> ErrorCode:
         """Create ``__transaction_state`` on first use: ``num_partitions`` partitions,
         replication factor min(configured, brokers), records kept forever."""
-        made = await create_state_topic(
-            self.cluster,
-            TRANSACTION_STATE_TOPIC,
-            self.settings.num_partitions,
-            self.settings.replication_factor,
-        )
-        if made is ErrorCode.NONE:
-            self._watch_leadership()
-        return made
-
-    def _watch_leadership(self) -> None:
-        if self._watching or self.closed or self.cluster.closed:
-            return
-        self._watching = True
-        self.cluster.call_on_change(self._leadership_changed)
-
-    def _leadership_changed(self) -> None:
-        self._watching = False
-        if self.closed:
-            return
-        for coordinator in self.coordinators.values():
-            coordinator.elected_or_resigned()
-        self._watch_leadership()
+        return await self.state_topic.ensure()
 
     def running(self, broker: int) -> bool:
         """Whether ``broker`` runs: not crashed, nor hung with the controller not yet
@@ -191,7 +178,7 @@ class TransactionCoordinators:
         }
 
     async def close(self) -> None:
-        self.closed = True
+        self.state_topic.close()
         for coordinator in self.coordinators.values():
             await coordinator.close()
         await self.timeouts.shutdown()

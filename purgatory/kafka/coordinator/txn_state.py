@@ -13,6 +13,7 @@ from typing import final
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets_topic import partition_for
+from purgatory.kafka.coordinator.state_topic import append_error
 from purgatory.kafka.coordinator.txn_log import key_bytes, read_key, read_value, value_bytes
 from purgatory.kafka.coordinator.txn_metadata import (
     NO_PRODUCER_EPOCH,
@@ -160,7 +161,7 @@ class TransactionStateManager:
             )
         finally:
             txn.pending = False
-        error = _append_error(result.error)
+        error = append_error(result.error)
         if error is not ErrorCode.NONE:
             return error
         if self.leads(loaded.index) != loaded.epoch or self._loaded.get(loaded.index) is not loaded:
@@ -194,25 +195,3 @@ class TransactionStateManager:
                 if txn.producer_id == producer_id:
                     return txn
         return None
-
-
-def _append_error(error: ErrorCode) -> ErrorCode:
-    """Kafka's TransactionStateManager: what an append error of the log becomes."""
-    if error in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-        ErrorCode.BROKER_NOT_AVAILABLE,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-        ErrorCode.FENCED_LEADER_EPOCH,
-    ):
-        return ErrorCode.NOT_COORDINATOR
-    if error is ErrorCode.NONE:
-        return error
-    return ErrorCode.UNKNOWN_SERVER_ERROR
