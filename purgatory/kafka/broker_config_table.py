@@ -214,7 +214,7 @@ _CONFIGS: Final = (
         ConfigType.INT,
         2_000,
         2_000,
-        "the most share sessions the brokers keep (SHARE_SESSION_LIMIT_REACHED beyond)",
+        "the most share sessions each broker keeps (SHARE_SESSION_LIMIT_REACHED beyond)",
         Rule(minimum=1),
     ),
     BrokerConfig(

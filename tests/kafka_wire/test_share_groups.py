@@ -323,7 +323,7 @@ async def test_a_closed_session_releases_its_records(kafka: AsyncEmbeddedKafka, 
         topics=[],
     )
     assert closing.error_code == 0
-    assert ("g", "a") not in kafka.front_door.shares.sessions
+    assert (0, "g", "a") not in kafka.front_door.shares.sessions
     opened = await wire.kio(
         ApiKey.SHARE_ACKNOWLEDGE, 1, group_id="g", member_id="a", share_session_epoch=0, topics=[]
     )
@@ -658,3 +658,69 @@ async def test_a_topic_made_again_under_its_name_starts_its_share_state_afresh(
     # the new topic's offsets 0-1 are new records: delivered for the first time
     again = await _fetch(wire, kafka, "a", 3)  # the new topic id, in the same session
     assert _acquired(again) == [(0, 1, 1)]
+
+
+@pytest.mark.asyncio
+async def test_each_broker_keeps_its_own_share_session_of_a_member() -> None:
+    """A member fetching from two leaders has a session with each, each with its own epochs
+    (Kafka's ShareSessionCache is per broker): opening one with the second broker neither
+    moves the first's epoch nor releases what the member holds through the first."""
+    async with AsyncEmbeddedKafka(
+        brokers=2,
+        seed=1,
+        topics={"t": (2, 1)},
+        configs={"share.auto.offset.reset": "earliest"},
+    ) as kafka:
+        leaders = [kafka.leader("t", p) for p in (0, 1)]
+        assert sorted(b for b in leaders if b is not None) == [0, 1]
+        await _produce(kafka, 0, 2)
+        await _produce(kafka, 1, 2)
+        wires: dict[int, Wire] = {}
+        try:
+            for broker in (0, 1):
+                reader, writer = await asyncio.open_connection(*kafka.front_door.addresses[broker])
+                wires[broker] = Wire(reader, writer)
+            await _beat(wires[0], "a", 0, ["t"])
+
+            async def fetch(broker: int, epoch: int, member: str = "a") -> Any:
+                partition = leaders.index(broker)
+                answer = await wires[broker].kio(
+                    ApiKey.SHARE_FETCH,
+                    1,
+                    group_id="g",
+                    member_id=member,
+                    share_session_epoch=epoch,
+                    max_wait=0,
+                    min_bytes=1,
+                    max_bytes=1 << 20,
+                    max_records=100,
+                    batch_size=100,
+                    topics=[
+                        {
+                            "topic_id": kafka.front_door.cluster.topic_id("t"),
+                            "partitions": [
+                                {"partition_index": partition, "acknowledgement_batches": []}
+                            ],
+                        }
+                    ],
+                    forgotten_topics_data=[],
+                )
+                assert answer.error_code == 0, (broker, epoch, answer.error_code)
+                return answer
+
+            assert _acquired(await fetch(0, 0)) == [(0, 1, 1)]
+            assert _acquired(await fetch(1, 0)) == [(0, 1, 1)]
+            await fetch(0, 1)
+            await fetch(1, 1)
+            await fetch(0, 2)
+            # what "a" acquired through broker 0 is still its own: "b" gets nothing there
+            await _beat(wires[0], "b", 0, ["t"])
+            assert _acquired(await fetch(0, 0, member="b")) == []
+            assert {(b, g, m) for b, g, m in kafka.front_door.shares.sessions} == {
+                (0, "g", "a"),
+                (1, "g", "a"),
+                (0, "g", "b"),
+            }
+        finally:
+            for w in wires.values():
+                w.writer.close()

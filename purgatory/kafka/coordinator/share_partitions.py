@@ -141,7 +141,10 @@ class SharePartitions:
         )
         self.locks = SystemTimer("ShareLocks", clock=clock)
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
-        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        #: the share sessions, by (broker, group, member): each broker keeps its own, as
+        #: Kafka's ShareSessionCache is per broker, so a member fetching from two leaders
+        #: has two sessions with their own epochs
+        self.sessions: dict[tuple[int, str, str], ShareSession] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._watching = False
         self.closed = False
@@ -180,22 +183,31 @@ class SharePartitions:
     # -- sessions ----------------------------------------------------------------------------
 
     def session(
-        self, group_id: str, member_id: str, epoch: int, *, acknowledge: bool = False
+        self,
+        broker_id: int,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        *,
+        acknowledge: bool = False,
     ) -> tuple[ErrorCode, ShareSession | None]:
-        """The share session a ShareFetch (ShareAcknowledge: ``acknowledge``) with
-        ``epoch`` belongs to, as Kafka's ShareSessionCache checks it: epoch 0 opens one
-        (in place of the member's old one; ShareAcknowledge cannot open one), -1 names the
-        last request of one, any other must be the session's next epoch."""
-        key = (group_id, member_id)
+        """The share session with broker ``broker_id`` a ShareFetch (ShareAcknowledge:
+        ``acknowledge``) with ``epoch`` belongs to, as Kafka's ShareSessionCache checks it:
+        epoch 0 opens one (in place of the member's old one with that broker;
+        ShareAcknowledge cannot open one), -1 names the last request of one, any other must
+        be the session's next epoch. ``group.share.max.share.sessions`` bounds each
+        broker's sessions, as Kafka bounds its cache."""
+        key = (broker_id, group_id, member_id)
         if epoch == OPEN:
             if acknowledge:
                 return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
             old = self.sessions.pop(key, None)
             if old is not None:
                 self._release_member(group_id, member_id, old.partitions)
-            if len(self.sessions) >= self.config.max_sessions:
+            held = sum(1 for b, _g, _m in self.sessions if b == broker_id)
+            if held >= self.config.max_sessions:
                 return ErrorCode.SHARE_SESSION_LIMIT_REACHED, None
-            opened = self.sessions[key] = ShareSession(group_id, member_id, 0)
+            opened = self.sessions[key] = ShareSession(group_id, member_id, broker_id, 0)
             return ErrorCode.NONE, opened
         session = self.sessions.get(key)
         if session is None:
@@ -210,8 +222,9 @@ class SharePartitions:
     def close_session(self, session: ShareSession) -> None:
         """The session's last request was served: it goes, and the records its member
         still holds in its partitions are released."""
-        if self.sessions.get((session.group_id, session.member_id)) is session:
-            del self.sessions[(session.group_id, session.member_id)]
+        key = (session.broker_id, session.group_id, session.member_id)
+        if self.sessions.get(key) is session:
+            del self.sessions[key]
         self._release_member(session.group_id, session.member_id, session.partitions)
 
     def member_removed(self, group_id: str, member_id: str) -> None:
@@ -219,7 +232,7 @@ class SharePartitions:
         share session keeps it (a consumer leaves the group before its last
         ShareAcknowledge): its records are released when that closes it, or by their
         locks; without one, the records it holds are released now."""
-        if (group_id, member_id) in self.sessions:
+        if any(g == group_id and m == member_id for _b, g, m in self.sessions):
             return
         partitions = [(t, i) for g, t, i in self.partitions if g == group_id]
         self._release_member(group_id, member_id, partitions)

@@ -139,11 +139,12 @@ class Acknowledgement:
 @final
 @dataclass(eq=False, slots=True)
 class ShareSession:
-    """A member's share session (Kafka's ShareSessionCache entry): its next epoch and the
-    partitions it fetches."""
+    """A member's share session with one broker (an entry of that broker's
+    ShareSessionCache): its next epoch and the partitions it fetches there."""
 
     group_id: str
     member_id: str
+    broker_id: int
     epoch: int = 1
     partitions: dict[TopicPartition, None] = field(default_factory=dict)
     #: the id the member named each topic by: a topic deleted and made again under its

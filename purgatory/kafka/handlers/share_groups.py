@@ -303,6 +303,7 @@ class ShareGroupHandlers:
         if not request.group_id or not request.member_id:
             return ErrorCode.INVALID_REQUEST, None, "GroupId and MemberId must be given."
         error, session = self.shares.session(
+            self.broker_id,
             request.group_id,
             request.member_id,
             int(request.share_session_epoch),
