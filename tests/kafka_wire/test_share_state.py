@@ -18,7 +18,13 @@ from test_share_log import TOPIC, decode
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.offsets_topic import partition_for
-from purgatory.kafka.coordinator.share_log import SHARE_GROUP_STATE_TOPIC, ShareKey
+from purgatory.kafka.coordinator.share_log import (
+    SHARE_GROUP_STATE_TOPIC,
+    ShareKey,
+    ShareState,
+    value_bytes,
+)
+from purgatory.kafka.coordinator.share_state import LoadedShard
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
 from purgatory.sim.messages import ProduceRequest
@@ -387,6 +393,72 @@ async def test_a_snapshot_every_so_many_updates_and_the_log_replays_them_all() -
             assert _acquired(await _fetch(wire, kafka, 0)) == [(4, 5, 2)]
         finally:
             await _close(wire)
+
+
+@pytest.mark.asyncio
+async def test_the_log_is_pruned_below_the_latest_snapshot_and_still_loads() -> None:
+    async with AsyncEmbeddedKafka(
+        brokers=3,
+        seed=1,
+        topics={"t": (1, 3)},
+        configs={
+            "share.auto.offset.reset": "earliest",
+            "share.coordinator.state.topic.num.partitions": 3,
+            "share.coordinator.snapshot.update.records.per.snapshot": 2,
+        },
+    ) as kafka:
+        leader, wire = await _start(kafka)
+        try:
+            assert _acquired(await _fetch(wire, kafka, 0)) == [(0, 5, 1)]
+            for epoch, offset in enumerate(range(4), start=1):
+                assert await _acknowledge(wire, kafka, epoch, offset, [ACCEPT]) == [0]
+        finally:
+            await _close(wire)
+        assert len(_state_records(kafka)) == 5  # Snapshot, Update, Update, Snapshot, Update
+        coordinators = kafka.front_door.share_coordinators
+        assert await coordinators.prune() == 3
+        assert await coordinators.prune() == 0  # nothing more is superseded
+        written = _state_records(kafka)
+        assert [(kind[5:-5], value["SnapshotEpoch"]) for kind, value in written] == [
+            ("Snapshot", 1),
+            ("Update", 1),
+        ]
+        key = ShareKey("g", kafka.front_door.cluster.topic_id("t") or TOPIC, 0)
+        index = partition_for(key.coordinator_key(), 3)
+        p = kafka.cluster.partition(SHARE_GROUP_STATE_TOPIC, index)
+        assert p is not None
+        assert {log.log_start_offset for log in p.logs.values()} == {3}  # every replica
+        # the share-partition's leader and the coordinator both crash: the pruned log loads
+        await kafka.crash_broker(leader)
+        if p.leader is not None and p.leader != kafka.leader("t", 0):
+            await kafka.crash_broker(p.leader)
+        successor = kafka.leader("t", 0)
+        assert successor is not None
+        wire = await _wire(kafka, successor)
+        try:
+            assert _acquired(await _fetch(wire, kafka, 0)) == [(4, 5, 2)]
+        finally:
+            await _close(wire)
+
+
+def test_the_redundant_offset_is_the_oldest_latest_snapshot() -> None:
+    """Kafka's example: key 1 snapshotted at 1 only, keys 2 and 3 at 2, 4, 6 and 3, 5, 7:
+    nothing below 1 can go until key 1 writes again; a tombstone lets its key go."""
+    shard = LoadedShard(0, 0)
+    keys = [ShareKey("g", TOPIC, i) for i in range(3)]
+    value = _snapshot_value()
+    for offset, k in [(1, 0), (2, 1), (3, 2), (4, 1), (5, 2), (6, 1), (7, 2)]:
+        shard.replay(keys[k], False, value, offset)
+    assert shard.redundant == 1
+    shard.replay(keys[0], False, None, 8)  # key 0 deleted
+    assert shard.redundant == 6
+    shard.replay(keys[2], False, value, 9)
+    shard.replay(keys[1], False, value, 10)
+    assert shard.redundant == 9
+
+
+def _snapshot_value() -> bytes:
+    return value_bytes(ShareState(0, 0, 0, 0, ()), update=False)
 
 
 @pytest.mark.asyncio

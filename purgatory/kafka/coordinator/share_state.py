@@ -15,10 +15,18 @@ a ShareUpdate otherwise, acks=all to the partition's ISR; once durable, the stat
 memory takes it. A write or read with a leader epoch older than the last one seen is
 FENCED_LEADER_EPOCH: a share-partition's old leader cannot overwrite its new one. The
 records are Kafka's (:mod:`.share_log`).
+
+The log is pruned as Kafka's ShareCoordinatorOffsetsManager prunes it: below the oldest of
+the share-partitions' latest ShareSnapshot (a tombstone counts as one, then its
+share-partition is forgotten) every record is superseded, and every
+``PRUNE_INTERVAL_MS`` (Kafka's internal ``share.coordinator.state.topic.prune.interval.ms``)
+each coordinator moves its partitions' log start there with DeleteRecords.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +48,7 @@ from purgatory.kafka.coordinator.share_log import (
 from purgatory.kafka.coordinator.state_topic import StateTopic, append_error
 from purgatory.sim import Cluster, ProduceRequest
 from purgatory.sim.batches import EncodedBatch
+from purgatory.sim.messages import DeleteRecordsRequest
 
 logger = logging.getLogger("purgatory.kafka.share_state")
 
@@ -49,6 +58,7 @@ BatchEncoder = Callable[[bytes, bytes | None], EncodedBatch]
 NUM_PARTITIONS: Final = 50
 REPLICATION_FACTOR: Final = 3
 UPDATES_PER_SNAPSHOT: Final = 500
+PRUNE_INTERVAL_MS: Final = 5 * 60 * 1000
 
 
 @final
@@ -59,23 +69,32 @@ class ShareStateSettings:
     num_partitions: int = NUM_PARTITIONS  # share.coordinator.state.topic.num.partitions
     replication_factor: int = REPLICATION_FACTOR  # ...state.topic.replication.factor
     updates_per_snapshot: int = UPDATES_PER_SNAPSHOT  # ...snapshot.update.records.per.snapshot
+    prune_interval_ms: int = PRUNE_INTERVAL_MS  # ...state.topic.prune.interval.ms (internal)
 
 
 @final
 @dataclass(slots=True)
 class LoadedShard:
     """A ``__share_group_state`` partition a broker leads: the leader epoch it was loaded
-    at, each share-partition's state, the updates written since its last snapshot and the
-    newest leader epoch its writers and readers had."""
+    at, each share-partition's state, the updates written since its last snapshot, the
+    newest leader epoch its writers and readers had, the offset of each one's latest
+    snapshot, the offset below which every record is superseded (``redundant``) and where
+    the log start was last moved (``pruned``)."""
 
     index: int
     epoch: int
     states: dict[ShareKey, ShareState] = field(default_factory=dict)
     updates: dict[ShareKey, int] = field(default_factory=dict)
     leader_epochs: dict[ShareKey, int] = field(default_factory=dict)
+    snapshots: dict[ShareKey, int] = field(default_factory=dict)
+    redundant: int = 0
+    pruned: int = 0
 
-    def replay(self, key: ShareKey, update: bool, value: bytes | None) -> None:
-        """Apply one record of the log (Kafka's ``ShareCoordinatorShard.replay``)."""
+    def replay(self, key: ShareKey, update: bool, value: bytes | None, offset: int) -> None:
+        """Apply one record of the log, at ``offset`` (Kafka's
+        ``ShareCoordinatorShard.replay``)."""
+        if not update:
+            self._snapshot_at(key, offset, deleted=not value)
         if not value:  # a tombstone: the share-partition's state was deleted
             self.states.pop(key, None)
             self.updates.pop(key, None)
@@ -97,6 +116,15 @@ class LoadedShard:
             combine(current.batches, state.batches, start),
         )
         self.updates[key] = self.updates.get(key, 0) + 1
+
+    def _snapshot_at(self, key: ShareKey, offset: int, *, deleted: bool) -> None:
+        """A snapshot (or tombstone) of ``key`` at ``offset`` supersedes its older records:
+        the log is redundant below the oldest latest snapshot. A deleted share-partition
+        writes nothing more, so it stops holding the log back."""
+        self.snapshots[key] = offset
+        self.redundant = max(self.redundant, min(self.snapshots.values()))
+        if deleted:
+            del self.snapshots[key]
 
 
 @final
@@ -151,9 +179,28 @@ class ShareCoordinator:
         for record in self.cluster.replica_records(SHARE_GROUP_STATE_TOPIC, index, self.broker_id):
             found = None if record.key is None else read_key(record.key)
             if found is not None:
-                loaded.replay(found[0], found[1], record.value)
+                loaded.replay(found[0], found[1], record.value, record.offset)
         self.shards[index] = loaded
         return loaded
+
+    async def prune(self) -> int:
+        """Move the log start of each partition this broker leads up to its redundant
+        offset (DeleteRecords); the records removed."""
+        removed = 0
+        for index in list(self.shards):
+            loaded = self.shard(index)
+            if loaded is None or loaded.redundant <= loaded.pruned:
+                continue
+            target = loaded.redundant
+            result = await self.cluster.delete_records(
+                DeleteRecordsRequest(SHARE_GROUP_STATE_TOPIC, index, target)
+            )
+            if result.error is ErrorCode.NONE:
+                removed += target - loaded.pruned
+                loaded.pruned = target
+            else:
+                logger.info("pruning %s-%d: %s", SHARE_GROUP_STATE_TOPIC, index, result.error)
+        return removed
 
     def read(self, index: int, key: ShareKey, leader_epoch: int) -> ShareState | ErrorCode | None:
         """ReadShareGroupState: the share-partition's state (None: it has none), or
@@ -236,7 +283,7 @@ class ShareCoordinator:
             return error
         if self.shard(loaded.index) is not loaded:
             return ErrorCode.NOT_COORDINATOR
-        loaded.replay(key, update, value)
+        loaded.replay(key, update, value, result.base_offset)
         return ErrorCode.NONE
 
 
@@ -263,6 +310,7 @@ class ShareCoordinators:
             self.settings.replication_factor,
             self.coordinators,
         )
+        self._pruner: asyncio.Task[None] | None = None
 
     @property
     def closed(self) -> bool:
@@ -281,8 +329,30 @@ class ShareCoordinators:
 
     async def ensure_topic(self) -> ErrorCode:
         """Create ``__share_group_state`` on first use: ``num_partitions`` partitions,
-        replication factor min(configured, brokers), records kept forever."""
-        return await self.state_topic.ensure()
+        replication factor min(configured, brokers), records kept forever, pruned every
+        ``prune_interval_ms`` from then on."""
+        error = await self.state_topic.ensure()
+        if error is ErrorCode.NONE and self._pruner is None and not self.closed:
+            self._pruner = asyncio.get_running_loop().create_task(self._prune_every())
+        return error
+
+    async def prune(self) -> int:
+        """Prune now (as the periodic prune does): every running share coordinator moves
+        the log start of the partitions it leads past their superseded records; the
+        records removed."""
+        removed = 0
+        for broker, coordinator in self.coordinators.items():
+            if self.cluster.is_running(broker):
+                removed += await coordinator.prune()
+        return removed
+
+    async def _prune_every(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.prune_interval_ms / 1000)
+            try:
+                await self.prune()
+            except Exception:  # a prune that failed is tried again at the next interval
+                logger.exception("pruning %s failed", SHARE_GROUP_STATE_TOPIC)
 
     def read(self, key: ShareKey, leader_epoch: int) -> ShareState | ErrorCode | None:
         """The persisted state of ``key`` (None: none, the topic not made yet included),
@@ -338,3 +408,8 @@ class ShareCoordinators:
 
     async def close(self) -> None:
         self.state_topic.close()
+        if self._pruner is not None:
+            self._pruner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pruner
+            self._pruner = None
