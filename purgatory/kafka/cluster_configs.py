@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from enum import IntEnum
 from functools import partial
 from typing import Final, NamedTuple, final
@@ -37,6 +38,7 @@ from purgatory.kafka.topic_configs import (
 from purgatory.sim import Cluster
 from purgatory.sim.errors import SimulationError
 from purgatory.sim.log import LogConfig
+from purgatory.sim.validate import check_int
 
 __all__ = [
     "ADVERTISED_LISTENERS",
@@ -511,3 +513,38 @@ def _listeners(value: object) -> Value:
                 "to a broker endpoint"
             )
     return text
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDefaults:
+    """The broker settings topic creation follows, with Kafka's names and defaults.
+
+    ``auto_create`` (``auto.create.topics.enable``): a Metadata request that names an
+    unknown topic, and allows it, creates the topic. Kafka enables it by default; here it
+    is off unless asked for, so that a typo in a topic name is an error, not a new topic.
+    ``num_partitions`` (``num.partitions``) and ``replication_factor``
+    (``default.replication.factor``), both 1 as in Kafka, size an auto-created topic and
+    a CreateTopics entry that asks for the broker's default (-1). ``max_partitions``
+    bounds one topic (records live in memory here; Kafka has no such bound).
+    :meth:`of` reads them all from the broker configs."""
+
+    auto_create: bool = False
+    num_partitions: int = 1
+    replication_factor: int = 1
+    max_partitions: int = 10_000
+
+    @classmethod
+    def of(cls, configs: BrokerConfigs) -> TopicDefaults:
+        """The topic creation settings of the broker configs ``configs``."""
+        return cls(
+            auto_create=bool(configs.value("auto.create.topics.enable")),
+            num_partitions=configs.number("num.partitions"),
+            replication_factor=configs.number("default.replication.factor"),
+        )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.auto_create, bool):
+            raise TypeError(f"auto_create must be a bool, got {self.auto_create!r}")
+        check_int("max_partitions", self.max_partitions, 1)
+        check_int("num_partitions", self.num_partitions, 1, self.max_partitions)
+        check_int("replication_factor", self.replication_factor, 1)

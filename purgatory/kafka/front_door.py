@@ -4,8 +4,10 @@ it on ``host:sasl_port + i``, with ``ssl_port`` an SSL one, with ``sasl_ssl_port
 SASL_SSL one.
 
 The front door owns what the brokers share (the group coordinator, the offset store, the
-producer ids, the counters) and gives every listener the same handler tables: its
-broker's :class:`PartitionHandlers`, then the handlers over the shared state.
+producer ids, the counters), gathers it in one :class:`~purgatory.kafka.handlers.units.Shared`
+context, and serves on every listener the handler units of
+:mod:`purgatory.kafka.handlers.registry`: the shared ones built once, the others for each
+listener (its broker, its protocol's addresses).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from purgatory.kafka.authorization import Caller, authorized, unruled
 from purgatory.kafka.broker_config_table import BROKER_CONFIGS
 from purgatory.kafka.broker_configs import BrokerConfigs
 from purgatory.kafka.client_metrics import ClientMetrics
-from purgatory.kafka.cluster_configs import ClusterConfigs
+from purgatory.kafka.cluster_configs import ClusterConfigs, TopicDefaults
 from purgatory.kafka.coordinator.group_configs import KAFKA_BROKER_DEFAULTS, GroupConfig
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator, ShareSettings
 from purgatory.kafka.coordinator.offsets import OffsetStore
@@ -38,38 +40,17 @@ from purgatory.kafka.coordinator.share_state import ShareCoordinators, ShareStat
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
 from purgatory.kafka.coordinator.txn_metadata import TxnSettings
 from purgatory.kafka.faults import Faults
-from purgatory.kafka.handlers.acls import AclHandlers
-from purgatory.kafka.handlers.client_quotas import ClientQuotaHandlers
-from purgatory.kafka.handlers.configs import ConfigHandlers
-from purgatory.kafka.handlers.consumer_groups import ConsumerGroupHandlers, topics_of
-from purgatory.kafka.handlers.coordinators import CoordinatorHandlers
-from purgatory.kafka.handlers.create_partitions import CreatePartitionsHandlers
-from purgatory.kafka.handlers.delete_groups import DeleteGroupsHandlers
-from purgatory.kafka.handlers.delete_records import DeleteRecordsHandlers
-from purgatory.kafka.handlers.describe_cluster import DescribeClusterHandlers
-from purgatory.kafka.handlers.describe_producers import DescribeProducersHandlers
-from purgatory.kafka.handlers.describe_quorum import DescribeQuorumHandlers
-from purgatory.kafka.handlers.describe_topic_partitions import DescribeTopicPartitionsHandlers
-from purgatory.kafka.handlers.elections import ElectionHandlers
-from purgatory.kafka.handlers.groups import GroupHandlers
-from purgatory.kafka.handlers.log_dirs import LogDirHandlers
-from purgatory.kafka.handlers.log_offsets import LogOffsetHandlers
-from purgatory.kafka.handlers.membership import MembershipHandlers
-from purgatory.kafka.handlers.offsets import OffsetHandlers
-from purgatory.kafka.handlers.partitions import PartitionHandlers
-from purgatory.kafka.handlers.reassignments import ReassignmentHandlers
-from purgatory.kafka.handlers.sasl import SaslHandlers
-from purgatory.kafka.handlers.share_groups import ShareGroupHandlers
-from purgatory.kafka.handlers.telemetry import TelemetryHandlers
-from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
-from purgatory.kafka.handlers.transactions import TransactionHandlers
+from purgatory.kafka.handlers.consumer_groups import topics_of
+from purgatory.kafka.handlers.registry import serve, shared_tables
+from purgatory.kafka.handlers.topics import TopicHandlers
+from purgatory.kafka.handlers.units import Addresses, Listener, QuotaStore, Shared
 from purgatory.kafka.oauthbearer import JAAS_CONFIG, parse_jaas
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.quotas import ClientQuotas, QuotaWindow
 from purgatory.kafka.record_batches import WireBatch, encode_batch
 from purgatory.kafka.sasl import Credentials, SaslListener, enabled_mechanisms
-from purgatory.kafka.server import ApiTable, KafkaProtocolServer, ListenerLimits
+from purgatory.kafka.server import KafkaProtocolServer, ListenerLimits
 from purgatory.kafka.throttling import Throttle, Throttler
 from purgatory.kafka.tls import TlsListener, TlsMaterial, TlsSettings, tls_settings
 from purgatory.sim import Cluster
@@ -79,8 +60,6 @@ PLAINTEXT: Final = "PLAINTEXT"
 SASL_PLAINTEXT: Final = "SASL_PLAINTEXT"
 SSL: Final = "SSL"
 SASL_SSL: Final = "SASL_SSL"
-
-Addresses = dict[int, tuple[str, int]]
 
 
 @final
@@ -180,6 +159,7 @@ class KafkaFrontDoor:
         #: client telemetry (KIP-714): the client-metrics subscriptions, the client
         #: instances, what they pushed
         self.client_metrics = ClientMetrics(self.configs.number("telemetry.max.bytes"))
+        # Metadata's auto-creation (CreateTopics' handlers are the topics unit's)
         self._topics = TopicHandlers(cluster, TopicDefaults.of(self.configs), self.cluster_configs)
         self.credentials = Credentials(users or {})
         self.sasl = _sasl_listener(self.credentials, self.configs)
@@ -193,9 +173,10 @@ class KafkaFrontDoor:
             "Throttle", labels={"broker": "all"}
         )
         self.throttler = _throttler(cluster, self.configs, self.quotas, self.throttles)
-        #: the client quotas AlterClientQuotas sets
-        self.client_quotas = ClientQuotaHandlers(self._quotas_changed)
-        self._shared = self._shared_apis(cluster)
+        #: the client quotas AlterClientQuotas set: entity -> quota key -> value
+        self.client_quotas: QuotaStore = {}
+        self._state = self._shared_state()
+        self._shared = shared_tables(self._state)
         tls = ssl_port is not None or sasl_ssl_port is not None
         #: the TLS listeners' settings (None without TLS listeners)
         self.tls_settings = _tls_settings(self.configs) if tls else None
@@ -224,25 +205,28 @@ class KafkaFrontDoor:
             cluster, self.producer_ids, self.offsets, self.configs
         )
 
-    def _shared_apis(self, cluster: Cluster) -> list[ApiTable]:
-        """The handler tables every listener shares (over the state the brokers share)."""
-        return [
-            self._topics.apis(),
-            MembershipHandlers(self.coordinator).apis(),
-            OffsetHandlers(self.offsets, self.coordinator, cluster).apis(),
-            ConsumerGroupHandlers(self.coordinator, cluster).apis(),
-            CoordinatorHandlers(self._coordinator_for, self.transactions, self.addresses).apis(),
-            ElectionHandlers(cluster).apis(),
-            DescribeClusterHandlers(cluster, self.addresses).apis(),
-            DeleteGroupsHandlers(self.coordinator, self.offsets).apis(),
-            CreatePartitionsHandlers(cluster, self._topics.defaults.max_partitions).apis(),
-            DescribeTopicPartitionsHandlers(cluster).apis(),
-            ReassignmentHandlers(cluster).apis(),
-            DescribeQuorumHandlers(cluster, self.addresses).apis(),
-            self.client_quotas.apis(),
-            SaslHandlers(self.credentials).apis(),
-            AclHandlers(self.acls, self.authorizer is not None).apis(),
-        ]
+    def _shared_state(self) -> Shared:
+        """What every listener's handler units are built from."""
+        return Shared(
+            cluster=self.cluster,
+            broker_configs=self.configs,
+            configs=self.cluster_configs,
+            topic_defaults=self._topics.defaults,
+            coordinator=self.coordinator,
+            offsets=self.offsets,
+            offsets_topic=self.offsets_topic,
+            producer_ids=self.producer_ids,
+            transactions=self.transactions,
+            shares=self.shares,
+            client_metrics=self.client_metrics,
+            stats=self.stats,
+            credentials=self.credentials,
+            acls=self.acls,
+            authorizing=self.authorizer is not None,
+            addresses=self.addresses,
+            auto_create=self._topics.auto_create,
+            quotas_changed=self._quotas_changed,
+        )
 
     def _share_config(self, group_id: str) -> ShareConfig:
         return _share_config(self.shares.config, self.coordinator.group_config(group_id))
@@ -259,9 +243,10 @@ class KafkaFrontDoor:
             "Throttle": self.throttles,  # type: ignore[dict-item]
         }
 
-    def _quotas_changed(self, store: Mapping[Any, Mapping[str, float]]) -> None:
+    def _quotas_changed(self, store: QuotaStore) -> None:
         """AlterClientQuotas changed the store: in force at once, on every listener (no
         quota set: no listener pays for them)."""
+        self.client_quotas = store
         self.quotas.update(store)
         throttler = self.throttler if self.quotas.active else None
         for server in self._all_servers():
@@ -380,66 +365,12 @@ class KafkaFrontDoor:
             sasl=self.sasl if listeners.sasl else None,
             tls=self._tls_listener(broker_id, listeners.sasl) if listeners.tls else None,
         )
-        partitions = PartitionHandlers(
-            self.cluster,
-            broker_id,
-            addresses,
-            self.stats,
-            self._topics.auto_create,
-            lambda topic: self.cluster_configs.max_message_bytes(topic, broker_id),
-            lambda topic: self.cluster_configs.codec(topic, broker_id),
-            lambda topic: self.cluster_configs.log_append_time(topic, broker_id),
-            lambda topic: self.cluster_configs.timestamp_bounds(topic, broker_id),
-            # KIP-890: the transaction coordinators say whether a partition was added
-            self.transactions.verify_produce if self.transactions.settings.verification else None,
-            compacted=lambda topic: self.cluster_configs.compacted(topic, broker_id),
-        )
-        deletes = DeleteRecordsHandlers(self.cluster, broker_id)
-        log_offsets = LogOffsetHandlers(self.cluster, broker_id)
-        groups = GroupHandlers(self.coordinator, self.offsets, broker_id, self.offsets_topic)
-        configs = ConfigHandlers(
-            self.cluster_configs, broker_id, self.addresses, self.coordinator, self.client_metrics
-        )
-        transactions = TransactionHandlers(
-            self.transactions,
-            broker_id,
-            self.producer_ids,
-            self.coordinator,
-            self.offsets,
-            self.cluster,
-        )
-        for apis in [
-            partitions.apis(),
-            log_offsets.apis(),
-            deletes.apis(),
-            groups.apis(),
-            configs.apis(),
-            LogDirHandlers(self.cluster, broker_id).apis(),
-            DescribeProducersHandlers(self.cluster, broker_id).apis(),
-            transactions.apis(),
-            ShareGroupHandlers(
-                self.coordinator, self.shares, self.cluster, broker_id, addresses
-            ).apis(),
-            *self._shared,
-        ]:
-            server.register_all(apis)
-        # As Kafka advertises client telemetry only with a receiver of the metrics: here,
-        # while a client-metrics subscription asks for some (librdkafka asks at connect,
-        # and logs it).
-        server.register_all(
-            TelemetryHandlers(self.client_metrics, broker_id).apis(),
-            when=self.client_metrics.receiving,
-        )
-        if addresses is not self.addresses:
-            # the other listeners beside the first name their own addresses
 
-            async def coordinator_for(key: str) -> tuple[int, str, int] | None:
-                return await self._coordinator_at(addresses, key)
+        async def locate(key: str) -> tuple[int, str, int] | None:
+            # a coordinator among this listener's own protocol's listeners
+            return await self._coordinator_at(addresses, key)
 
-            server.register_all(
-                CoordinatorHandlers(coordinator_for, self.transactions, addresses).apis()
-            )
-            server.register_all(DescribeClusterHandlers(self.cluster, addresses).apis())
+        serve(server, Listener(self._state, broker_id, addresses, locate), self._shared)
         missing = unruled(server.registered())
         if missing:  # with an authorizer, every request of theirs would be refused
             raise RuntimeError(f"APIs served without an authorization rule: {missing}")
@@ -490,16 +421,14 @@ class KafkaFrontDoor:
         for server in self._all_servers():
             server.interceptor = self.faults if active else None
 
-    async def _coordinator_for(self, key: str) -> tuple[int, str, int] | None:
-        """A group's coordinator, as Kafka's: the leader of the group's partition of
-        __consumer_offsets (created now if need be); None while there is none. Any broker
-        answers group requests (one coordinator holds every group), but the answer must
-        not depend on the broker asked, or a client that asks several keeps moving."""
-        return await self._coordinator_at(self.addresses, key)
-
     async def _coordinator_at(
         self, addresses: dict[int, tuple[str, int]], key: str
     ) -> tuple[int, str, int] | None:
+        """A group's coordinator among ``addresses``, as Kafka's: the leader of the group's
+        partition of __consumer_offsets (created now if need be); None while there is none.
+        Any broker answers group requests (one coordinator holds every group), but the
+        answer must not depend on the broker asked, or a client that asks several keeps
+        moving."""
         if await self.offsets_topic.ensure() is not ErrorCode.NONE:
             return None
         broker = self.offsets_topic.coordinator(key)

@@ -247,8 +247,11 @@ class KafkaProtocolServer:
         self._handlers[key] = (served[0], served[1], handler)
 
     def register_all(self, apis: ApiTable, *, when: Callable[[], bool] | None = None) -> None:
-        """Serve every API of a handler table; with ``when``, only while it returns True."""
+        """Serve every API of a handler table; with ``when``, only while it returns True.
+        ValueError for an API registered already: two handler units would answer it."""
         for key, (low, high, handler) in apis.items():
+            if key in self._handlers:
+                raise ValueError(f"{key.name} is registered already")
             self.register(key, (low, high), handler)
             if when is not None:
                 self._conditions[key] = when

@@ -25,9 +25,10 @@ from kio.schema.errors import ErrorCode as KioError
 from kio.serial import entity_reader, entity_writer
 
 from purgatory.kafka.broker_configs import BrokerConfigs
+from purgatory.kafka.cluster_configs import TopicDefaults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.handlers.partitions import PartitionHandlers
-from purgatory.kafka.handlers.topics import TopicDefaults, TopicHandlers
+from purgatory.kafka.handlers.topics import TopicHandlers
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.schemas import encode_response, read_request, response_type, versions

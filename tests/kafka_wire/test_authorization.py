@@ -209,7 +209,7 @@ def _state(kafka: AsyncEmbeddedKafka) -> str:
             configs.dynamic,
             configs.dynamic_default,
             sorted(map(repr, door.acls.all())),
-            door.client_quotas.quotas,
+            door.client_quotas,
             door.credentials.scram_users(),
             sorted(door.coordinator.groups),
             sorted(door.offsets.committed.items()),

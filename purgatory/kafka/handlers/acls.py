@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, final, overload
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.acls import Acl, Acls, acl_of, filter_of
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import error_response, respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -145,3 +146,6 @@ def _no_authorizer(request: CreateAclsRequest | DeleteAclsRequest) -> Any:
     field = "results" if int(request.__api_key__) == ApiKey.CREATE_ACLS else "filter_results"
     results = [replace(r, error_message=_NO_AUTHORIZER) for r in getattr(refused, field)]
     return replace(refused, **{field: tuple(results)})
+
+
+UNIT: Final = SharedUnit(lambda s: AclHandlers(s.acls, s.authorizing))

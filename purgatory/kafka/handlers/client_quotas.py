@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -277,3 +278,7 @@ class ClientQuotaHandlers:
         else:
             self.quotas.pop(key, None)
             self._entities.pop(key, None)
+
+
+# one for every broker: the cluster has one quota store
+UNIT: Final = SharedUnit(lambda s: ClientQuotaHandlers(s.quotas_changed))

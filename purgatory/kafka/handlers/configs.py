@@ -69,6 +69,7 @@ from purgatory.kafka.coordinator.group_configs import (
     KEPT_GROUP,
 )
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
+from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable, Handler
@@ -568,3 +569,14 @@ def _entry(config: Config, synonyms: bool, documented: bool) -> DescribeConfigsR
         "config_type": config.type,
         "documentation": config.doc if documented else None,
     }
+
+
+UNIT: Final = ListenerUnit(
+    lambda c: ConfigHandlers(
+        c.shared.configs,
+        c.broker_id,
+        c.shared.addresses,
+        c.shared.coordinator,
+        c.shared.client_metrics,
+    )
+)

@@ -20,6 +20,7 @@ from purgatory.kafka.handlers.member_assignments import (
     heartbeat_fields,
     named_assignment,
 )
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -142,3 +143,6 @@ def _topic_ids(cluster: Cluster) -> dict[str, tuple[uuid.UUID, int]]:
 def topics_of(cluster: Cluster) -> Callable[[], dict[str, tuple[uuid.UUID, int]]]:
     """``topics`` for a :class:`GroupCoordinator` over ``cluster``."""
     return lambda: _topic_ids(cluster)
+
+
+UNIT: Final = SharedUnit(lambda s: ConsumerGroupHandlers(s.coordinator, s.cluster))

@@ -11,11 +11,12 @@ COORDINATOR_NOT_AVAILABLE.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
+from purgatory.kafka.handlers.units import ListenerUnit, Locate
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
         FindCoordinatorRequest,
         FindCoordinatorResponse,
     )
-
-#: ``locate(key)``: the (broker id, host, port) of the broker that coordinates group
-#: ``key``, None while no broker can (COORDINATOR_NOT_AVAILABLE)
-Locate = Callable[[str], Awaitable[tuple[int, str, int] | None]]
 
 #: FindCoordinator's key types (Kafka's CoordinatorType)
 GROUP: Final = 0
@@ -97,3 +94,9 @@ def _answer(
     key: str, error: ErrorCode, node_id: int = -1, host: str = "", port: int = -1
 ) -> FindCoordinatorCoordinator:
     return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error}
+
+
+# each listener names a coordinator among its own protocol's listeners
+UNIT: Final = ListenerUnit(
+    lambda c: CoordinatorHandlers(c.locate, c.shared.transactions, c.addresses)
+)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -93,3 +94,8 @@ class CreatePartitionsHandlers:
         except SimulationError as refused:
             return refused.code, refused.message
         return ErrorCode.NONE, None
+
+
+UNIT: Final = SharedUnit(
+    lambda s: CreatePartitionsHandlers(s.cluster, s.topic_defaults.max_partitions)
+)

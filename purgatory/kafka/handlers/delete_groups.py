@@ -9,10 +9,11 @@ committed offsets, NONE. Any broker takes it (one coordinator serves them all).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import OffsetStore
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -44,3 +45,6 @@ class DeleteGroupsHandlers:
             for group_id in dict.fromkeys(request.groups_names)
         ]
         return respond(request, results=results)
+
+
+UNIT: Final = SharedUnit(lambda s: DeleteGroupsHandlers(s.coordinator, s.offsets))

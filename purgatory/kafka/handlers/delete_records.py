@@ -17,6 +17,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -94,3 +95,6 @@ class DeleteRecordsHandlers:
         return await self.cluster.delete_records(
             DeleteRecordsRequest(topic, index, offset, timeout_ms)
         )
+
+
+UNIT: Final = ListenerUnit(lambda c: DeleteRecordsHandlers(c.shared.cluster, c.broker_id))

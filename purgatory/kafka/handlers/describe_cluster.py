@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -87,3 +88,7 @@ class DescribeClusterHandlers:
             controller_id=live[0] if live else -1,
             brokers=brokers,
         )
+
+
+# each listener names its own protocol's listeners
+UNIT: Final = ListenerUnit(lambda c: DescribeClusterHandlers(c.shared.cluster, c.addresses))

@@ -16,9 +16,10 @@ INVALID_TOPIC_EXCEPTION.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import max_timestamp_of
 from purgatory.kafka.schemas import respond, versions
@@ -102,3 +103,6 @@ class DescribeProducersHandlers:
             "error_code": ErrorCode.NONE,
             "active_producers": producers,
         }
+
+
+UNIT: Final = ListenerUnit(lambda c: DescribeProducersHandlers(c.shared.cluster, c.broker_id))

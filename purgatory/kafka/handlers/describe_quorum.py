@@ -22,6 +22,7 @@ import uuid
 from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -160,3 +161,7 @@ def _nodes(leader: int, addresses: dict[int, tuple[str, int]]) -> list[DescribeQ
         return []
     host, port = addresses[leader]
     return [{"node_id": leader, "listeners": [{"name": "PLAINTEXT", "host": host, "port": port}]}]
+
+
+# one for every broker: the quorum's leader and epoch are the same whichever is asked
+UNIT: Final = SharedUnit(lambda s: DescribeQuorumHandlers(s.cluster, s.addresses))

@@ -24,6 +24,7 @@ import uuid
 from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import error_response, respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -127,3 +128,6 @@ def _unknown(name: str) -> DescribeTopicPartitionsResponseTopic:
     else:
         error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return {"error_code": error, "name": name, "topic_id": _ZERO_ID, "is_internal": False}
+
+
+UNIT: Final = SharedUnit(lambda s: DescribeTopicPartitionsHandlers(s.cluster))

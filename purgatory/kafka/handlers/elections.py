@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -80,3 +81,6 @@ def _by_topic(result: ElectLeadersResult) -> list[ElectLeadersReplicaElectionRes
             }
         )
     return [{"topic": topic, "partition_result": answers} for topic, answers in by_topic.items()]
+
+
+UNIT: Final = SharedUnit(lambda s: ElectionHandlers(s.cluster))

@@ -23,6 +23,7 @@ from purgatory.kafka.coordinator.groups import ClassicGroup, GroupState
 from purgatory.kafka.coordinator.offsets import OffsetStore
 from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.handlers.member_assignments import NO_AUTHORIZED_OPERATIONS
+from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -133,3 +134,10 @@ def _describe(group: ClassicGroup) -> DescribeGroupsDescribedGroup:
             for member in group.members.values()
         ],
     }
+
+
+UNIT: Final = ListenerUnit(
+    lambda c: GroupHandlers(
+        c.shared.coordinator, c.shared.offsets, c.broker_id, c.shared.offsets_topic
+    )
+)

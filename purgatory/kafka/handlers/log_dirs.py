@@ -20,9 +20,10 @@ broker does not host, REPLICA_NOT_AVAILABLE; an unknown one, UNKNOWN_TOPIC_OR_PA
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -126,3 +127,6 @@ class LogDirHandlers:
             {"topic_name": name, "partitions": ps} for name, ps in by_topic.items()
         ]
         return respond(request, results=results)
+
+
+UNIT: Final = ListenerUnit(lambda c: LogDirHandlers(c.shared.cluster, c.broker_id))

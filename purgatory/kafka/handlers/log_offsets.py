@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.handlers.leadership import leads
+from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import WireBatch, max_timestamp_of
 from purgatory.kafka.schemas import respond, versions
@@ -206,3 +207,6 @@ def _first_at_or_after(
             if start <= record.offset < end and record.timestamp >= timestamp:
                 return record.timestamp, record.offset, batch.epoch
     return None
+
+
+UNIT: Final = ListenerUnit(lambda c: LogOffsetHandlers(c.shared.cluster, c.broker_id))

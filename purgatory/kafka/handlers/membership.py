@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar, final
+from typing import TYPE_CHECKING, Final, TypeVar, final
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.groups import JoinResult, SyncResult
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -189,3 +190,6 @@ def _synced(
         protocol_name=protocol,
         assignment=assignment,
     )
+
+
+UNIT: Final = SharedUnit(lambda s: MembershipHandlers(s.coordinator))

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol, final
+from typing import TYPE_CHECKING, Final, Protocol, final
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.group_coordinator import GroupCoordinator
 from purgatory.kafka.coordinator.offsets import Committed, OffsetStore
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -279,3 +280,6 @@ class OffsetHandlers:
             error_code=ErrorCode.NONE,
             topics=[{"name": name, "partitions": parts} for name, parts in answers.items()],
         )
+
+
+UNIT: Final = SharedUnit(lambda s: OffsetHandlers(s.offsets, s.coordinator, s.cluster))

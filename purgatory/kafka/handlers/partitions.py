@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias, TypeVar, final
 from purgatory.errors import ErrorCode
 from purgatory.kafka.compression import ZSTD, UnsupportedCompression
 from purgatory.kafka.handlers.leadership import leads
+from purgatory.kafka.handlers.units import AutoCreate, Listener, ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.record_batches import (
@@ -113,7 +114,7 @@ class PartitionHandlers:
     stats: ProtocolStats
     #: creates the unknown topics a Metadata request names (auto.create.topics.enable),
     #: saying why any could not be; None: never
-    auto_create: Callable[[list[str]], Awaitable[Mapping[str, ErrorCode]]] | None = None
+    auto_create: AutoCreate | None = None
     #: the largest record batch a Produce to a topic may carry (its max.message.bytes,
     #: else the broker's message.max.bytes): a larger one is answered MESSAGE_TOO_LARGE
     max_batch_bytes: Callable[[str], int] = lambda topic: 1_048_588
@@ -697,3 +698,27 @@ def _in_time(batch: WireBatch, bounds: tuple[int, int], now_ms: int) -> bool:
     if before < _UNBOUNDED:
         return all(r.timestamp < 0 or r.timestamp >= now_ms - before for r in batch.records())
     return True
+
+
+def _of(listener: Listener) -> PartitionHandlers:
+    """A listener's partition handlers: each topic's configs read in force at each
+    request, on the listener's broker."""
+    shared, broker = listener.shared, listener.broker_id
+    configs, transactions = shared.configs, shared.transactions
+    return PartitionHandlers(
+        shared.cluster,
+        broker,
+        listener.addresses,
+        shared.stats,
+        shared.auto_create,
+        lambda topic: configs.max_message_bytes(topic, broker),
+        lambda topic: configs.codec(topic, broker),
+        lambda topic: configs.log_append_time(topic, broker),
+        lambda topic: configs.timestamp_bounds(topic, broker),
+        # KIP-890: the transaction coordinators say whether a partition was added
+        transactions.verify_produce if transactions.settings.verification else None,
+        compacted=lambda topic: configs.compacted(topic, broker),
+    )
+
+
+UNIT: Final = ListenerUnit(_of)

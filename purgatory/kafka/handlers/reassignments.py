@@ -18,9 +18,10 @@ brokers.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
@@ -122,3 +123,6 @@ class ReassignmentHandlers:
             {"name": name, "partitions": ps} for name, ps in by_topic.items()
         ]
         return respond(request, error_code=ErrorCode.NONE, error_message=None, topics=topics)
+
+
+UNIT: Final = SharedUnit(lambda s: ReassignmentHandlers(s.cluster))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
+from purgatory.kafka.handlers.units import SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.sasl import (
     MAX_ITERATIONS,
@@ -190,3 +191,6 @@ def _refused(name: str, mechanism: int) -> tuple[ErrorCode, str] | None:
     if mechanism not in SCRAM_TYPES:
         return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
     return None
+
+
+UNIT: Final = SharedUnit(lambda s: SaslHandlers(s.credentials))

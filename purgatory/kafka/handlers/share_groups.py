@@ -45,6 +45,7 @@ from purgatory.kafka.handlers.member_assignments import (
     heartbeat_fields,
     named_assignment,
 )
+from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.record_batches import records_section
 from purgatory.kafka.schemas import millis, respond, versions
@@ -589,3 +590,10 @@ def _refused(
         responses=[],
         node_endpoints=[],
     )
+
+
+UNIT: Final = ListenerUnit(
+    lambda c: ShareGroupHandlers(
+        c.shared.coordinator, c.shared.shares, c.shared.cluster, c.broker_id, c.addresses
+    )
+)

@@ -14,10 +14,11 @@ client that may connect may ask for its subscriptions and push.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.client_metrics import ACCEPTED_COMPRESSION, ClientInfo, ClientMetrics
+from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable, Handler, current_connection
@@ -92,3 +93,11 @@ class TelemetryHandlers:
             _client(header),
         )
         return respond(request, error_code=error)
+
+
+# As Kafka advertises client telemetry only with a receiver of the metrics: here, while
+# a client-metrics subscription asks for some (librdkafka asks at connect, and logs it).
+UNIT: Final = ListenerUnit(
+    lambda c: TelemetryHandlers(c.shared.client_metrics, c.broker_id),
+    when=lambda s: s.client_metrics.receiving,
+)

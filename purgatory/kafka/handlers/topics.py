@@ -25,19 +25,19 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, NamedTuple, final
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.broker_configs import BrokerConfigs
-from purgatory.kafka.cluster_configs import ClusterConfigs
+from purgatory.kafka.cluster_configs import ClusterConfigs, TopicDefaults
 from purgatory.kafka.config_rules import Value
+from purgatory.kafka.handlers.units import Shared, SharedUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import respond, versions
 from purgatory.kafka.server import Api, ApiTable
 from purgatory.sim import Cluster
 from purgatory.sim.errors import SimulationError
-from purgatory.sim.validate import check_int, check_topic_name
+from purgatory.sim.validate import check_topic_name
 
 if TYPE_CHECKING:
     from purgatory.kafka.messages import (
@@ -52,41 +52,6 @@ if TYPE_CHECKING:
 
 #: CreateTopics' "use the broker's default" for partitions and replication factor (v4+)
 BROKER_DEFAULT: Final = -1
-
-
-@dataclass(frozen=True, slots=True)
-class TopicDefaults:
-    """The broker settings topic creation follows, with Kafka's names and defaults.
-
-    ``auto_create`` (``auto.create.topics.enable``): a Metadata request that names an
-    unknown topic, and allows it, creates the topic. Kafka enables it by default; here it
-    is off unless asked for, so that a typo in a topic name is an error, not a new topic.
-    ``num_partitions`` (``num.partitions``) and ``replication_factor``
-    (``default.replication.factor``), both 1 as in Kafka, size an auto-created topic and
-    a CreateTopics entry that asks for the broker's default (-1). ``max_partitions``
-    bounds one topic (records live in memory here; Kafka has no such bound).
-    :meth:`of` reads them all from the broker configs."""
-
-    auto_create: bool = False
-    num_partitions: int = 1
-    replication_factor: int = 1
-    max_partitions: int = 10_000
-
-    @classmethod
-    def of(cls, configs: BrokerConfigs) -> TopicDefaults:
-        """The topic creation settings of the broker configs ``configs``."""
-        return cls(
-            auto_create=bool(configs.value("auto.create.topics.enable")),
-            num_partitions=configs.number("num.partitions"),
-            replication_factor=configs.number("default.replication.factor"),
-        )
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.auto_create, bool):
-            raise TypeError(f"auto_create must be a bool, got {self.auto_create!r}")
-        check_int("max_partitions", self.max_partitions, 1)
-        check_int("num_partitions", self.num_partitions, 1, self.max_partitions)
-        check_int("replication_factor", self.replication_factor, 1)
 
 
 class NewTopic(NamedTuple):
@@ -138,6 +103,11 @@ class TopicHandlers:
         self.cluster = cluster
         self.defaults = TopicDefaults() if defaults is None else defaults
         self.configs = ClusterConfigs(cluster, BrokerConfigs()) if configs is None else configs
+
+    @classmethod
+    def of(cls, shared: Shared) -> TopicHandlers:
+        """The handlers over the front door's cluster, with its topic defaults and configs."""
+        return cls(shared.cluster, shared.topic_defaults, shared.configs)
 
     def apis(self) -> ApiTable:
         return {
@@ -384,3 +354,6 @@ def _uniform(replicas: list[list[int]], brokers: Iterable[int]) -> bool:
     known = set(brokers)
     width = len(replicas[0])
     return all(len(r) == width >= 1 and len(set(r)) == width and known >= set(r) for r in replicas)
+
+
+UNIT: Final = SharedUnit(TopicHandlers.of)

@@ -25,6 +25,7 @@ from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
 from purgatory.kafka.coordinator.txn_coordinator import TransactionCoordinator
 from purgatory.kafka.coordinator.txn_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState
+from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
 from purgatory.kafka.server import Api, ApiTable, Handler
@@ -403,3 +404,15 @@ def _by_topic(
             {"partition_index": index, "partition_error_code": error}
         )
     return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
+
+
+UNIT: Final = ListenerUnit(
+    lambda c: TransactionHandlers(
+        c.shared.transactions,
+        c.broker_id,
+        c.shared.producer_ids,
+        c.shared.coordinator,
+        c.shared.offsets,
+        c.shared.cluster,
+    )
+)
