@@ -31,7 +31,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Self, TypedDict, TypeVar, Unpack, final
+from typing import Any, Final, Literal, Self, TypedDict, TypeVar, Unpack, final
 
 from purgatory._lifecycle import StartClose
 from purgatory.kafka.broker_config_table import BROKER_CONFIGS
@@ -41,7 +41,14 @@ from purgatory.kafka.config_rules import Value
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.tls import TlsMaterial
-from purgatory.sim import Cluster, ElectLeadersRequest, ElectLeadersResult, Latency, Record
+from purgatory.sim import (
+    Cluster,
+    ClusterOptions,
+    ElectLeadersRequest,
+    ElectLeadersResult,
+    Latency,
+    Record,
+)
 from purgatory.sim.batches import records_in
 from purgatory.sim.cluster import check_racks
 from purgatory.sim.messages import PartitionMetadata
@@ -69,7 +76,7 @@ class EmbeddedKafkaOptions(TypedDict, total=False):
     #: the simulation's random seed (default 0)
     seed: int
     #: other :class:`~purgatory.sim.Cluster` options (replica lag, round trips)
-    cluster_options: Mapping[str, Any] | None
+    cluster_options: ClusterOptions | None
     #: broker configs by Kafka's names, as Kafka's text or typed
     configs: Mapping[str, Value] | None
     #: SASL users: name -> password
@@ -95,7 +102,7 @@ class _Setup:
     host: str
     seed: int
     configs: BrokerConfigs
-    cluster_options: dict[str, Any]
+    cluster_options: ClusterOptions
     users: Mapping[str, str] | None
     sasl_port: int | None
     ssl_port: int | None
@@ -120,13 +127,17 @@ class _Setup:
         ssl_port = _check_ports(
             users, sasl_port, options.get("ssl", False), options.get("ssl_port"), sasl_ssl_port
         )
-        cluster = dict(cluster_options or {})
+        cluster = ClusterOptions() if cluster_options is None else cluster_options.copy()
         cluster["min_insync_replicas"] = checked.number("min.insync.replicas")
         for name, option in _CLUSTER_CONFIGS.items():
             if checked.is_set(name):
-                cluster[option] = checked.explicit[name]
+                cluster[option] = checked.number(name)
+        if checked.is_set(_SELECTOR):
+            cluster["replica_selector_class"] = checked.text(_SELECTOR)
         # Kafka's log.retention.ms (seven days) unless set, as DescribeConfigs reports it
-        cluster.setdefault("log_retention_ms", BROKER_CONFIGS["log.retention.ms"].kafka_default)
+        retention_ms = BROKER_CONFIGS["log.retention.ms"].kafka_default
+        assert isinstance(retention_ms, int)
+        cluster.setdefault("log_retention_ms", retention_ms)
         if racks is not None:
             cluster["racks"] = list(racks)
         return cls(
@@ -681,22 +692,30 @@ class EmbeddedKafka:
         return f"<EmbeddedKafka {state} {self._kafka.bootstrap_servers if self._kafka else ''}>"
 
 
-#: the broker configs the cluster keeps: config name -> :class:`Cluster` option
-_CLUSTER_CONFIGS: Final = {
+_NumberOption = Literal[
+    "log_retention_ms",
+    "log_retention_bytes",
+    "broker_session_timeout_ms",
+    "producer_id_expiration_ms",
+    "log_cleaner_backoff_ms",
+]
+#: the number broker configs the cluster keeps: config name -> :class:`Cluster` option
+_CLUSTER_CONFIGS: Final[Mapping[str, _NumberOption]] = {
     "log.retention.ms": "log_retention_ms",
     "log.retention.bytes": "log_retention_bytes",
     "broker.session.timeout.ms": "broker_session_timeout_ms",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
     "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
-    "replica.selector.class": "replica_selector_class",
 }
+#: the one text broker config the cluster keeps (its ``replica_selector_class``)
+_SELECTOR: Final = "replica.selector.class"
 
 
 def _checked_configs(
     brokers: int,
     configs: Mapping[str, Value] | None,
     min_insync_replicas: int,
-    cluster_options: Mapping[str, Any] | None,
+    cluster_options: ClusterOptions | None,
 ) -> BrokerConfigs:
     """``configs`` checked (:func:`broker_configs`), with ``min_insync_replicas`` as
     ``min.insync.replicas`` unless it sets that; ValueError for a bad config, one set twice
@@ -715,7 +734,7 @@ def _checked_configs(
             )
     elif min_insync_replicas != 1:
         explicit["min.insync.replicas"] = min_insync_replicas
-    for name, option in _CLUSTER_CONFIGS.items():
+    for name, option in [*_CLUSTER_CONFIGS.items(), (_SELECTOR, "replica_selector_class")]:
         if name in explicit and option in options:
             raise ValueError(f"{name} is set twice: in configs and as cluster option {option}")
     factor = explicit.get("default.replication.factor")
@@ -725,7 +744,7 @@ def _checked_configs(
 
 
 def _check_racks(
-    brokers: int, racks: Sequence[str | None] | None, cluster_options: Mapping[str, Any] | None
+    brokers: int, racks: Sequence[str | None] | None, cluster_options: ClusterOptions | None
 ) -> None:
     """ValueError/TypeError unless ``racks`` lists one rack (or None) per broker; a
     ValueError if the cluster options set them too."""

@@ -35,12 +35,12 @@ import importlib
 import sys
 from collections.abc import Iterator
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
 if TYPE_CHECKING:
-    from purgatory.kafka.embedded import EmbeddedKafka
+    from purgatory.kafka.embedded import EmbeddedKafka, EmbeddedKafkaOptions
 
 #: The marker that configures the fixture, and the fixture's name.
 NAME = "kafka_cluster"
@@ -96,13 +96,14 @@ def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[EmbeddedKafka]:
     says otherwise); connect with ``kafka_cluster.bootstrap_servers``."""
     embedded_kafka: type[EmbeddedKafka] = _import_unrewritten(EMBEDDED).EmbeddedKafka
 
-    options: dict[str, Any] = {}
     marker = request.node.get_closest_marker(NAME)
-    if marker is not None:
+    kwargs = {} if marker is None else dict(marker.kwargs)
+    brokers: int = kwargs.pop("brokers", 3)
+    if marker is not None and marker.args:
         if len(marker.args) > 1:
             raise pytest.UsageError(f"{NAME} marker: only brokers may be positional")
-        options.update(marker.kwargs)
-        if marker.args:
-            options["brokers"] = marker.args[0]
-    with embedded_kafka(**options) as kafka:
+        brokers = marker.args[0]
+    # the marker's keywords are EmbeddedKafka's options, which it checks (names and values)
+    options = cast("EmbeddedKafkaOptions", kwargs)
+    with embedded_kafka(brokers, **options) as kafka:
         yield kafka

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import msgspec
 from aiohttp import web
@@ -437,9 +437,9 @@ async def _inject(request: web.Request, body_type: type[msgspec.Struct]) -> web.
     body: Any = await _body(request, body_type)
     async with state.parking(Parks.NEVER):
         try:
-            outcome = await cluster_api.apply_fault(
-                state.broker, msgspec.structs.asdict(body), state.kafka
-            )
+            # the body's fields, as msgspec validated them
+            asked = cast("cluster_api.FaultRequest", msgspec.structs.asdict(body))
+            outcome = await cluster_api.apply_fault(state.broker, asked, state.kafka)
         except BrokerError as exc:
             return _broker_error(exc)
     if state.on_fault is not None:

@@ -9,10 +9,11 @@ into HTTP answers through one table, and map the admin fault requests onto the c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Required, TypedDict
 
 from purgatory import DelayedOperationPurgatory
 from purgatory.errors import ErrorCode
+from purgatory.json_types import JsonObject
 from purgatory.service.config import StorageLimits
 from purgatory.sim import messages
 from purgatory.sim.errors import SimulationError
@@ -151,11 +152,22 @@ async def new_cluster(
     return cluster
 
 
+class FaultRequest(TypedDict, total=False):
+    """A fault request's fields, validated: a ``FaultRequest`` body's (a partition's
+    fault) or a ``BrokerFaultRequest``'s (a broker's, without topic and partition)."""
+
+    fault: Required[str]
+    topic: str
+    partition: int
+    broker: int | None
+    latency_ms: int
+
+
 async def apply_fault(
     broker: ServiceCluster,
-    request: Mapping[str, Any],
+    request: FaultRequest,
     listeners: KafkaListeners | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Carry out a validated fault request on a simulated cluster; returns what was done.
 
     ``crash_broker`` / ``crash_broker_unfenced`` / ``restart_broker`` act on ``broker``,

@@ -15,6 +15,7 @@ manager, the delayed operations) stay importable from their modules
 from purgatory.errors import ErrorCode
 from purgatory.sim.batches import Record
 from purgatory.sim.cluster import Broker, Cluster
+from purgatory.sim.cluster_options import ClusterOptions
 from purgatory.sim.errors import SimulationError
 from purgatory.sim.latency import Latency
 from purgatory.sim.messages import (
@@ -41,6 +42,7 @@ __all__ = [
     "BrokerMetadata",
     "Cluster",
     "ClusterMetadata",
+    "ClusterOptions",
     "CompletedTxn",
     "DeleteRecordsRequest",
     "DeleteRecordsResult",

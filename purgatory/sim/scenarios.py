@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from purgatory.sim.cluster import Cluster
+from purgatory.sim.cluster_options import ClusterOptions
 from purgatory.sim.latency import Latency
 from purgatory.sim.messages import ElectLeadersRequest
 from purgatory.sim.workload import ClientWorkloadConfig
@@ -34,7 +35,7 @@ class Scenario:
     replication_factor: int = 3
     # explicit replica lists (first = preferred leader); None: round-robin
     assignment: list[list[int]] | None = None
-    cluster_options: dict[str, Any] = field(default_factory=dict)  # Cluster keywords
+    cluster_options: ClusterOptions = field(default_factory=ClusterOptions)
     workload: ClientWorkloadConfig = field(default_factory=ClientWorkloadConfig)
     faults: tuple[FaultEvent, ...] = ()
     # delete records every this many ms, keeping this many records per partition

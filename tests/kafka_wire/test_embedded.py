@@ -241,12 +241,16 @@ def test_the_fixture_in_a_user_test_suite(tmp_path: Path) -> None:
             producer.close()
             assert [r.value for r in kafka_cluster.records("t", 1)] == [b"x"]
             assert len(kafka_cluster.addresses) == 1
+
+        @pytest.mark.kafka_cluster(2, seed=3)
+        def test_brokers_positional(kafka_cluster):
+            assert len(kafka_cluster.addresses) == 2
         """,
         "-p",
         "purgatory.kafka.pytest_plugin",
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "2 passed" in run.stdout
+    assert "3 passed" in run.stdout
 
 
 def test_loading_the_plugin_imports_no_broker() -> None:
