@@ -47,6 +47,12 @@ class BrokerConfigs:
         assert isinstance(value, int), name
         return int(value)
 
+    def optional_text(self, name: str) -> str | None:
+        """The value in force of a STRING config whose default is null: None when unset
+        (or set empty)."""
+        value = self.value(name)
+        return str(value) if value else None
+
     def text(self, name: str) -> str:
         """The value in force of a STRING config."""
         value = self.value(name)

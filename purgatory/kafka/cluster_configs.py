@@ -126,7 +126,7 @@ class ClusterConfigs:
             if value is None:  # Kafka's null, not set
                 continue
             self.static[name] = value
-            if static.is_set(name) or value != config.kafka_default:
+            if static.is_set(name) or value != config.default_in_force:
                 self.static_set.add(name)
         #: AlterConfigs' values for every broker (resource name "") and for one, by name
         self.dynamic_default: dict[str, Value] = {
@@ -154,7 +154,11 @@ class ClusterConfigs:
         if config is not None:
             if name in self.static_set:
                 chain.append((name, self.static[name], Source.STATIC_BROKER_CONFIG))
-            chain.append((name, config.kafka_default, Source.DEFAULT_CONFIG))
+            if config.kafka_default is not None:  # Kafka lists no null default
+                chain.append((name, config.kafka_default, Source.DEFAULT_CONFIG))
+            elif config.derived_from is not None and chain:
+                # what Kafka derives it from, listed once the config has a value of its own
+                chain.append((*config.derived_from, Source.DEFAULT_CONFIG))
         else:
             prefixed = LISTENER_PREFIXED.fullmatch(name)
             if prefixed is not None and prefixed[2] in BROKER_CONFIGS:
@@ -162,15 +166,17 @@ class ClusterConfigs:
         return chain
 
     def broker_value(self, name: str, broker: int) -> Value:
-        """A broker config's value in force on ``broker`` (one whose default is not null)."""
-        value = self.broker_chain(name, broker)[0][1]
+        """A broker config's value in force on ``broker`` (one whose default is not null,
+        or is derived)."""
+        chain = self.broker_chain(name, broker)
+        value = chain[0][1] if chain else BROKER_CONFIGS[name].derived
         assert value is not None, name
         return value
 
     def _broker_config(self, name: str, config: BrokerConfig, broker: int) -> Config:
         chain = self.broker_chain(name, broker)
         synonyms = tuple((n, as_text(v), s) for n, v, s in chain)
-        _, value, source = chain[0]
+        _, value, source = chain[0] if chain else (name, None, Source.DEFAULT_CONFIG)
         doc = config.effect
         if name in APPLIED_AT_START:
             doc += " (applied at start: a dynamic change is kept and reported only)"

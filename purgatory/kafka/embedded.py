@@ -135,7 +135,7 @@ class _Setup:
         if checked.is_set(_SELECTOR):
             cluster["replica_selector_class"] = checked.text(_SELECTOR)
         # Kafka's log.retention.ms (seven days) unless set, as DescribeConfigs reports it
-        retention_ms = BROKER_CONFIGS["log.retention.ms"].kafka_default
+        retention_ms = BROKER_CONFIGS["log.retention.ms"].derived
         assert isinstance(retention_ms, int)
         cluster.setdefault("log_retention_ms", retention_ms)
         if racks is not None:

@@ -76,7 +76,7 @@ _TOPIC: Final = (
     TopicConfig(
         "retention.ms",
         _T.LONG,
-        None,
+        604_800_000,
         "log.retention.ms",
         Rule(-1),
         "how long a batch is kept after it was appended (-1: forever), applied on each "

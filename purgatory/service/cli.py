@@ -429,7 +429,7 @@ async def serve(settings: ServeSettings) -> int:
         producer_id_expiration_ms=configs.number("producer.id.expiration.ms"),
         log_cleaner_backoff_ms=configs.number("log.cleaner.backoff.ms"),
         racks=settings.kafka_racks,
-        replica_selector_class=configs.text("replica.selector.class") or None,
+        replica_selector_class=configs.optional_text("replica.selector.class"),
     )
     for name, partitions, replication_factor in settings.topics:
         await cluster.create_topic(name, partitions, replication_factor)

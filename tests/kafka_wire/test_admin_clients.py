@@ -309,7 +309,7 @@ async def test_describe_configs_answers_sources_synonyms_and_refusals(version: i
     assert [(s.name, s.value, s.source) for s in own["retention.ms"].synonyms] == [
         ("retention.ms", "1000", 1),
         ("log.retention.ms", "60000", 4),
-        ("log.retention.ms", "604800000", 5),  # Kafka's default, last
+        ("log.retention.hours", "168", 5),  # what Kafka derives its null log.retention.ms from
     ]
     assert [(s.name, s.value, s.source) for s in broker["num.partitions"].synonyms] == [
         ("num.partitions", "3", 4),

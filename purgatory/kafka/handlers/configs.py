@@ -537,7 +537,8 @@ def _incremental(
     start = out.get(name)
     if start is None:  # Kafka starts from its default, not from an inherited value
         start = entry.kafka_default() if isinstance(entry, TopicConfig) else entry.kafka_default
-    return _listed(out, name, op, str(start), value)
+    # a null default is an empty list
+    return _listed(out, name, op, "" if start is None else str(start), value)
 
 
 def _listed(out: ConfigChanges, name: str, op: int, start: str, value: str) -> ConfigChanges:
