@@ -38,12 +38,8 @@ class BrokerConfig:
     a dynamic one, as Kafka's DynamicBrokerConfig says: ``cluster`` for one broker or
     every broker (resource ``""``), ``broker`` for one broker only, ``listener`` only
     under a listener prefix (``listener.name.NAME.``, one broker). A ``kafka_default`` of
-    None is Kafka's null (DescribeConfigs reports no value, and no default synonym);
-    ``derived_from``, for such a config that is in force nonetheless, the config Kafka
-    derives it from (listed apart, not kept here) and that config's default, and
-    ``derived`` the value in force then (``log.retention.ms``: ``log.retention.hours``,
-    168, so 604800000). DescribeConfigs names ``derived_from`` as the default synonym
-    after the config's own values, as Kafka's ConfigHelper does."""
+    None is Kafka's null (DescribeConfigs reports no value, and no default synonym; see
+    :data:`~purgatory.kafka.cluster_configs.DERIVED` for those in force nonetheless)."""
 
     name: str
     type: ConfigType
@@ -53,22 +49,11 @@ class BrokerConfig:
     rule: Rule = Rule(minimum=0)
     dynamic: bool = False
     scope: Scope = "cluster"
-    derived: Value | None = None
-    derived_from: tuple[str, Value] | None = None
-
-    @property
-    def default_in_force(self) -> Value | None:
-        """What a broker runs with when nothing sets it: Kafka's default, else what Kafka
-        derives it from."""
-        return self.derived if self.kafka_default is None else self.kafka_default
 
     def parse(self, value: object) -> Value:
         """``value`` (Kafka's text or typed) checked; ValueError naming the config."""
         return self.rule.parse(self.name, self.type, value)
 
-
-#: Kafka's log.retention.hours and log.roll.hours (168), in ms
-_WEEK_MS: Final = 604_800_000
 
 _CONFIGS: Final = (
     BrokerConfig(
@@ -131,8 +116,6 @@ _CONFIGS: Final = (
         "how long a topic that sets no retention.ms keeps records (-1: forever)",
         Rule(-1),
         dynamic=True,
-        derived=_WEEK_MS,
-        derived_from=("log.retention.hours", 168),
     ),
     BrokerConfig(
         "log.retention.bytes",
@@ -526,17 +509,9 @@ def _kept(
     default: Value | None,
     rule: Rule = Rule(),
     scope: Scope = "cluster",
-    derived: tuple[Value, str, Value] | None = None,
 ) -> BrokerConfig:
-    """A config of Kafka 4's dynamic broker config set the simulation keeps and reports;
-    ``derived``: for one whose Kafka default is null, the value in force, the config it
-    comes from and that config's default."""
-    if derived is None:
-        return BrokerConfig(name, kind, default, default, KEPT_BROKER, rule, True, scope)
-    value, source, source_default = derived
-    return BrokerConfig(
-        name, kind, None, None, KEPT_BROKER, rule, True, scope, value, (source, source_default)
-    )
+    """A config of Kafka 4's dynamic broker config set the simulation keeps and reports."""
+    return BrokerConfig(name, kind, default, default, KEPT_BROKER, rule, True, scope)
 
 
 def _group(name: str, default: int, effect: str, rule: Rule = Rule(1)) -> BrokerConfig:
@@ -561,18 +536,12 @@ _KEPT: Final = (
     # DynamicLogConfig: the broker synonyms of the topic configs
     _kept("log.segment.bytes", _I, 1 << 30, Rule(1 << 20)),
     # Kafka's null: log.roll.hours (168), log.roll.jitter.hours (0) are in force
-    _kept("log.roll.ms", _L, None, Rule(1), derived=(_WEEK_MS, "log.roll.hours", 168)),
-    _kept("log.roll.jitter.ms", _L, None, Rule(0), derived=(0, "log.roll.jitter.hours", 0)),
+    _kept("log.roll.ms", _L, None, Rule(1)),
+    _kept("log.roll.jitter.ms", _L, None, Rule(0)),
     _kept("log.index.size.max.bytes", _I, 10 << 20, Rule(4)),
     _kept("log.flush.interval.messages", _L, LONG_MAX, Rule(1)),
     # Kafka's null: log.flush.scheduler.interval.ms (Long.MAX_VALUE) is in force
-    _kept(
-        "log.flush.interval.ms",
-        _L,
-        None,
-        Rule(0),
-        derived=(LONG_MAX, "log.flush.scheduler.interval.ms", LONG_MAX),
-    ),
+    _kept("log.flush.interval.ms", _L, None, Rule(0)),
     _kept("log.index.interval.bytes", _I, 4096, Rule(0)),
     _kept("log.cleaner.delete.retention.ms", _L, 86_400_000, Rule(0)),
     _kept("log.cleaner.min.compaction.lag.ms", _L, 0, Rule(0)),

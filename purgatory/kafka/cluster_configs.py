@@ -27,7 +27,7 @@ from purgatory.kafka.broker_config_table import (
     BrokerConfig,
 )
 from purgatory.kafka.broker_configs import BrokerConfigs
-from purgatory.kafka.config_rules import ConfigType, Value, as_text
+from purgatory.kafka.config_rules import LONG_MAX, ConfigType, Value, as_text
 from purgatory.kafka.coordinator.offsets_topic import default_replication_factor
 from purgatory.kafka.topic_configs import (
     TOPIC_CONFIGS,
@@ -100,6 +100,24 @@ class Config(NamedTuple):
         return self.type is ConfigType.PASSWORD
 
 
+#: the broker configs whose Kafka default is null but which are in force nonetheless,
+#: through a config Kafka lists apart (not kept here): the value in force then, that config
+#: and its default. DescribeConfigs names that config as the default synonym after the
+#: config's own values, as Kafka's ConfigHelper does.
+DERIVED: Final[Mapping[str, tuple[Value, str, Value]]] = {
+    "log.retention.ms": (604_800_000, "log.retention.hours", 168),
+    "log.roll.ms": (604_800_000, "log.roll.hours", 168),
+    "log.roll.jitter.ms": (0, "log.roll.jitter.hours", 0),
+    "log.flush.interval.ms": (LONG_MAX, "log.flush.scheduler.interval.ms", LONG_MAX),
+}
+
+
+def _in_force(name: str, config: BrokerConfig) -> Value | None:
+    """What a broker runs with when nothing sets ``name``: Kafka's default, else the value
+    Kafka derives."""
+    return DERIVED[name][0] if name in DERIVED else config.kafka_default
+
+
 @final
 class ClusterConfigs:
     """The configs of ``cluster``, started with the broker configs ``static``.
@@ -126,7 +144,7 @@ class ClusterConfigs:
             if value is None:  # Kafka's null, not set
                 continue
             self.static[name] = value
-            if static.is_set(name) or value != config.default_in_force:
+            if static.is_set(name) or value != _in_force(name, config):
                 self.static_set.add(name)
         #: AlterConfigs' values for every broker (resource name "") and for one, by name
         self.dynamic_default: dict[str, Value] = {
@@ -156,9 +174,10 @@ class ClusterConfigs:
                 chain.append((name, self.static[name], Source.STATIC_BROKER_CONFIG))
             if config.kafka_default is not None:  # Kafka lists no null default
                 chain.append((name, config.kafka_default, Source.DEFAULT_CONFIG))
-            elif config.derived_from is not None and chain:
+            elif name in DERIVED and chain:
                 # what Kafka derives it from, listed once the config has a value of its own
-                chain.append((*config.derived_from, Source.DEFAULT_CONFIG))
+                _, source, default = DERIVED[name]
+                chain.append((source, default, Source.DEFAULT_CONFIG))
         else:
             prefixed = LISTENER_PREFIXED.fullmatch(name)
             if prefixed is not None and prefixed[2] in BROKER_CONFIGS:
@@ -169,7 +188,7 @@ class ClusterConfigs:
         """A broker config's value in force on ``broker`` (one whose default is not null,
         or is derived)."""
         chain = self.broker_chain(name, broker)
-        value = chain[0][1] if chain else BROKER_CONFIGS[name].derived
+        value = chain[0][1] if chain else DERIVED[name][0]
         assert value is not None, name
         return value
 

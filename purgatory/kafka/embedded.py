@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Self, TypedDict, TypeVar, Unpack, final
 
 from purgatory._lifecycle import StartClose
-from purgatory.kafka.broker_config_table import BROKER_CONFIGS
 from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs
 from purgatory.kafka.client_metrics import ClientTelemetry
+from purgatory.kafka.cluster_configs import DERIVED
 from purgatory.kafka.config_rules import Value
 from purgatory.kafka.faults import Faults
 from purgatory.kafka.front_door import KafkaFrontDoor
@@ -135,7 +135,7 @@ class _Setup:
         if checked.is_set(_SELECTOR):
             cluster["replica_selector_class"] = checked.text(_SELECTOR)
         # Kafka's log.retention.ms (seven days) unless set, as DescribeConfigs reports it
-        retention_ms = BROKER_CONFIGS["log.retention.ms"].derived
+        retention_ms = DERIVED["log.retention.ms"][0]
         assert isinstance(retention_ms, int)
         cluster.setdefault("log_retention_ms", retention_ms)
         if racks is not None:
