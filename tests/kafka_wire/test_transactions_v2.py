@@ -467,3 +467,32 @@ async def test_the_next_transactions_produce_waits_for_the_last_ones_markers(
     await settled(kafka, "CompleteAbort")
     _stable(kafka, (0,))
     assert (await read_committed(kafka))[0] == [b"c0"]
+
+
+@pytest.mark.asyncio
+async def test_a_fenced_v2_transactions_producer_cannot_pass_for_a_retry(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    """A new InitProducerId fences and aborts the ongoing V2 transaction, bumping the
+    epoch twice as Kafka does (the fence, then V2's bump of the abort): the old
+    producer's EndTxn, at its epoch, is fenced rather than taken for a retry."""
+    broker = await coordinator(kafka)
+    pid, _ = await init(kafka, broker)
+    assert await produce(kafka, 0, pid, 0, 0, b"c0") == KioError.none
+    again = await call(
+        kafka,
+        broker,
+        ApiKey.INIT_PRODUCER_ID,
+        5,
+        transactional_id=TXN,
+        transaction_timeout=60_000,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    assert again.error_code == KioError.concurrent_transactions
+    done = await settled(kafka, "CompleteAbort")
+    assert done.producer_epoch == 2
+    for commit in (False, True):
+        fenced = await end(kafka, broker, pid, 0, commit=commit)
+        assert fenced.error_code == KioError.producer_fenced
+    assert await init(kafka, broker) == (pid, 3)

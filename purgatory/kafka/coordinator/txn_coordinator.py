@@ -59,6 +59,7 @@ from purgatory.kafka.coordinator.txn_markers import TransactionMarkerChannel
 from purgatory.kafka.coordinator.txn_metadata import (
     COMPLETE,
     EXHAUSTED_EPOCH,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PREPARED,
@@ -564,9 +565,15 @@ class TransactionCoordinator:
 
     async def _fence_and_abort(self, loaded: LoadedPartition, txn: TxnMetadata) -> ErrorCode:
         """Kafka's PrepareEpochFence: bump the epoch (the producer's next request is
-        fenced) and abort the transaction with the bumped epoch."""
-        fenced = txn.copy(producer_epoch=txn.producer_epoch + 1, last_producer_epoch=-1)
-        new = fenced.copy(state=TxnState.PREPARE_ABORT, last_update_ms=self.wall_ms())
+        fenced) and abort the transaction with the bumped epoch. A V2 transaction's
+        abort bumps it once more, as any V2 EndTxn does: else the fenced producer's
+        EndTxn, one epoch behind, would pass for a retry of the abort."""
+        fenced = txn.producer_epoch + 1
+        if txn.client_txn_version >= TV_2:
+            new = txn.copy(producer_epoch=min(fenced + 1, MAX_EPOCH), last_producer_epoch=fenced)
+        else:
+            new = txn.copy(producer_epoch=fenced, last_producer_epoch=NO_PRODUCER_EPOCH)
+        new = new.copy(state=TxnState.PREPARE_ABORT, last_update_ms=self.wall_ms())
         error = await self._write(loaded, txn, new)
         if error is ErrorCode.NONE:
             self._spawn(self._send_markers(txn.transactional_id, loaded.epoch))
