@@ -55,13 +55,8 @@ class Features:
     which starts at 0 and grows by one with each UpdateFeatures that changes a level
     (Kafka's is the metadata log's offset: it too only grows)."""
 
-    def __init__(self, levels: Mapping[str, int] | None = None) -> None:
+    def __init__(self) -> None:
         self._levels = dict(DEFAULT_LEVELS)
-        for name, level in (levels or {}).items():
-            error = _invalid(name, level, UpgradeType.UNSAFE_DOWNGRADE, 0)
-            if error is not None:
-                raise ValueError(error)
-            self._levels[name] = level
         self.epoch = 0
 
     def level(self, name: str) -> int:
