@@ -21,7 +21,7 @@ from kio_wire import read_response, round_trip
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.txn_metadata import EXHAUSTED_EPOCH
-from purgatory.kafka.embedded import AsyncEmbeddedKafka
+from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
 from purgatory.kafka.schemas import build, request_type
 from purgatory.sim import TxnMarker
@@ -496,3 +496,31 @@ async def test_a_fenced_v2_transactions_producer_cannot_pass_for_a_retry(
         fenced = await end(kafka, broker, pid, 0, commit=commit)
         assert fenced.error_code == KioError.producer_fenced
     assert await init(kafka, broker) == (pid, 3)
+
+
+@pytest.mark.kafka_cluster(topics={"t": 1})
+def test_kafka_pythons_admin_describes_and_updates_the_features(
+    kafka_cluster: EmbeddedKafka,
+) -> None:
+    """A real client's KIP-584 admin calls: describe_features reads ApiVersions',
+    update_features sends UpdateFeatures to the controller."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import InvalidUpdateVersionError
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers)
+    try:
+        assert admin.describe_features()["transaction.version"] == {
+            "supported": (0, 2),
+            "finalized": (2, 2),
+            "finalized_epoch": 0,
+        }
+        with pytest.raises(InvalidUpdateVersionError):
+            admin.update_features({"transaction.version": 1})  # a downgrade, unsaid
+        update = {"transaction.version": ("SAFE_DOWNGRADE", 1)}
+        assert admin.update_features(update, validate_only=True) == {"transaction.version": "OK"}
+        assert admin.describe_features()["transaction.version"]["finalized"] == (2, 2)
+        assert admin.update_features(update) == {"transaction.version": "OK"}
+        described = admin.describe_features()["transaction.version"]
+        assert (described["finalized"], described["finalized_epoch"]) == ((1, 1), 1)
+    finally:
+        admin.close()
