@@ -329,37 +329,76 @@ async def test_the_epoch_and_version_survive_a_coordinator_failover(
 
 
 @pytest.mark.asyncio
-async def test_a_used_up_epoch_goes_on_under_a_new_producer_id(
-    kafka: AsyncEmbeddedKafka,
-) -> None:
-    """EndTxn v5 at the last epoch: the markers at Short.MAX_VALUE, and the answer a new
-    producer id at epoch 0 (Kafka's nextProducerId), which the next transaction uses."""
+async def _at_the_last_epoch(kafka: AsyncEmbeddedKafka) -> tuple[int, int]:
+    """A V2 transaction on t-0 at the exhausted epoch (as if its id had run 32766
+    transactions: set in the coordinator's state only): its coordinator and producer id."""
     broker = await coordinator(kafka)
     pid, _ = await init(kafka, broker)
-    owner = kafka.front_door.transactions[broker]
-    loaded = owner.state.owned(TXN)
+    loaded = kafka.front_door.transactions[broker].state.owned(TXN)
     assert not isinstance(loaded, ErrorCode)
-    # as if this id had run 32766 transactions: the coordinator's state only
     loaded.txns[TXN] = loaded.txns[TXN].copy(producer_epoch=EXHAUSTED_EPOCH)
     assert await produce(kafka, 0, pid, EXHAUSTED_EPOCH, 0, b"c0") == KioError.none
+    return broker, pid
+
+
+@pytest.mark.asyncio
+async def test_a_retry_of_the_end_txn_that_used_up_the_epoch_gets_the_new_id(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    broker, pid = await _at_the_last_epoch(kafka)
     answer = await end(kafka, broker, pid, EXHAUSTED_EPOCH, commit=True)
-    assert answer.error_code == KioError.none
     new_pid = answer.producer_id
-    assert (new_pid != pid, answer.producer_epoch) == (True, 0)
+    assert (answer.error_code, answer.producer_epoch) == (KioError.none, 0)
     done = await settled(kafka, "CompleteCommit")
     assert (done.producer_id, done.producer_epoch) == (new_pid, 0)
-    # the retry names the old id at the old epoch
     retried = await end(kafka, broker, pid, EXHAUSTED_EPOCH, commit=True)
     assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (
         KioError.none,
         new_pid,
         0,
     )
-    assert await produce(kafka, 0, new_pid, 0, 0, b"c1") == KioError.none
-    assert (await end(kafka, broker, new_pid, 0, commit=True)).producer_epoch == 1
-    await settled(kafka, "CompleteCommit")
-    _stable(kafka, (0,))
-    assert sorted((await read_committed(kafka))[0]) == [b"c0", b"c1"]
+    other = await end(kafka, broker, pid, EXHAUSTED_EPOCH, commit=False)
+    assert other.error_code == KioError.invalid_txn_state
+    stale = await end(kafka, broker, pid, EXHAUSTED_EPOCH - 1, commit=True)
+    assert stale.error_code == KioError.invalid_producer_id_mapping
+
+
+@pytest.mark.asyncio
+async def test_a_used_up_epoch_goes_on_under_a_new_producer_id(
+    kafka: AsyncEmbeddedKafka, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EndTxn v5 at the last epoch: the markers at Short.MAX_VALUE, and the answer a new
+    producer id at epoch 0 (Kafka's nextProducerId), which the next transaction uses:
+    at once, its produce waiting for the last transaction's markers."""
+    broker, pid = await _at_the_last_epoch(kafka)
+    real = kafka.cluster.write_txn_markers
+    release = asyncio.Event()
+    markers: list[TxnMarker] = []
+
+    async def held(batch: Sequence[TxnMarker], timeout_ms: int = 30_000) -> Any:
+        markers.extend(batch)
+        await release.wait()
+        return await real(batch, timeout_ms)
+
+    monkeypatch.setattr(kafka.cluster, "write_txn_markers", held)
+    answer = await end(kafka, broker, pid, EXHAUSTED_EPOCH, commit=True)
+    assert answer.error_code == KioError.none
+    new_pid = answer.producer_id
+    assert (new_pid != pid, answer.producer_epoch) == (True, 0)
+    # a retry while the markers are written: the old id at the old epoch
+    retried = await end(kafka, broker, pid, EXHAUSTED_EPOCH, commit=True)
+    assert retried.error_code == KioError.concurrent_transactions
+    first = asyncio.ensure_future(produce(kafka, 1, new_pid, 0, 0, b"c1"))
+    await asyncio.sleep(0.2)
+    assert not first.done()  # the new id's transaction waits for the old one's
+    release.set()
+    assert await first == KioError.none
+    assert [(m.producer_id, m.producer_epoch) for m in markers] == [(pid, EXHAUSTED_EPOCH + 1)]
+    assert (await end(kafka, broker, new_pid, 0, commit=False)).producer_epoch == 1
+    done = await settled(kafka, "CompleteAbort")
+    assert (done.producer_id, done.producer_epoch) == (new_pid, 1)
+    _stable(kafka)
+    assert (await read_committed(kafka))[0] == [b"c0"]
 
 
 async def update(

@@ -400,19 +400,18 @@ class TransactionCoordinator:
         Ongoing with them once this returns NONE. ``client_txn_version`` 2: a V2 client's
         Produce or TxnOffsetCommit adding them implicitly (V1's requests: 0)."""
         checked = self._checked(transactional_id, producer_id, producer_epoch)
-        if isinstance(checked, ErrorCode):
+        if isinstance(checked, ErrorCode) and not self._handing_over(transactional_id, producer_id):
             return checked
-        loaded, txn = checked
         wanted, wanted_groups = set(partitions), set(groups)
-        if txn.pending or txn.state in PREPARED:
+        if isinstance(checked, ErrorCode) or checked[1].pending or checked[1].state in PREPARED:
             if not await self._settled(transactional_id):
                 return ErrorCode.CONCURRENT_TRANSACTIONS
             checked = self._checked(transactional_id, producer_id, producer_epoch)
-            if isinstance(checked, ErrorCode):
-                return checked
-            loaded, txn = checked
-            if txn.pending or txn.state in PREPARED:
-                return ErrorCode.CONCURRENT_TRANSACTIONS
+        if isinstance(checked, ErrorCode):
+            return checked
+        loaded, txn = checked
+        if txn.pending or txn.state in PREPARED:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         if (
             txn.state is TxnState.ONGOING
             and wanted <= txn.partitions
@@ -430,6 +429,13 @@ class TransactionCoordinator:
             client_txn_version=client_txn_version,
         )
         return await self._write(loaded, txn, new)
+
+    def _handing_over(self, transactional_id: str, producer_id: int) -> bool:
+        """Whether ``producer_id`` is the new id a V2 EndTxn at a used-up epoch gave, its
+        transaction still completing under the old one: the producer's next transaction
+        waits for it, as after any EndTxn."""
+        txn = self.owned_txn(transactional_id)
+        return txn is not None and txn.next_producer_id == producer_id != NO_PRODUCER_ID
 
     async def _settled(self, transactional_id: str) -> bool:
         """Wait (in the TxnSettle purgatory, up to ``SETTLE_WAIT_MS``) until no change
