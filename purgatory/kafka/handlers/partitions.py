@@ -82,6 +82,9 @@ _NOTHING: Final = FetchResult(ErrorCode.NONE)
 #: topic, partition)`` -> NONE to accept it, or the error to answer (the transaction
 #: coordinator's verdict on whether the partition is in the producer's transaction)
 TxnVerifier = Callable[[int, int, str, int], ErrorCode | Awaitable[ErrorCode]]
+#: Transactions V2's produce-time addition: ``(transactional id, producer id, producer
+#: epoch, topic, partition)`` -> NONE once the partition is in the transaction, or the
+#: error to answer
 TxnAdder = Callable[[str, int, int, str, int], Awaitable[ErrorCode]]
 #: the first Produce version of Transactions V2 (Kafka's TransactionVersion.TV_2 produce)
 PRODUCE_V2: Final = 12
@@ -134,9 +137,8 @@ class PartitionHandlers:
     #: on a partition (KIP-890 verification; Kafka verifies only a transaction's first
     #: write to a partition); None: every one is accepted
     txn_verifier: TxnVerifier | None = None
-    #: Transactions V2's Produce (v12+, ``transaction.version`` 2 finalized): adds the
-    #: partition to the transaction ``(transactional id, producer id, epoch, topic,
-    #: partition)``, NONE or the error to answer; None: never (verified as before)
+    #: adds the partition of a Transactions V2 Produce (v12+, ``transaction.version`` 2
+    #: finalized) to its transaction; None: never (such a batch is verified as others)
     txn_adder: TxnAdder | None = None
     #: whether the cluster's ``transaction.version`` is finalized at 2
     transactions_v2: Callable[[], bool] = lambda: False
