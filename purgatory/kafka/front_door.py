@@ -38,6 +38,7 @@ from purgatory.kafka.coordinator.share_state import ShareCoordinators, ShareStat
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
 from purgatory.kafka.coordinator.txn_metadata import TxnSettings
 from purgatory.kafka.faults import Faults
+from purgatory.kafka.features import Features
 from purgatory.kafka.handlers.acls import AclHandlers
 from purgatory.kafka.handlers.client_quotas import ClientQuotaHandlers
 from purgatory.kafka.handlers.configs import ConfigHandlers
@@ -51,6 +52,7 @@ from purgatory.kafka.handlers.describe_producers import DescribeProducersHandler
 from purgatory.kafka.handlers.describe_quorum import DescribeQuorumHandlers
 from purgatory.kafka.handlers.describe_topic_partitions import DescribeTopicPartitionsHandlers
 from purgatory.kafka.handlers.elections import ElectionHandlers
+from purgatory.kafka.handlers.features import FeatureHandlers
 from purgatory.kafka.handlers.groups import GroupHandlers
 from purgatory.kafka.handlers.log_dirs import LogDirHandlers
 from purgatory.kafka.handlers.log_offsets import LogOffsetHandlers
@@ -173,6 +175,8 @@ class KafkaFrontDoor:
         #: without TLS listeners)
         self.tls: TlsMaterial | None = None
         self.configs = BrokerConfigs() if configs is None else configs
+        #: the cluster's finalized feature levels (ApiVersions, UpdateFeatures)
+        self.features = Features()
         self._make_coordinators(cluster)
         self._expiry: asyncio.Task[None] | None = None
         #: every config of the cluster: the brokers', AlterConfigs', the topics'
@@ -242,7 +246,11 @@ class KafkaFrontDoor:
             self.client_quotas.apis(),
             SaslHandlers(self.credentials).apis(),
             AclHandlers(self.acls, self.authorizer is not None).apis(),
+            FeatureHandlers(self.features).apis(),
         ]
+
+    def _transactions_v2(self) -> bool:
+        return self.features.transactions_v2
 
     def _share_config(self, group_id: str) -> ShareConfig:
         return _share_config(self.shares.config, self.coordinator.group_config(group_id))
@@ -393,6 +401,8 @@ class KafkaFrontDoor:
             # KIP-890: the transaction coordinators say whether a partition was added
             self.transactions.verify_produce if self.transactions.settings.verification else None,
             compacted=lambda topic: self.cluster_configs.compacted(topic, broker_id),
+            txn_adder=self.transactions.add_for_produce,
+            transactions_v2=self._transactions_v2,
         )
         deletes = DeleteRecordsHandlers(self.cluster, broker_id)
         log_offsets = LogOffsetHandlers(self.cluster, broker_id)
@@ -407,6 +417,7 @@ class KafkaFrontDoor:
             self.coordinator,
             self.offsets,
             self.cluster,
+            self._transactions_v2,
         )
         for apis in [
             partitions.apis(),
@@ -445,6 +456,7 @@ class KafkaFrontDoor:
             raise RuntimeError(f"APIs served without an authorization rule: {missing}")
         server.interceptor = self.faults if self.faults.active else None
         server.throttler = self.throttler if self.quotas.active else None
+        server.features = self.features
         if self.authorizer is not None:
             server.guard = self._authorized
         return server
