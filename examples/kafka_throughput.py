@@ -1,19 +1,20 @@
-"""Measure `purgatory serve --kafka-port` with one producer (acks=all, 100-byte records,
-one partition of replication factor 3): records/s, and the broker's and this client's CPU
-per record; with ``--consume``, one consumer reading them back; then the wake-up latency
-of a parked consumer fetch (produce sent -> record received), p50 and p99, over the Kafka
-protocol (aiokafka) and over the HTTP long poll.
+"""Measure `purgatory serve --kafka-port` with one producer (acks=all, 100-byte records
+unless ``--record-bytes`` says, one partition of replication factor 3): records/s, and
+the broker's and this client's CPU per record; with ``--consume``, one consumer reading
+them back; then the wake-up latency of a parked consumer fetch (produce sent -> record
+received), p50 and p99, over the Kafka protocol (aiokafka) and over the HTTP long poll.
 
     python examples/kafka_throughput.py [--client aiokafka|confluent] [--records 50000]
-        [--idempotence] [--transactional N] [--consume] [--wakeups 200]
-        [--replica-rtt-ms MS] [--warmup 1000] [--ssl]
+        [--idempotence] [--transactional N | --commit-interval-ms MS] [--record-bytes B]
+        [--consume] [--wakeups 200] [--replica-rtt-ms MS] [--warmup 1000] [--ssl]
     python examples/kafka_throughput.py --librdkafka-mock [--records 500000]
-        [--idempotence] [--transactional N]
+        [--idempotence] [--transactional N | --commit-interval-ms MS] [--record-bytes B]
 
 ``--client aiokafka`` (the default) produces with aiokafka's default batching; ``--client
 confluent`` with librdkafka (confluent-kafka, ``linger.ms=5``) and consumes with it.
 ``--transactional N`` (confluent) then produces as many records again, to a topic of their
-own, with a transactional producer that commits every N records, and with ``--consume``
+own, with a transactional producer that commits every N records (``--commit-interval-ms``:
+every MS milliseconds, as Kafka's own figure for transactions is taken), and with ``--consume``
 reads those back read_committed and read_uncommitted. Starts the server as a child process
 on loopback (``purgatory.testing.ServeProcess``: its log is kept in a temporary
 directory), produces, reads the server's CPU time from /proc (Linux), and stops it.
@@ -56,11 +57,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def produce(bootstrap: str, records: int) -> float:
+async def produce(bootstrap: str, records: int, size: int = 100) -> float:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **AIOKAFKA_SECURITY)
     await producer.start()
     try:
-        value = b"x" * 100
+        value = b"x" * size
         await producer.send_and_wait("t", value, partition=0)  # connections and metadata
         start = time.perf_counter()
         futures = [await producer.send("t", value, partition=0) for _ in range(records)]
@@ -71,11 +72,16 @@ async def produce(bootstrap: str, records: int) -> float:
 
 
 def confluent_produce(
-    bootstrap: str, records: int, idempotence: bool, topic: str = "t", transaction: int = 0
+    bootstrap: str,
+    records: int,
+    idempotence: bool,
+    topic: str = "t",
+    transaction: Commits | None = None,
+    size: int = 100,
 ) -> float:
-    """Records/s of one librdkafka producer; with ``transaction`` > 0, a transactional one
-    (idempotent too) committing every ``transaction`` records (its InitProducerId is not
-    timed: a warm-up produces first)."""
+    """Seconds one librdkafka producer takes for ``records`` of ``size`` bytes; with
+    ``transaction``, a transactional one (idempotent too) committing as it says (its
+    InitProducerId is not timed: a warm-up produces first)."""
     from confluent_kafka import KafkaException, Producer
 
     config: dict[str, object] = {
@@ -98,14 +104,15 @@ def confluent_produce(
         if error is not None:
             failed.append(error)
 
-    value = b"x" * 100
+    value = b"x" * size
     producer.produce(topic, value, partition=0, on_delivery=delivered)  # connections, metadata
     producer.flush(30)
-    start = time.perf_counter()
+    start = began = time.perf_counter()
     for i in range(records):
-        if transaction and i and i % transaction == 0:
+        if transaction and i and transaction.due(i, began):
             producer.commit_transaction(60)  # waits for every record of it, then the commit
             producer.begin_transaction()
+            began = time.perf_counter()
         while True:
             try:
                 producer.produce(topic, value, partition=0, on_delivery=delivered)
@@ -229,6 +236,26 @@ async def http_wakeups(url: str, rounds: int) -> list[float]:
     return latencies
 
 
+class Commits:
+    """When a transactional producer commits: every ``records`` records, or (with
+    ``interval_ms``) once that long has passed since its transaction began."""
+
+    def __init__(self, records: int = 0, interval_ms: float = 0.0) -> None:
+        self.records = records
+        self.interval_ms = interval_ms
+
+    def __bool__(self) -> bool:
+        return bool(self.records or self.interval_ms)
+
+    def due(self, produced: int, began: float) -> bool:
+        if self.interval_ms:
+            return (time.perf_counter() - began) * 1000 >= self.interval_ms
+        return produced % self.records == 0
+
+    def __str__(self) -> str:
+        return f"every {self.interval_ms:g} ms" if self.interval_ms else f"of {self.records}"
+
+
 def summary(name: str, latencies: list[float]) -> str:
     ms = sorted(x * 1000 for x in latencies)
     return f"{name} wake-up: p50 {percentile(ms, 50):.2f} ms, p99 {percentile(ms, 99):.2f} ms"
@@ -247,6 +274,21 @@ def main() -> None:
         default=0,
         metavar="N",
         help="then as many records with a transactional producer committing every N (confluent)",
+    )
+    parser.add_argument(
+        "--commit-interval-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="then as many records with a transactional producer committing every MS "
+        "milliseconds (confluent), as Kafka measures transactions",
+    )
+    parser.add_argument(
+        "--record-bytes",
+        type=int,
+        default=100,
+        metavar="B",
+        help="each record's value size in bytes (default: 100)",
     )
     parser.add_argument("--consume", action="store_true", help="read the records back")
     parser.add_argument(
@@ -273,16 +315,24 @@ def main() -> None:
         help="librdkafka's own mock cluster instead of purgatory serve (confluent only)",
     )
     args = parser.parse_args()
+    if args.transactional < 0 or args.commit_interval_ms < 0:
+        parser.error("--transactional and --commit-interval-ms take a positive number")
+    if args.transactional and args.commit_interval_ms:
+        parser.error("give --transactional or --commit-interval-ms, not both")
+    if args.record_bytes < 0:
+        parser.error("--record-bytes takes a size of 0 or more")
+    commits = Commits(args.transactional, args.commit_interval_ms)
+    size = args.record_bytes
     if args.librdkafka_mock:
-        librdkafka_mock(args.records, args.warmup, args.idempotence, args.transactional)
+        librdkafka_mock(args.records, args.warmup, args.idempotence, commits, size)
         return
     listener = "--kafka-ssl-port" if args.ssl else "--kafka-port"
     command = [listener, "0", "--topic", "t:1:3", "--log-level", "WARNING"]
     if args.replica_rtt_ms is not None:
         command += ["--replica-rtt-ms", args.replica_rtt_ms]
     command += ["--topic", "w:1:3", "--topic", "h:1:3", "--topic", "x:1:3"]
-    if args.transactional and args.client != "confluent":
-        parser.error("--transactional needs --client confluent")
+    if commits and args.client != "confluent":
+        parser.error("--transactional and --commit-interval-ms need --client confluent")
     with ServeProcess(*command) as server:
         url = server.url
         if args.ssl:
@@ -295,9 +345,9 @@ def main() -> None:
         print(f"client:             {args.client}{' over SSL' if args.ssl else ''}")
         print(f"records:            {n}")
         produce_with = (
-            (lambda count: confluent_produce(bootstrap, count, args.idempotence))
+            (lambda count: confluent_produce(bootstrap, count, args.idempotence, size=size))
             if args.client == "confluent"
-            else (lambda count: asyncio.run(produce(bootstrap, count)))
+            else (lambda count: asyncio.run(produce(bootstrap, count, size)))
         )
         consume_with = (
             (lambda count: confluent_consume(bootstrap, count))
@@ -317,22 +367,24 @@ def main() -> None:
             client_before = time.process_time()
             elapsed = consume_with(n)
             report("consume", n, elapsed, cpu_seconds(server.pid) - broker_before, client_before)
-        if args.transactional:
-            transactional(bootstrap, server.pid, n, args.transactional, args.warmup, args.consume)
+        if commits:
+            transactional(bootstrap, server.pid, n, commits, size, args.warmup, args.consume)
         if args.wakeups:
             print(summary("kafka", asyncio.run(kafka_wakeups(bootstrap, args.wakeups))))
             print(summary("http ", asyncio.run(http_wakeups(url, args.wakeups))))
 
 
-def transactional(bootstrap: str, pid: int, n: int, size: int, warmup: int, consume: bool) -> None:
-    """``n`` records to topic x with transactions of ``size``; then (``consume``) read
-    back read_committed and read_uncommitted."""
+def transactional(
+    bootstrap: str, pid: int, n: int, commits: Commits, size: int, warmup: int, consume: bool
+) -> None:
+    """``n`` records of ``size`` bytes to topic x, committed as ``commits`` says; then
+    (``consume``) read back read_committed and read_uncommitted."""
     if warmup:  # creates __transaction_state and loads the transaction APIs' schemas
-        confluent_produce(bootstrap, warmup, True, "x", size)
+        confluent_produce(bootstrap, warmup, True, "x", commits, size)
     broker_before = cpu_seconds(pid)
     client_before = time.process_time()
-    elapsed = confluent_produce(bootstrap, n, True, "x", size)
-    what = f"produce, transactions of {size}"
+    elapsed = confluent_produce(bootstrap, n, True, "x", commits, size)
+    what = f"produce, transactions {commits}"
     report(what, n, elapsed, cpu_seconds(pid) - broker_before, client_before)
     if not consume:
         return
@@ -346,14 +398,15 @@ def transactional(bootstrap: str, pid: int, n: int, size: int, warmup: int, cons
         )
 
 
-def librdkafka_mock(records: int, warmup: int, idempotence: bool, transaction: int) -> None:
+def librdkafka_mock(
+    records: int, warmup: int, idempotence: bool, transaction: Commits, size: int
+) -> None:
     """The confluent producer's figures against librdkafka's in-process C mock cluster;
     the mock's brokers run on this process's threads, so their CPU is the client's here.
-    With ``transaction`` > 0, then a transactional producer committing every
-    ``transaction`` records: the mock answers the transaction APIs at once, without
-    replicating anything, so this is what the client itself allows. (Its consumer is not
-    measured: reading back 100,000 records from the mock stalled here, idle, with
-    confluent-kafka 2.16.)"""
+    With ``transaction``, then a transactional producer committing as it says: the mock
+    answers the transaction APIs at once, without replicating anything, so this is what
+    the client itself allows. (Its consumer is not measured: reading back 100,000 records
+    from the mock stalled here, idle, with confluent-kafka 2.16.)"""
     from confluent_kafka import Producer
 
     holder = Producer({"test.mock.num.brokers": 3})  # the mock lives as long as it does
@@ -364,16 +417,16 @@ def librdkafka_mock(records: int, warmup: int, idempotence: bool, transaction: i
     print("client:             confluent, against librdkafka's mock cluster")
     print(f"records:            {records}")
     if warmup:
-        confluent_produce(bootstrap, warmup, idempotence)
+        confluent_produce(bootstrap, warmup, idempotence, size=size)
     client_before = time.process_time()
-    elapsed = confluent_produce(bootstrap, records, idempotence)
+    elapsed = confluent_produce(bootstrap, records, idempotence, size=size)
     report("produce", records, elapsed, 0.0, client_before)
     if transaction:
         if warmup:
-            confluent_produce(bootstrap, warmup, True, "x", transaction)
+            confluent_produce(bootstrap, warmup, True, "x", transaction, size)
         client_before = time.process_time()
-        elapsed = confluent_produce(bootstrap, records, True, "x", transaction)
-        report(f"produce, transactions of {transaction}", records, elapsed, 0.0, client_before)
+        elapsed = confluent_produce(bootstrap, records, True, "x", transaction, size)
+        report(f"produce, transactions {transaction}", records, elapsed, 0.0, client_before)
 
 
 def report(what: str, n: int, elapsed: float, broker_cpu: float, client_before: float) -> None:

@@ -100,6 +100,7 @@ class ErrorCode(enum.StrEnum):
     RESOURCE_NOT_FOUND = enum.auto(), 91
     DUPLICATE_RESOURCE = enum.auto(), 92
     UNACCEPTABLE_CREDENTIAL = enum.auto(), 93
+    INVALID_UPDATE_VERSION = enum.auto(), 95
     UNKNOWN_TOPIC_ID = enum.auto(), 100
     TRANSACTIONAL_ID_NOT_FOUND = enum.auto(), 105
     FENCED_MEMBER_EPOCH = enum.auto(), 110

@@ -534,6 +534,7 @@ RULES: Final[Mapping[ApiKey, tuple[Rule, ...]]] = {
     ApiKey.ALTER_CLIENT_QUOTAS: (Whole(_cluster(Operation.ALTER_CONFIGS)),),
     ApiKey.LIST_CONFIG_RESOURCES: (Whole(_cluster(Operation.DESCRIBE_CONFIGS)),),
     ApiKey.DESCRIBE_QUORUM: (Whole(_cluster(Operation.DESCRIBE)),),
+    ApiKey.UPDATE_FEATURES: (Whole(_cluster(Operation.ALTER)),),
     ApiKey.DESCRIBE_PRODUCERS: (Each("topics", _topic(Operation.READ)),),
     # every topic (an empty list) lists only those it may DESCRIBE; a list left empty by
     # refusals is not a request for every topic

@@ -40,6 +40,7 @@ from purgatory.kafka.coordinator.share_state import ShareCoordinators, ShareStat
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
 from purgatory.kafka.coordinator.txn_metadata import TxnSettings
 from purgatory.kafka.faults import Faults
+from purgatory.kafka.features import Features
 from purgatory.kafka.handlers.consumer_groups import topics_of
 from purgatory.kafka.handlers.registry import serve, shared_tables
 from purgatory.kafka.handlers.topics import TopicHandlers
@@ -152,6 +153,8 @@ class KafkaFrontDoor:
         #: without TLS listeners)
         self.tls: TlsMaterial | None = None
         self.configs = BrokerConfigs() if configs is None else configs
+        #: the cluster's finalized feature levels (ApiVersions, UpdateFeatures)
+        self.features = Features()
         self._make_coordinators(cluster)
         self._expiry: asyncio.Task[None] | None = None
         #: every config of the cluster: the brokers', AlterConfigs', the topics'
@@ -222,6 +225,7 @@ class KafkaFrontDoor:
             stats=self.stats,
             credentials=self.credentials,
             acls=self.acls,
+            features=self.features,
             authorizing=self.authorizer is not None,
             addresses=self.addresses,
             auto_create=self._topics.auto_create,
@@ -376,6 +380,7 @@ class KafkaFrontDoor:
             raise RuntimeError(f"APIs served without an authorization rule: {missing}")
         server.interceptor = self.faults if self.faults.active else None
         server.throttler = self.throttler if self.quotas.active else None
+        server.features = self.features
         if self.authorizer is not None:
             server.guard = self._authorized
         return server

@@ -612,6 +612,12 @@ if TYPE_CHECKING:
     from kio.schema.txn_offset_commit.v4 import response as txn_offset_commit_v4_response
     from kio.schema.txn_offset_commit.v5 import request as txn_offset_commit_v5_request
     from kio.schema.txn_offset_commit.v5 import response as txn_offset_commit_v5_response
+    from kio.schema.update_features.v0 import request as update_features_v0_request
+    from kio.schema.update_features.v0 import response as update_features_v0_response
+    from kio.schema.update_features.v1 import request as update_features_v1_request
+    from kio.schema.update_features.v1 import response as update_features_v1_response
+    from kio.schema.update_features.v2 import request as update_features_v2_request
+    from kio.schema.update_features.v2 import response as update_features_v2_response
 
     from purgatory.errors import ErrorCode
 
@@ -2455,6 +2461,35 @@ if TYPE_CHECKING:
         error_message: str | None
         nodes: Sequence[DescribeQuorumNode]
 
+    # -- UpdateFeatures (API key 57), versions 0-2
+
+    UpdateFeaturesRequest: TypeAlias = (
+        update_features_v0_request.UpdateFeaturesRequest
+        | update_features_v1_request.UpdateFeaturesRequest
+        | update_features_v2_request.UpdateFeaturesRequest
+    )
+    UpdateFeaturesFeatureUpdateKey: TypeAlias = (
+        update_features_v0_request.FeatureUpdateKey
+        | update_features_v1_request.FeatureUpdateKey
+        | update_features_v2_request.FeatureUpdateKey
+    )
+    UpdateFeaturesResponse: TypeAlias = (
+        update_features_v0_response.UpdateFeaturesResponse
+        | update_features_v1_response.UpdateFeaturesResponse
+        | update_features_v2_response.UpdateFeaturesResponse
+    )
+
+    class UpdateFeaturesUpdatableFeatureResult(TypedDict, total=False):
+        feature: str
+        error_code: ErrorCode | int
+        error_message: str | None
+
+    class UpdateFeaturesResponseFields(TypedDict, total=False):
+        throttle_time: datetime.timedelta | int
+        error_code: ErrorCode | int
+        error_message: str | None
+        results: Sequence[UpdateFeaturesUpdatableFeatureResult]
+
     # -- DescribeCluster (API key 60), versions 0-2
 
     DescribeClusterRequest: TypeAlias = (
@@ -3251,6 +3286,10 @@ if TYPE_CHECKING:
         ) -> DescribeQuorumResponse: ...
         @overload
         def __call__(
+            self, request: UpdateFeaturesRequest, /, **values: Unpack[UpdateFeaturesResponseFields]
+        ) -> UpdateFeaturesResponse: ...
+        @overload
+        def __call__(
             self,
             request: DescribeClusterRequest,
             /,
@@ -3539,6 +3578,10 @@ if TYPE_CHECKING:
         def __call__(
             self, request: DescribeQuorumRequest, error: ErrorCode | int, /
         ) -> DescribeQuorumResponse: ...
+        @overload
+        def __call__(
+            self, request: UpdateFeaturesRequest, error: ErrorCode | int, /
+        ) -> UpdateFeaturesResponse: ...
         @overload
         def __call__(
             self, request: DescribeClusterRequest, error: ErrorCode | int, /

@@ -26,6 +26,7 @@ from typing import Any, Final, NamedTuple, Protocol, TypeVar, final
 from purgatory import OperationCancelled
 from purgatory.errors import ErrorCode
 from purgatory.kafka.connections import Connection, stop_accepting
+from purgatory.kafka.features import SUPPORTED, Features
 from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
 from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.sasl import (
@@ -230,6 +231,8 @@ class KafkaProtocolServer:
         self.guard: Guard | None = None
         #: applies the client quotas while any is set (None: none, one attribute test)
         self.throttler: Throttler | None = None
+        #: the cluster's feature levels ApiVersions v3+ reports (None: none reported)
+        self.features: Features | None = None
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
         #: APIs served only while their condition holds (client telemetry): otherwise left
         #: out of ApiVersions and a request of one is an unknown API
@@ -647,6 +650,7 @@ class KafkaProtocolServer:
                     {"api_key": key, "min_version": low, "max_version": high}
                     for key, (low, high) in sorted(self.supported().items())
                 ],
+                **({} if self.features is None else _features(self.features)),
             },
         )
 
@@ -692,6 +696,22 @@ class KafkaProtocolServer:
             with contextlib.suppress(Exception):
                 await item[1]
             responses.owed -= 1
+
+
+def _features(features: Features) -> dict[str, object]:
+    """ApiVersions' feature fields (v3+; older versions have none: :func:`build` leaves
+    them out)."""
+    return {
+        "supported_features": [
+            {"name": name, "min_version": low, "max_version": high}
+            for name, (low, high) in sorted(SUPPORTED.items())
+        ],
+        "finalized_features_epoch": features.epoch,
+        "finalized_features": [
+            {"name": name, "min_version_level": level, "max_version_level": level}
+            for name, level in features.finalized().items()
+        ],
+    }
 
 
 def _sasl_api(frame: bytes) -> bool:

@@ -370,10 +370,16 @@ class Cluster(StartClose):
         log = None if p is None else p.logs.get(broker)
         return [] if log is None else log.read_records(log.log_start_offset, log.leo, 1 << 62)
 
-    def in_transaction(self, topic: str, partition: int, producer_id: int) -> bool:
-        """Whether ``producer_id`` has a transaction ongoing on the partition's leader."""
+    def in_transaction(
+        self, topic: str, partition: int, producer_id: int, epoch: int | None = None
+    ) -> bool:
+        """Whether ``producer_id`` has a transaction ongoing on the partition's leader
+        (with ``epoch``: begun at that epoch, as Kafka's ``hasOngoingTransaction`` asks
+        since Transactions V2 bumps the epoch between transactions)."""
         p = self._metadata.partition(topic, partition)
-        return p is not None and p.leader is not None and producer_id in p.leader_log.txns.ongoing
+        if p is None or p.leader is None or producer_id not in p.leader_log.txns.ongoing:
+            return False
+        return epoch is None or p.leader_log.producers.epoch(producer_id) == epoch
 
     def call_on_change(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once, soon after the next change of leadership or of a

@@ -124,6 +124,11 @@ class ProducerStates:
     def __init__(self) -> None:
         self._producers: dict[int, _Producer] = {}
 
+    def epoch(self, producer_id: int) -> int | None:
+        """The epoch ``producer_id`` is at on this log (None: no state for it)."""
+        state = self._producers.get(producer_id)
+        return None if state is None else state.epoch
+
     def check(
         self, producer_id: int, epoch: int, base_sequence: int, count: int
     ) -> ProducedBatch | None:

@@ -107,6 +107,7 @@ NEEDS: Mapping[ApiKey, Grants | Callable[[int], Grants]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ((Op.DESCRIBE, C),),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ((Op.ALTER, C),),
     ApiKey.DESCRIBE_QUORUM: ((Op.DESCRIBE, C),),
+    ApiKey.UPDATE_FEATURES: ((Op.ALTER, C),),
     ApiKey.DESCRIBE_CLUSTER: ((Op.DESCRIBE, C),),
     ApiKey.DESCRIBE_PRODUCERS: ((Op.READ, T),),
     ApiKey.DESCRIBE_TRANSACTIONS: ((Op.DESCRIBE, X),),
@@ -216,6 +217,7 @@ def _state(kafka: AsyncEmbeddedKafka) -> str:
             sorted((key, sp.start, sp.end) for key, sp in door.shares.partitions.items()),
             door.transactions[0].transactions(),
             cluster.partition_reassignments(),
+            (door.features.finalized(), door.features.epoch),
         )
     )
 

@@ -267,7 +267,7 @@ async def test_the_next_coordinator_loads_what_the_last_one_wrote() -> None:
             assert successor is not None
             assert successor is not owner
             assert successor.describe("tx") == ongoing
-            assert await successor.end_txn("tx", pid, epoch, commit=False) is ErrorCode.NONE
+            assert (await successor.end_txn("tx", pid, epoch, commit=False))[0] is ErrorCode.NONE
             await _until(
                 lambda: (
                     getattr(successor.describe("tx"), "state", None) is (TxnState.COMPLETE_ABORT)

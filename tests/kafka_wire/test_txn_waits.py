@@ -121,7 +121,7 @@ async def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced
         assert p.last_stable_offset() == p.hw > 0
     # the producer learns it was fenced at its next request
     assert await owner.add_partitions(TXN, pid, epoch, [("t", 0)]) is ErrorCode.PRODUCER_FENCED
-    assert await owner.end_txn(TXN, pid, epoch, commit=True) is ErrorCode.PRODUCER_FENCED
+    assert (await owner.end_txn(TXN, pid, epoch, commit=True))[0] is ErrorCode.PRODUCER_FENCED
     assert await owner.init_producer_id(TXN, 10_000, None) == (ErrorCode.NONE, pid, 2)
 
 
@@ -134,7 +134,7 @@ async def test_a_transaction_that_ends_in_time_leaves_no_timeout(
     _, pid, epoch = await owner.init_producer_id(TXN, 10_000, None)
     assert await owner.add_partitions(TXN, pid, epoch, [("t", 0)]) is ErrorCode.NONE
     clock.advance(9_000)
-    assert await owner.end_txn(TXN, pid, epoch, commit=True) is ErrorCode.NONE
+    assert (await owner.end_txn(TXN, pid, epoch, commit=True))[0] is ErrorCode.NONE
     assert coordinators.timeouts.num_delayed == 0
     clock.advance(60_000)
     assert coordinators.timeouts.timer.run_due() == 0
@@ -207,7 +207,7 @@ async def _committing_with_a_leader_gone(
     _, pid, epoch = await owner.init_producer_id(TXN, 10_000, None)
     assert await owner.add_partitions(TXN, pid, epoch, [("lone", 0)]) is ErrorCode.NONE
     await cluster.crash_broker(down)
-    assert await owner.end_txn(TXN, pid, epoch, commit=True) is ErrorCode.NONE
+    assert (await owner.end_txn(TXN, pid, epoch, commit=True))[0] is ErrorCode.NONE
     return owner, pid, epoch, down
 
 
@@ -267,7 +267,7 @@ async def test_an_idle_transactional_id_expires_and_its_next_producer_starts_ove
     _, pid, epoch = await owner.init_producer_id(TXN, 10_000, None)
     assert await owner.add_partitions(TXN, pid, epoch, [("t", 0)]) is ErrorCode.NONE
     clock.advance(5_000)
-    assert await owner.end_txn(TXN, pid, epoch, commit=True) is ErrorCode.NONE
+    assert (await owner.end_txn(TXN, pid, epoch, commit=True))[0] is ErrorCode.NONE
     await _state(owner, TxnState.COMPLETE_COMMIT)  # idle from here: its clock starts
     clock.advance(EXPIRATION_MS - 1)
     assert expirations.timer.run_due() == 0
@@ -304,7 +304,7 @@ async def test_a_transactional_id_in_use_does_not_expire(
     clock.advance(2_000)  # past the Empty state's expiration: but a transaction is open
     assert expirations.timer.run_due() == 0
     assert expirations.num_delayed == 0
-    assert await owner.end_txn(TXN, pid, epoch, commit=False) is ErrorCode.NONE
+    assert (await owner.end_txn(TXN, pid, epoch, commit=False))[0] is ErrorCode.NONE
     await _state(owner, TxnState.COMPLETE_ABORT)
     clock.advance(EXPIRATION_MS - 1)
     assert expirations.timer.run_due() == 0

@@ -202,15 +202,24 @@ class ShareCoordinator:
                 logger.info("pruning %s-%d: %s", SHARE_GROUP_STATE_TOPIC, index, result.error)
         return removed
 
-    def read(self, index: int, key: ShareKey, leader_epoch: int) -> ShareState | ErrorCode | None:
-        """ReadShareGroupState: the share-partition's state (None: it has none), or
-        NOT_COORDINATOR, or FENCED_LEADER_EPOCH for a reader older than the last one. The
-        reader's epoch is the newest now, fencing older writers."""
+    def _unfenced(self, index: int, key: ShareKey, leader_epoch: int) -> LoadedShard | ErrorCode:
+        """Partition ``index`` for a reader or writer of ``key`` at ``leader_epoch``:
+        NOT_COORDINATOR if this broker does not lead it, FENCED_LEADER_EPOCH if a newer
+        leader of the share-partition has read or written it."""
         loaded = self.shard(index)
         if loaded is None:
             return ErrorCode.NOT_COORDINATOR
         if loaded.leader_epochs.get(key, -1) > leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
+        return loaded
+
+    def read(self, index: int, key: ShareKey, leader_epoch: int) -> ShareState | ErrorCode | None:
+        """ReadShareGroupState: the share-partition's state (None: it has none), or
+        NOT_COORDINATOR, or FENCED_LEADER_EPOCH for a reader older than the last one. The
+        reader's epoch is the newest now, fencing older writers."""
+        loaded = self._unfenced(index, key, leader_epoch)
+        if isinstance(loaded, ErrorCode):
+            return loaded
         state = loaded.states.get(key)
         if state is not None:
             loaded.leader_epochs[key] = leader_epoch
@@ -229,11 +238,9 @@ class ShareCoordinator:
         ``updates_per_snapshot`` updates) or a ShareUpdate, acks=all; once durable, and
         while this broker still leads the partition at the epoch it loaded, the state in
         memory takes it."""
-        loaded = self.shard(index)
-        if loaded is None:
-            return ErrorCode.NOT_COORDINATOR
-        if loaded.leader_epochs.get(key, -1) > leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH
+        loaded = self._unfenced(index, key, leader_epoch)
+        if isinstance(loaded, ErrorCode):
+            return loaded
         current = loaded.states.get(key)
         if current is not None and current.state_epoch > state_epoch:
             return ErrorCode.FENCED_STATE_EPOCH

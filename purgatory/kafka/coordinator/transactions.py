@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import final
+from typing import Final, final
 
 from purgatory import Clock, DelayedOperation, DelayedOperationPurgatory
 from purgatory.errors import ErrorCode
@@ -31,9 +31,19 @@ from purgatory.kafka.coordinator.txn_metadata import (
     TxnState,
 )
 from purgatory.kafka.coordinator.txn_state import BatchEncoder
+from purgatory.kafka.features import TV_2
 from purgatory.sim import Cluster
 
 logger = logging.getLogger("purgatory.kafka.transactions")
+
+#: the coordinator's answers a produce gives otherwise (Kafka's AddPartitionsToTxnManager)
+_PRODUCE_ERRORS: Final = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+}
 
 
 @final
@@ -159,15 +169,60 @@ class TransactionCoordinators:
             return ErrorCode.NONE
         return ErrorCode.INVALID_TXN_STATE
 
-    def verify_offsets(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, group: str
+    async def verify_offsets(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        group: str,
+        *,
+        implicit: bool = False,
     ) -> ErrorCode:
         """TxnOffsetCommit's check: the group was added (AddOffsetsToTxn) to the
-        producer's ongoing transaction at this epoch. A zombie's offsets are refused."""
+        producer's ongoing transaction at this epoch. A zombie's offsets are refused.
+        ``implicit`` (Transactions V2's TxnOffsetCommit v5): the group is added now, as
+        Kafka's group coordinator has its partition added to the transaction."""
         coordinator = self.owner(transactional_id)
         if coordinator is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if implicit:
+            error = await coordinator.add_partitions(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                groups=[group],
+                client_txn_version=TV_2,
+            )
+            if error is not ErrorCode.NONE:
+                return error
         return coordinator.verify_offsets(transactional_id, producer_id, producer_epoch, group)
+
+    async def add_for_produce(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        topic: str,
+        partition: int,
+    ) -> ErrorCode:
+        """Transactions V2's Produce (v12+): the partition added to the producer's
+        transaction by the partition's leader (Kafka's AddPartitionsToTxnManager, not
+        verify-only), with the answers Kafka's produce path gives: NONE once added;
+        INVALID_PRODUCER_EPOCH for a fenced epoch; INVALID_PRODUCER_ID_MAPPING for a
+        producer the coordinator does not know under that id; NOT_ENOUGH_REPLICAS
+        (retriable) while it cannot be done: no coordinator, or the last transaction
+        still completing past the coordinator's wait."""
+        coordinator = self.owner(transactional_id)
+        if coordinator is None:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        error = await coordinator.add_partitions(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            [(topic, partition)],
+            client_txn_version=TV_2,
+        )
+        return _PRODUCE_ERRORS.get(error, error)
 
     @property
     def purgatories(self) -> dict[str, DelayedOperationPurgatory[DelayedOperation]]:

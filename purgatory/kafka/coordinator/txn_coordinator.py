@@ -30,9 +30,17 @@ AddOffsetsToTxn waits in the "TxnSettle" purgatory until the transaction complet
 ``SETTLE_WAIT_MS``, and goes on from there. The client sees the answer it would have seen
 after its retry, a backoff sooner.
 
-Transactions V1 throughout (the epoch is bumped by InitProducerId, not by each EndTxn):
-clients use V2 (KIP-890 part 2) only when the ``transaction.version`` feature says so, and
-these brokers do not.
+Transactions V2 (KIP-890 part 2) beside V1, as Kafka 4.x runs them: a client uses V2 once
+ApiVersions finalizes ``transaction.version`` at 2. Its EndTxn (v5) bumps the producer
+epoch: the prepared state, the markers and the next transaction carry epoch + 1, which
+EndTxn answers, and a retry of that EndTxn (at the epoch before) is recognised as one;
+with the epoch used up the coordinator takes a new producer id, which the completed
+transaction carries at epoch 0 (Kafka's ``nextProducerId``). Its Produce (v12+) and
+TxnOffsetCommit (v5) add their partition or group themselves, through
+:meth:`TransactionCoordinator.add_partitions`; an abort is allowed before anything was
+added. Which version a transaction runs is its metadata's ``client_txn_version``, kept in
+``__transaction_state`` (Kafka's ClientTransactionVersion), so a new coordinator knows
+it. V1 clients (EndTxn v0-4) keep their epoch from one InitProducerId to the next.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from purgatory.kafka.coordinator.txn_markers import TransactionMarkerChannel
 from purgatory.kafka.coordinator.txn_metadata import (
     COMPLETE,
     EXHAUSTED_EPOCH,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PREPARED,
@@ -63,6 +72,7 @@ from purgatory.kafka.coordinator.txn_state import (
     LoadedPartition,
     TransactionStateManager,
 )
+from purgatory.kafka.features import TV_2
 from purgatory.sim import Cluster
 
 logger = logging.getLogger("purgatory.kafka.transactions")
@@ -384,23 +394,24 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: Iterable[tuple[str, int]] = (),
         groups: Iterable[str] = (),
+        client_txn_version: int = 0,
     ) -> ErrorCode:
         """AddPartitionsToTxn (and AddOffsetsToTxn, with ``groups``): the transaction is
-        Ongoing with them once this returns NONE."""
+        Ongoing with them once this returns NONE. ``client_txn_version`` 2: a V2 client's
+        Produce or TxnOffsetCommit adding them implicitly (V1's requests: 0)."""
         checked = self._checked(transactional_id, producer_id, producer_epoch)
-        if isinstance(checked, ErrorCode):
+        if isinstance(checked, ErrorCode) and not self._handing_over(transactional_id, producer_id):
             return checked
-        loaded, txn = checked
         wanted, wanted_groups = set(partitions), set(groups)
-        if txn.pending or txn.state in PREPARED:
+        if isinstance(checked, ErrorCode) or checked[1].pending or checked[1].state in PREPARED:
             if not await self._settled(transactional_id):
                 return ErrorCode.CONCURRENT_TRANSACTIONS
             checked = self._checked(transactional_id, producer_id, producer_epoch)
-            if isinstance(checked, ErrorCode):
-                return checked
-            loaded, txn = checked
-            if txn.pending or txn.state in PREPARED:
-                return ErrorCode.CONCURRENT_TRANSACTIONS
+        if isinstance(checked, ErrorCode):
+            return checked
+        loaded, txn = checked
+        if txn.pending or txn.state in PREPARED:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         if (
             txn.state is TxnState.ONGOING
             and wanted <= txn.partitions
@@ -415,8 +426,16 @@ class TransactionCoordinator:
             groups=(set() if starting else txn.groups) | wanted_groups,
             start_ms=now if starting else txn.start_ms,
             last_update_ms=now,
+            client_txn_version=client_txn_version,
         )
         return await self._write(loaded, txn, new)
+
+    def _handing_over(self, transactional_id: str, producer_id: int) -> bool:
+        """Whether ``producer_id`` is the new id a V2 EndTxn at a used-up epoch gave, its
+        transaction still completing under the old one: the producer's next transaction
+        waits for it, as after any EndTxn."""
+        txn = self.owned_txn(transactional_id)
+        return txn is not None and txn.next_producer_id == producer_id != NO_PRODUCER_ID
 
     async def _settled(self, transactional_id: str) -> bool:
         """Wait (in the TxnSettle purgatory, up to ``SETTLE_WAIT_MS``) until no change
@@ -475,42 +494,92 @@ class TransactionCoordinator:
         return ErrorCode.NONE
 
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
-    ) -> ErrorCode:
-        """EndTxn: PrepareCommit/PrepareAbort made durable, then answered; the markers and
-        CompleteCommit/CompleteAbort follow in the background. A retry after that is
-        NONE; the other outcome than the one prepared, INVALID_TXN_STATE."""
-        checked = self._checked(transactional_id, producer_id, producer_epoch)
-        if isinstance(checked, ErrorCode):
-            return checked
-        loaded, txn = checked
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_txn_version: int = 0,
+    ) -> tuple[ErrorCode, int, int]:
+        """EndTxn: (error, producer id, epoch to go on with). PrepareCommit/PrepareAbort
+        made durable, then answered; the markers and CompleteCommit/CompleteAbort follow
+        in the background. A retry after that is NONE; the other outcome than the one
+        prepared, INVALID_TXN_STATE. ``client_txn_version`` 2 (EndTxn v5): Transactions
+        V2, the epoch bumped (Kafka's endTransaction)."""
+        found = self.state.known(transactional_id, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if isinstance(found, ErrorCode):
+            return found, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        loaded, txn = found
+        v2 = txn.client_txn_version >= TV_2
+        # a V2 retry names the epoch before the bump (or the id before a new one)
+        retry_overflow = (
+            v2
+            and txn.previous_producer_id == producer_id
+            and producer_epoch == EXHAUSTED_EPOCH
+            and txn.producer_epoch == 0
+        )
+        retry = retry_overflow or (v2 and txn.producer_epoch == producer_epoch + 1)
+        current = producer_epoch == txn.producer_epoch
+        if not v2 or txn.state in (TxnState.ONGOING, TxnState.EMPTY):
+            valid = current
+        elif txn.state in PREPARED:
+            valid = retry
+        else:  # complete: a retry, or (at the epoch it gave) the next transaction's abort
+            valid = retry or current
+        if txn.producer_id != producer_id and not retry_overflow:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if not valid:
+            return ErrorCode.PRODUCER_FENCED, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if txn.pending:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        return await self._end(loaded, txn, commit)
+            return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        return await self._end(loaded, txn, commit, client_txn_version, retry)
 
-    async def _end(self, loaded: LoadedPartition, txn: TxnMetadata, commit: bool) -> ErrorCode:
+    async def _end(
+        self, loaded: LoadedPartition, txn: TxnMetadata, commit: bool, version: int, retry: bool
+    ) -> tuple[ErrorCode, int, int]:
         done, prepared = (
             (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT)
             if commit
             else (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
         )
-        if txn.state is done:
-            return ErrorCode.NONE
+        refused = ErrorCode.INVALID_TXN_STATE, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if txn.state is done and (retry or txn.client_txn_version < TV_2):
+            return ErrorCode.NONE, txn.producer_id, txn.producer_epoch
         if txn.state is prepared:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        if txn.state is not TxnState.ONGOING:
-            return ErrorCode.INVALID_TXN_STATE
-        new = txn.copy(state=prepared, last_update_ms=self.wall_ms())
+            return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        # V2 aborts a transaction nothing was added to yet (Kafka's noPartitionAdded)
+        empty_abort = not commit and not retry and version >= TV_2 and txn.state in COMPLETE
+        if txn.state is not TxnState.ONGOING and not empty_abort:
+            return refused
+        now = self.wall_ms()
+        new = txn.copy(state=prepared, client_txn_version=version, last_update_ms=now)
+        if empty_abort:
+            new = new.copy(partitions=set(), groups=set(), start_ms=now)
+        if version >= TV_2:
+            new = new.copy(
+                producer_epoch=txn.producer_epoch + 1, last_producer_epoch=txn.producer_epoch
+            )
+            if txn.producer_epoch >= EXHAUSTED_EPOCH:  # the id goes on at epoch 0 once complete
+                new = new.copy(next_producer_id=self.producer_ids.next())
         error = await self._write(loaded, txn, new)
-        if error is ErrorCode.NONE:
-            self._spawn(self._send_markers(txn.transactional_id, loaded.epoch))
-        return error
+        if error is not ErrorCode.NONE:
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        self._spawn(self._send_markers(txn.transactional_id, loaded.epoch))
+        if new.next_producer_id != NO_PRODUCER_ID:
+            return ErrorCode.NONE, new.next_producer_id, 0
+        return ErrorCode.NONE, new.producer_id, new.producer_epoch
 
     async def _fence_and_abort(self, loaded: LoadedPartition, txn: TxnMetadata) -> ErrorCode:
         """Kafka's PrepareEpochFence: bump the epoch (the producer's next request is
-        fenced) and abort the transaction with the bumped epoch."""
-        fenced = txn.copy(producer_epoch=txn.producer_epoch + 1, last_producer_epoch=-1)
-        new = fenced.copy(state=TxnState.PREPARE_ABORT, last_update_ms=self.wall_ms())
+        fenced) and abort the transaction with the bumped epoch. A V2 transaction's
+        abort bumps it once more, as any V2 EndTxn does: else the fenced producer's
+        EndTxn, one epoch behind, would pass for a retry of the abort."""
+        fenced = txn.producer_epoch + 1
+        if txn.client_txn_version >= TV_2:
+            new = txn.copy(producer_epoch=min(fenced + 1, MAX_EPOCH), last_producer_epoch=fenced)
+        else:
+            new = txn.copy(producer_epoch=fenced, last_producer_epoch=NO_PRODUCER_EPOCH)
+        new = new.copy(state=TxnState.PREPARE_ABORT, last_update_ms=self.wall_ms())
         error = await self._write(loaded, txn, new)
         if error is ErrorCode.NONE:
             self._spawn(self._send_markers(txn.transactional_id, loaded.epoch))
@@ -585,6 +654,13 @@ class TransactionCoordinator:
                 groups=set(),
                 last_update_ms=self.wall_ms(),
             )
+            if txn.next_producer_id != NO_PRODUCER_ID:  # V2's epoch was used up
+                new = new.copy(
+                    producer_id=txn.next_producer_id,
+                    producer_epoch=0,
+                    previous_producer_id=txn.producer_id,
+                    next_producer_id=NO_PRODUCER_ID,
+                )
             error = await self._write(loaded, txn, new)
             if error is ErrorCode.NONE or error is ErrorCode.NOT_COORDINATOR:
                 return

@@ -17,6 +17,9 @@ NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 #: an epoch this high is used up: the next bump takes a new producer id (Short.MaxValue - 1)
 EXHAUSTED_EPOCH: Final = (1 << 15) - 2
+#: the highest epoch (Short.MaxValue): a V2 EndTxn at the exhausted epoch writes its
+#: markers at it
+MAX_EPOCH: Final = EXHAUSTED_EPOCH + 1
 
 
 class TxnState(enum.Enum):
@@ -49,8 +52,8 @@ class TxnMetadata:
     """One transactional id's state, as its records in ``__transaction_state`` carry it.
     ``groups``: the consumer groups AddOffsetsToTxn added (Kafka adds their
     ``__consumer_offsets`` partition; the offset store here has no such topic).
-    ``next_producer_id`` and ``client_txn_version``: Transactions V2's, kept as read
-    (V1 here: -1 and 0)."""
+    ``next_producer_id`` and ``client_txn_version``: Transactions V2's (the id a used-up
+    epoch goes on with once the transaction completes; 2 for a V2 client, else 0)."""
 
     transactional_id: str
     producer_id: int

@@ -83,6 +83,12 @@ _NOTHING: Final = FetchResult(ErrorCode.NONE)
 #: topic, partition)`` -> NONE to accept it, or the error to answer (the transaction
 #: coordinator's verdict on whether the partition is in the producer's transaction)
 TxnVerifier = Callable[[int, int, str, int], ErrorCode | Awaitable[ErrorCode]]
+#: Transactions V2's produce-time addition: ``(transactional id, producer id, producer
+#: epoch, topic, partition)`` -> NONE once the partition is in the transaction, or the
+#: error to answer
+TxnAdder = Callable[[str, int, int, str, int], Awaitable[ErrorCode]]
+#: the first Produce version of Transactions V2 (Kafka's TransactionVersion.TV_2 produce)
+PRODUCE_V2: Final = 12
 
 
 class Wanted(NamedTuple):
@@ -132,6 +138,11 @@ class PartitionHandlers:
     #: on a partition (KIP-890 verification; Kafka verifies only a transaction's first
     #: write to a partition); None: every one is accepted
     txn_verifier: TxnVerifier | None = None
+    #: adds the partition of a Transactions V2 Produce (v12+, ``transaction.version`` 2
+    #: finalized) to its transaction; None: never (such a batch is verified as others)
+    txn_adder: TxnAdder | None = None
+    #: whether the cluster's ``transaction.version`` is finalized at 2
+    transactions_v2: Callable[[], bool] = lambda: False
     #: whether a topic is compacted (its cleanup.policy has compact): a record without a
     #: key is refused, INVALID_RECORD with the record's index, as by Kafka's LogValidator
     compacted: Callable[[str], bool] = lambda topic: False
@@ -296,9 +307,10 @@ class PartitionHandlers:
         acks = int(request.acks)
         timeout_ms = max(millis(request.timeout), 0)
         append_ms = int(time.time() * 1000)  # a LogAppendTime topic's timestamp, wall clock
+        txn_id = request.transactional_id
         answers = await asyncio.gather(
             *(
-                self._append_one(version, n, i, r, acks, timeout_ms, append_ms)
+                self._append_one(version, n, i, r, acks, timeout_ms, append_ms, txn_id)
                 for n, _, i, r in requests
             )
         )
@@ -351,6 +363,7 @@ class PartitionHandlers:
         acks: int,
         timeout_ms: int,
         append_ms: int,
+        txn_id: str | None,
     ) -> tuple[ErrorCode | _RecordErrors, int]:
         """The answer to one partition's produce: an error code (NONE) and base offset, or
         the records refused (INVALID_RECORD with its record errors)."""
@@ -399,7 +412,7 @@ class PartitionHandlers:
             return ErrorCode.CORRUPT_MESSAGE, -1
         wire = batches[0] if len(batches) == 1 else None
         if wire is not None and wire.transactional and wire.producer_id >= 0:
-            refused = await self._verify_txn(wire.producer_id, wire.producer_epoch, topic, index)
+            refused = await self._verify_txn(wire, topic, index, txn_id, version)
             if refused is not ErrorCode.NONE:
                 return refused, -1
         codec = self.topic_codec(topic)
@@ -418,13 +431,21 @@ class PartitionHandlers:
             return exc.code, -1
         return result.error, result.base_offset
 
-    async def _verify_txn(self, producer_id: int, epoch: int, topic: str, index: int) -> ErrorCode:
-        """The verifier's verdict on a transactional batch that begins its producer's
-        transaction on the partition; NONE with no verifier or within a transaction."""
+    async def _verify_txn(
+        self, wire: WireBatch, topic: str, index: int, txn_id: str | None, version: int
+    ) -> ErrorCode:
+        """The verdict on a transactional batch that begins its producer's transaction
+        on the partition (none ongoing there at its epoch): a V2 Produce adds the
+        partition (:attr:`txn_adder`), any other is verified (:attr:`txn_verifier`);
+        NONE within a transaction, or with neither."""
+        producer_id, epoch = wire.producer_id, wire.producer_epoch
+        if self.cluster.in_transaction(topic, index, producer_id, epoch):
+            return ErrorCode.NONE
+        add = self.txn_adder
+        if add is not None and txn_id and version >= PRODUCE_V2 and self.transactions_v2():
+            return await add(txn_id, producer_id, epoch, topic, index)
         verify = self.txn_verifier
         if verify is None:
-            return ErrorCode.NONE
-        if self.cluster.in_transaction(topic, index, producer_id):
             return ErrorCode.NONE
         verdict = verify(producer_id, epoch, topic, index)
         return verdict if isinstance(verdict, ErrorCode) else await verdict
@@ -718,6 +739,8 @@ def _of(listener: Listener) -> PartitionHandlers:
         # KIP-890: the transaction coordinators say whether a partition was added
         transactions.verify_produce if transactions.settings.verification else None,
         compacted=lambda topic: configs.compacted(topic, broker),
+        txn_adder=transactions.add_for_produce,
+        transactions_v2=lambda: shared.features.transactions_v2,
     )
 
 

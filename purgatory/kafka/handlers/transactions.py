@@ -1,6 +1,8 @@
 """The transaction APIs (KIP-98) as broker ``broker_id`` answers them: InitProducerId 0-5,
 AddPartitionsToTxn 0-5 (v4+ batched, with KIP-890's ``verify_only``), AddOffsetsToTxn
 0-4, EndTxn 0-5, TxnOffsetCommit 0-5, DescribeTransactions 0 and ListTransactions 0-2.
+EndTxn v5 and TxnOffsetCommit v5 are Transactions V2's (KIP-890 part 2, see
+:mod:`~purgatory.kafka.coordinator.txn_coordinator`).
 
 The broker's :class:`~purgatory.kafka.coordinator.txn_coordinator.TransactionCoordinator`
 serves the transactional ids whose ``__transaction_state`` partition the broker leads;
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, final
 
 from purgatory.errors import ErrorCode
@@ -25,6 +27,7 @@ from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
 from purgatory.kafka.coordinator.txn_coordinator import TransactionCoordinator
 from purgatory.kafka.coordinator.txn_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState
+from purgatory.kafka.features import TV_2
 from purgatory.kafka.handlers.units import ListenerUnit
 from purgatory.kafka.protocol import ApiKey, RequestHeader
 from purgatory.kafka.schemas import millis, respond, versions
@@ -67,6 +70,9 @@ _FENCED_SINCE: Final = {
     ApiKey.END_TXN: 2,
     ApiKey.TXN_OFFSET_COMMIT: 2,
 }
+#: the first EndTxn and TxnOffsetCommit versions of Transactions V2 (KIP-890 part 2)
+_END_TXN_V2: Final = 5
+_TXN_OFFSET_COMMIT_V2: Final = 5
 #: ListTransactions' state names (its filters must be among them)
 _STATES: Final = {state.value: state for state in TxnState}
 #: Kafka's states no transaction here is ever in (a filter naming them is known, matches none)
@@ -86,7 +92,8 @@ def _utc(ms: int) -> datetime.datetime:
 @final
 class TransactionHandlers:
     """The transaction APIs of broker ``broker_id``; ``producer_ids`` serves idempotent
-    producers (InitProducerId without a transactional id) too."""
+    producers (InitProducerId without a transactional id) too; ``transactions_v2`` says
+    whether the cluster's ``transaction.version`` is 2."""
 
     def __init__(
         self,
@@ -96,8 +103,12 @@ class TransactionHandlers:
         groups: GroupCoordinator,
         offsets: OffsetStore,
         cluster: Cluster,
+        transactions_v2: Callable[[], bool] = lambda: True,
     ) -> None:
         self.coordinators = coordinators
+        #: whether ``transaction.version`` is finalized at 2 (TxnOffsetCommit v5 adds
+        #: its group then)
+        self.transactions_v2 = transactions_v2
         self.coordinator: TransactionCoordinator = coordinators[broker_id]
         self.broker_id = broker_id
         self.producer_ids = producer_ids
@@ -220,29 +231,27 @@ class TransactionHandlers:
         )
 
     async def end_txn(self, header: RequestHeader, request: EndTxnRequest) -> EndTxnResponse:
-        """Commit or abort: answered once PrepareCommit/PrepareAbort is durable."""
-        error = await self.coordinator.end_txn(
+        """Commit or abort: answered once PrepareCommit/PrepareAbort is durable. v5 is
+        Transactions V2 (Kafka's ``isTransactionV2Enabled``): the answer carries the
+        bumped epoch (or the new producer id) the next transaction uses."""
+        error, pid, epoch = await self.coordinator.end_txn(
             request.transactional_id,
             request.producer_id,
             request.producer_epoch,
             request.committed,
+            TV_2 if header.api_version >= _END_TXN_V2 else 0,
         )
         error = _for_version(ApiKey.END_TXN, header.api_version, error)
-        ok = error is ErrorCode.NONE
-        return respond(
-            request,
-            error_code=error,
-            producer_id=request.producer_id if ok else NO_PRODUCER_ID,
-            producer_epoch=request.producer_epoch if ok else NO_PRODUCER_EPOCH,
-        )
+        return respond(request, error_code=error, producer_id=pid, producer_epoch=epoch)
 
-    def txn_offset_commit(
+    async def txn_offset_commit(
         self, header: RequestHeader, request: TxnOffsetCommitRequest
     ) -> TxnOffsetCommitResponse:
         """Offsets committed inside a transaction: a topic or partition the cluster does
         not have is refused UNKNOWN_TOPIC_OR_PARTITION first (Kafka's broker); for the
         others an empty group id is INVALID_GROUP_ID, then they are checked against the
-        transaction (the group must have been added at this producer epoch) and the group
+        transaction (the group must have been added at this producer epoch; from v5,
+        with ``transaction.version`` 2 finalized, the request adds it) and the group
         (:meth:`_group_error`), then held pending until the marker."""
         version = header.api_version
         group = request.group_id
@@ -258,8 +267,12 @@ class TransactionHandlers:
             if not group:
                 error = ErrorCode.INVALID_GROUP_ID  # Kafka's group coordinator, first
             else:
-                error = self.coordinators.verify_offsets(
-                    request.transactional_id, request.producer_id, request.producer_epoch, group
+                error = await self.coordinators.verify_offsets(
+                    request.transactional_id,
+                    request.producer_id,
+                    request.producer_epoch,
+                    group,
+                    implicit=version >= _TXN_OFFSET_COMMIT_V2 and self.transactions_v2(),
                 )
             if error is ErrorCode.NONE:
                 error = self._group_error(version, group, request)
@@ -414,5 +427,6 @@ UNIT: Final = ListenerUnit(
         c.shared.coordinator,
         c.shared.offsets,
         c.shared.cluster,
+        lambda: c.shared.features.transactions_v2,
     )
 )

@@ -26,6 +26,7 @@ from purgatory.kafka.coordinator.offsets_topic import OffsetsTopic
 from purgatory.kafka.coordinator.producer_ids import ProducerIds
 from purgatory.kafka.coordinator.share_partitions import SharePartitions
 from purgatory.kafka.coordinator.transactions import TransactionCoordinators
+from purgatory.kafka.features import Features
 from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.sasl import Credentials
 from purgatory.kafka.server import ApiTable
@@ -72,6 +73,8 @@ class Shared(NamedTuple):
     stats: ProtocolStats
     credentials: Credentials
     acls: Acls
+    #: the cluster's finalized feature levels (ApiVersions, UpdateFeatures)
+    features: Features
     #: whether an authorizer enforces :attr:`acls`
     authorizing: bool
     #: the front door's first listeners' addresses (filled as they bind)
