@@ -21,7 +21,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, Protocol, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, TypeVar, final
 
 from purgatory import OperationCancelled
 from purgatory.errors import ErrorCode
@@ -49,6 +49,9 @@ from purgatory.kafka.schemas import (
 from purgatory.kafka.throttling import Mute, Throttler
 from purgatory.kafka.tls import TlsListener
 from purgatory.kafka.wire_errors import DecodeError
+
+if TYPE_CHECKING:
+    from purgatory.kafka.messages import ApiVersionsResponseFields
 
 log = logging.getLogger(__name__)
 
@@ -698,7 +701,7 @@ class KafkaProtocolServer:
             responses.owed -= 1
 
 
-def _features(features: Features) -> dict[str, object]:
+def _features(features: Features) -> ApiVersionsResponseFields:
     """ApiVersions' feature fields (v3+; older versions have none: :func:`build` leaves
     them out)."""
     return {
