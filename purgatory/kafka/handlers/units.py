@@ -13,7 +13,7 @@ them all.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.acls import Acls
@@ -45,10 +45,12 @@ Locate = Callable[[str], Awaitable[tuple[int, str, int] | None]]
 AutoCreate = Callable[[list[str]], Awaitable[Mapping[str, ErrorCode]]]
 
 
-class Handlers(Protocol):
-    """A handler class: the APIs it answers, with their versions and handlers."""
+if TYPE_CHECKING:  # annotations only: a Protocol costs start-up to define
 
-    def apis(self) -> ApiTable: ...
+    class Handlers(Protocol):
+        """A handler class: the APIs it answers, with their versions and handlers."""
+
+        def apis(self) -> ApiTable: ...
 
 
 # NamedTuples, not dataclasses: as cheap to make, and a dataclass costs a millisecond of
