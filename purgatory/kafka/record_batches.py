@@ -118,13 +118,18 @@ class WireBatch(BatchAttributes):
         records of one length is compared in C, :func:`_records_end`): what a produce
         checks without decoding the records. Raises DecodeError, or
         UnsupportedCompression for a codec we cannot inflate."""
-        data = self._section()
+        data: bytes | bytearray = self.buf
+        start = HEADER_SIZE  # uncompressed records are read in place, not copied out
+        if self.compression:
+            data, start = self._section(), 0
         try:
-            pos = _records_end(data, self.record_count)
+            pos = _records_end(data, self.record_count, start) - start
         except IndexError:
             raise DecodeError("record runs past the end of the batch") from None
-        if pos != len(data):
-            raise DecodeError(f"records end at {pos}, the batch's records section at {len(data)}")
+        if pos != len(data) - start:
+            raise DecodeError(
+                f"records end at {pos}, the batch's records section at {len(data) - start}"
+            )
 
     def records(self) -> list[BatchRecord]:
         """Decode the records (inflated first if compressed); raises DecodeError for bad
@@ -240,14 +245,13 @@ def stamp(batch: WireBatch, append_ms: int) -> None:
     struct.pack_into(">I", batch.buf, _MAGIC_AT + 1, crc)
 
 
-def _records_end(data: bytes, count: int) -> int:
-    """Where ``count`` length-prefixed records from the start of ``data`` end: the one
+def _records_end(data: bytes | bytearray, count: int, pos: int = 0) -> int:
+    """Where ``count`` length-prefixed records from ``pos`` in ``data`` end: the one
     loop a produce runs per record. Raises DecodeError for a length under 1, IndexError
     where a length prefix lies past the end. A producer's records mostly share their
     length (its prefix bytes too), so where the next record starts with this one's
     prefix, :func:`_same_prefix` skips the run of them in C; the positions reached, and
     so the errors, are the ones a walk record by record reaches."""
-    pos = 0
     left = count
     while left > 0:
         # one- and two-byte lengths (records up to 8 KiB) are read inline, longer ones by
@@ -279,7 +283,7 @@ def _records_end(data: bytes, count: int) -> int:
     return pos
 
 
-def _same_prefix(data: bytes, start: int, stride: int, width: int, most: int) -> int:
+def _same_prefix(data: bytes | bytearray, start: int, stride: int, width: int, most: int) -> int:
     """How many records (at most ``most``) every ``stride`` bytes from ``start`` begin
     with the ``width`` bytes at ``start``: each byte of the prefix is compared down a
     strided slice, in windows that grow, so a short run costs little."""
@@ -300,7 +304,7 @@ def _same_prefix(data: bytes, start: int, stride: int, width: int, most: int) ->
     return run
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def _varint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
     """A zigzag varint at ``pos`` (at most 10 bytes) and the position after it; the hot
     path of produce, so it reads ``bytes`` directly instead of going through a Reader."""
     byte = data[pos]
