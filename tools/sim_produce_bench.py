@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--step", type=int, default=10, help="offsets per HW advance")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--only", choices=("thresholds", "watcher-lists"), help="run one side (for farm-bench)"
+        "--only", choices=("thresholds", "watcher-lists"), help="run one side (timed whole)"
     )
     args = parser.parse_args()
     sides = [args.only] if args.only else ["thresholds", "watcher-lists"]

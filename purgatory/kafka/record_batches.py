@@ -114,33 +114,22 @@ class WireBatch(BatchAttributes):
 
     def check_framing(self) -> None:
         """Check that the records section holds ``record_count`` records whose lengths
-        add up to it, reading one varint a record (inflated first if compressed): what a
-        produce checks without decoding the records. Raises DecodeError, or
+        add up to it, reading their length prefixes (inflated first if compressed; a run of
+        records of one length is compared in C, :func:`_records_end`): what a produce
+        checks without decoding the records. Raises DecodeError, or
         UnsupportedCompression for a codec we cannot inflate."""
-        data = self._section()
-        pos = 0
-        size = len(data)
+        data: bytes | bytearray = self.buf
+        start = HEADER_SIZE  # uncompressed records are read in place, not copied out
+        if self.compression:
+            data, start = self._section(), 0
         try:
-            for _ in range(self.record_count):
-                # the one loop a produce runs per record: one- and two-byte lengths
-                # (records up to 8 KiB) are read inline, longer ones by _varint
-                byte = data[pos]
-                if byte < 0x80:
-                    pos += 1
-                    length = (byte >> 1) ^ -(byte & 1)
-                elif data[pos + 1] < 0x80:
-                    value = (byte & 0x7F) | (data[pos + 1] << 7)
-                    pos += 2
-                    length = (value >> 1) ^ -(value & 1)
-                else:
-                    length, pos = _varint(data, pos)
-                if length < 1:
-                    raise DecodeError(f"record length {length}")
-                pos += length
+            pos = _records_end(data, self.record_count, start) - start
         except IndexError:
             raise DecodeError("record runs past the end of the batch") from None
-        if pos != size:
-            raise DecodeError(f"records end at {pos}, the batch's records section at {size}")
+        if pos != len(data) - start:
+            raise DecodeError(
+                f"records end at {pos}, the batch's records section at {len(data) - start}"
+            )
 
     def records(self) -> list[BatchRecord]:
         """Decode the records (inflated first if compressed); raises DecodeError for bad
@@ -256,7 +245,66 @@ def stamp(batch: WireBatch, append_ms: int) -> None:
     struct.pack_into(">I", batch.buf, _MAGIC_AT + 1, crc)
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def _records_end(data: bytes | bytearray, count: int, pos: int = 0) -> int:
+    """Where ``count`` length-prefixed records from ``pos`` in ``data`` end: the one
+    loop a produce runs per record. Raises DecodeError for a length under 1, IndexError
+    where a length prefix lies past the end. A producer's records mostly share their
+    length (its prefix bytes too), so where the next record starts with this one's
+    prefix, :func:`_same_prefix` skips the run of them in C; the positions reached, and
+    so the errors, are the ones a walk record by record reaches."""
+    left = count
+    while left > 0:
+        # one- and two-byte lengths (records up to 8 KiB) are read inline, longer ones by
+        # _varint
+        byte = data[pos]
+        if byte < 0x80:
+            width = 1
+            length = (byte >> 1) ^ -(byte & 1)
+        elif data[pos + 1] < 0x80:
+            width = 2
+            value = (byte & 0x7F) | (data[pos + 1] << 7)
+            length = (value >> 1) ^ -(value & 1)
+        else:
+            length, after = _varint(data, pos)
+            width = after - pos
+        if length < 1:
+            raise DecodeError(f"record length {length}")
+        stride = width + length
+        run = 1
+        following = pos + stride
+        if (
+            left > 1
+            and following + width <= len(data)
+            and data[following : following + width] == data[pos : pos + width]
+        ):
+            run = _same_prefix(data, pos, stride, width, left)
+        pos += run * stride
+        left -= run
+    return pos
+
+
+def _same_prefix(data: bytes | bytearray, start: int, stride: int, width: int, most: int) -> int:
+    """How many records (at most ``most``) every ``stride`` bytes from ``start`` begin
+    with the ``width`` bytes at ``start``: each byte of the prefix is compared down a
+    strided slice, in windows that grow, so a short run costs little."""
+    run = 0
+    window = 16
+    while run < most:
+        take = min(window, most - run)
+        first = start + run * stride
+        same = take
+        for offset in range(width):
+            column = data[first + offset : first + offset + take * stride : stride]
+            prefix = data[start + offset : start + offset + 1]
+            same = min(same, len(column) - len(column.lstrip(prefix)))
+        run += same
+        if same < take:
+            break
+        window *= 4
+    return run
+
+
+def _varint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
     """A zigzag varint at ``pos`` (at most 10 bytes) and the position after it; the hot
     path of produce, so it reads ``bytes`` directly instead of going through a Reader."""
     byte = data[pos]

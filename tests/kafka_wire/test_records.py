@@ -6,13 +6,21 @@ and decode here, and a batch rewritten here must still pass its CRC check there.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from purgatory.kafka.crc32c import crc32c, crc32c_python
-from purgatory.kafka.record_batches import BatchRecord, encode_batch, split_batches
+from purgatory.kafka.record_batches import (
+    BatchRecord,
+    _records_end,
+    _varint,
+    encode_batch,
+    split_batches,
+)
 from purgatory.kafka.wire_errors import DecodeError
 
 GZIP = 1
@@ -264,3 +272,69 @@ def test_framing_check_raises_only_decode_error_on_damage_under_the_crc(at: int,
         assert len(batch.records()) == batch.record_count
     except DecodeError:
         pass
+
+
+def _records_end_by_record(data: bytes, count: int) -> int:
+    """The framing walk record by record, as it was before runs of one length were
+    skipped: the reference the fast walk must reach the same end (or error) as."""
+    pos = 0
+    for _ in range(count):
+        length, pos = _varint(data, pos)
+        if length < 1:
+            raise DecodeError(f"record length {length}")
+        pos += length
+    return pos
+
+
+def _outcome(walk: Callable[[bytes, int], int], data: bytes, count: int) -> object:
+    try:
+        return walk(data, count)
+    except DecodeError as exc:
+        return DecodeError, str(exc)
+    except IndexError:  # check_framing answers every one with the same DecodeError
+        return IndexError
+
+
+def _length_prefixed(length: int) -> bytes:
+    zigzag = (length << 1) ^ (length >> 63)
+    out = bytearray()
+    while zigzag >= 0x80:
+        out.append(zigzag & 0x7F | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out) + b"r" * max(length, 0)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0, -1, 1, 2, 63, 64, 100, 8191, 8192, 9000]), st.integers(1, 70)
+        ),
+        max_size=6,
+    ),
+    st.integers(-1, 400),
+    st.integers(-3, 3),
+    st.binary(max_size=3),
+    st.binary(max_size=4),
+)
+def test_framing_walk_skipping_runs_ends_where_the_walk_by_record_does(
+    runs: list[tuple[int, int]], count: int, cut: int, tail: bytes, lead: bytes
+) -> None:
+    # runs of records of one length (the fast path), cut short or padded, wrong counts;
+    # and the same read in place, after ``lead`` bytes of a bytearray (a batch's header)
+    data = b"".join(_length_prefixed(length) * times for length, times in runs)
+    data = (data[:cut] if cut < 0 else data) + tail
+    expected = _outcome(_records_end_by_record, data, count)
+    assert _outcome(_records_end, data, count) == expected
+
+    def in_place(data: bytes, count: int) -> int:
+        return _records_end(bytearray(lead + data), count, len(lead)) - len(lead)
+
+    assert _outcome(in_place, data, count) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.integers(0, 100))
+def test_framing_walk_of_any_bytes_matches_the_walk_by_record(data: bytes, count: int) -> None:
+    assert _outcome(_records_end, data, count) == _outcome(_records_end_by_record, data, count)
