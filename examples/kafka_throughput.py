@@ -7,6 +7,7 @@ received), p50 and p99, over the Kafka protocol (aiokafka) and over the HTTP lon
     python examples/kafka_throughput.py [--client aiokafka|confluent] [--records 50000]
         [--idempotence] [--transactional N | --commit-interval-ms MS] [--record-bytes B]
         [--consume] [--wakeups 200] [--replica-rtt-ms MS] [--warmup 1000] [--ssl]
+        [--max-stored-bytes BYTES]
     python examples/kafka_throughput.py --librdkafka-mock [--records 500000]
         [--idempotence] [--transactional N | --commit-interval-ms MS] [--record-bytes B]
 
@@ -305,6 +306,12 @@ def main() -> None:
         help="the server's simulated replication round trip (default: its own, 1 ms)",
     )
     parser.add_argument(
+        "--max-stored-bytes",
+        metavar="BYTES",
+        help="the server's cap on stored records (default: its own, 256 MiB): long runs of "
+        "large records need more",
+    )
+    parser.add_argument(
         "--ssl",
         action="store_true",
         help="serve and connect over the SSL listeners (--kafka-ssl-port) instead",
@@ -330,6 +337,8 @@ def main() -> None:
     command = [listener, "0", "--topic", "t:1:3", "--log-level", "WARNING"]
     if args.replica_rtt_ms is not None:
         command += ["--replica-rtt-ms", args.replica_rtt_ms]
+    if args.max_stored_bytes is not None:
+        command += ["--max-stored-bytes", args.max_stored_bytes]
     command += ["--topic", "w:1:3", "--topic", "h:1:3", "--topic", "x:1:3"]
     if commits and args.client != "confluent":
         parser.error("--transactional and --commit-interval-ms need --client confluent")
