@@ -156,7 +156,7 @@ def analyze(
         samples: list[str] = []
         if counts.malformed_lines:
             progress.step("sampling malformed lines")
-            samples = malformed_samples(lines)
+            samples = malformed_samples(lines, parsed)
         faults = _faults(parsed)
         events = parsed.where("valid").drop("valid", "blank", "marker", "fault", "at_ms")
         written = _write_tables(spark, events, out_dir, progress, top_keys)

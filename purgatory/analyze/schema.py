@@ -173,8 +173,32 @@ def parse_lines_from_json(lines: DataFrame) -> DataFrame:
     )
 
 
-def malformed_samples(lines: DataFrame, limit: int = 5, width: int = 200) -> list[str]:
-    """Up to ``limit`` malformed raw lines, truncated to ``width`` characters."""
+def malformed_samples(
+    lines: DataFrame, parsed: DataFrame, limit: int = 5, width: int = 200
+) -> list[str]:
+    """The first ``limit`` malformed raw lines (in the lines' order), truncated to ``width``
+    characters; ``parsed`` is ``parse_lines(lines)``, cached.
+
+    ``parsed`` keeps no raw line, so the malformed lines are found there by position
+    (partition and row: ``parse_lines`` keeps both) and only those lines are fetched from
+    the text, which is read up to the last of them and never parsed again.
+    """
+    from pyspark.sql import functions as F
+
+    position = F.monotonically_increasing_id().alias("position")
+    bad = parsed.select(position, "blank", "valid", "marker")  # positions before the filter
+    bad = bad.where(~F.col("blank") & ~F.col("valid") & ~F.col("marker"))
+    wanted = [int(row[0]) for row in bad.select("position").limit(limit).collect()]
+    if not wanted:
+        return []
+    found = lines.select(position, "value").where(F.col("position").isin(wanted))
+    rows = sorted((int(r[0]), str(r[1])) for r in found.limit(len(wanted)).collect())
+    return [value[:width] for _, value in rows]
+
+
+def malformed_samples_from_json(lines: DataFrame, limit: int = 5, width: int = 200) -> list[str]:
+    """What :func:`malformed_samples` returns, by parsing every line with ``from_json`` until
+    ``limit`` malformed ones are found (the definition; slower)."""
     from pyspark.sql import functions as F
 
     value = F.col("value")

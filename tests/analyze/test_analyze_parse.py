@@ -12,7 +12,13 @@ import pytest
 from test_analyze_inputs import BAD_LINES, _event
 
 from purgatory.analyze.generate import generate_file
-from purgatory.analyze.schema import UNUSED_AFTER_CHECK, parse_lines, parse_lines_from_json
+from purgatory.analyze.schema import (
+    UNUSED_AFTER_CHECK,
+    malformed_samples,
+    malformed_samples_from_json,
+    parse_lines,
+    parse_lines_from_json,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -81,3 +87,22 @@ def test_generated_trace_parses_as_with_from_json(spark: Any, tmp_path: Path) ->
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         assert sum(1 for _ in fh) == 2025
     assert _same(spark, str(path)) == 2025
+
+
+@pytest.mark.parametrize("limit", [1, 5, 40])
+def test_malformed_samples_as_with_from_json(spark: Any, tmp_path: Path, limit: int) -> None:
+    # several files (partitions), the malformed lines spread over them, one file without any
+    generate_file(str(tmp_path / "a.jsonl.gz"), 300, seed=1, malformed=2)
+    generate_file(str(tmp_path / "b.jsonl"), 300, seed=2)
+    generate_file(str(tmp_path / "c.jsonl.gz"), 300, seed=3, malformed=4)
+    (tmp_path / "d.jsonl").write_text("\n".join(AWKWARD_LINES) + "\n")
+    lines = spark.read.text(str(tmp_path))
+    assert lines.rdd.getNumPartitions() > 1
+    parsed = parse_lines(lines).cache()
+    try:
+        got = malformed_samples(lines, parsed, limit=limit, width=60)
+    finally:
+        parsed.unpersist()
+    want = malformed_samples_from_json(lines, limit=limit, width=60)
+    assert got == want
+    assert len(got) == min(limit, 34)  # a: 2, c: 4, d: 28 of the awkward lines
