@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # The trace line's schema is purgatory.trace's (what TraceWriter writes). A line is an
 # operation's event or a fault marker, so every field is nullable here: required means
-# required of an event. Extra fields in a line (the labels) are ignored by from_json.
+# required of an event. Extra fields in a line (the labels) are ignored by the parse.
 FIELDS: tuple[TraceField, ...] = (
     *EVENT_FIELDS,
     *(f._replace(required=False) for f in MARKER_FIELDS),
@@ -107,7 +107,7 @@ def parse_lines(lines: DataFrame) -> DataFrame:
 
     Blank lines and fault markers are neither events nor malformed (an empty line is not a
     corrupt record), but they are counted. The raw line is dropped so that the result is
-    cheap to cache; ``malformed_samples`` re-reads the few bad lines it shows.
+    cheap to cache; ``malformed_samples`` fetches back the few bad lines it shows.
 
     Why not ``from_json``: it decodes every line through a new ``InputStreamReader`` (an
     8 KiB buffer per line), which made parsing about twice as slow as Spark's JSON reader
