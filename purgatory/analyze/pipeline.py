@@ -156,8 +156,10 @@ def analyze(
         samples: list[str] = []
         if counts.malformed_lines:
             progress.step("sampling malformed lines")
-            samples = malformed_samples(lines)
-        faults = _faults(parsed)
+            samples = malformed_samples(lines, parsed)
+        markers = counts.lines - counts.events - counts.blank_lines - counts.malformed_lines
+        # no marker (most traces): no scan of the cache to find none
+        faults = _faults(parsed) if markers else []
         events = parsed.where("valid").drop("valid", "blank", "marker", "fault", "at_ms")
         written = _write_tables(spark, events, out_dir, progress, top_keys)
         purgatories = build_purgatories(written.stats, written.errors)
