@@ -168,6 +168,7 @@ async def _fetch(
     acks: list[tuple[int, int, int]] = (),  # type: ignore[assignment]
     wait_ms: int = 0,
     version: int = 1,
+    partition: int = 0,
 ) -> Any:
     topic_id = kafka.front_door.cluster.topic_id("t")
     return await wire.kio(
@@ -186,7 +187,7 @@ async def _fetch(
                 "topic_id": topic_id,
                 "partitions": [
                     {
-                        "partition_index": 0,
+                        "partition_index": partition,
                         "acknowledgement_batches": [
                             {"first_offset": f, "last_offset": last, "acknowledge_types": [t]}
                             for f, last, t in acks
@@ -684,27 +685,7 @@ async def test_each_broker_keeps_its_own_share_session_of_a_member() -> None:
 
             async def fetch(broker: int, epoch: int, member: str = "a") -> Any:
                 partition = leaders.index(broker)
-                answer = await wires[broker].kio(
-                    ApiKey.SHARE_FETCH,
-                    1,
-                    group_id="g",
-                    member_id=member,
-                    share_session_epoch=epoch,
-                    max_wait=0,
-                    min_bytes=1,
-                    max_bytes=1 << 20,
-                    max_records=100,
-                    batch_size=100,
-                    topics=[
-                        {
-                            "topic_id": kafka.front_door.cluster.topic_id("t"),
-                            "partitions": [
-                                {"partition_index": partition, "acknowledgement_batches": []}
-                            ],
-                        }
-                    ],
-                    forgotten_topics_data=[],
-                )
+                answer = await _fetch(wires[broker], kafka, member, epoch, partition=partition)
                 assert answer.error_code == 0, (broker, epoch, answer.error_code)
                 return answer
 

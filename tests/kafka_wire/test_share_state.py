@@ -358,7 +358,12 @@ async def test_an_acknowledgement_not_written_is_an_error_and_the_next_write_car
 
 
 @pytest.mark.asyncio
-async def test_a_snapshot_every_so_many_updates_and_the_log_replays_them_all() -> None:
+@pytest.mark.parametrize("pruned", [False, True], ids=["whole", "pruned"])
+async def test_a_snapshot_every_so_many_updates_and_the_log_replays_them_all(
+    pruned: bool,
+) -> None:
+    """Snapshots and updates as configured; the next leader replays the log, whole or
+    pruned below the latest snapshot (as Kafka's share coordinator prunes it)."""
     async with AsyncEmbeddedKafka(
         brokers=3,
         seed=1,
@@ -376,62 +381,31 @@ async def test_a_snapshot_every_so_many_updates_and_the_log_replays_them_all() -
                 assert await _acknowledge(wire, kafka, epoch, offset, [ACCEPT]) == [0]
         finally:
             await _close(wire)
-        written = _state_records(kafka)
-        assert [(kind[5:-5], value["SnapshotEpoch"]) for kind, value in written] == [
+        written = [
             ("Snapshot", 0),  # the acquisition
             ("Update", 0),
             ("Update", 0),
             ("Snapshot", 1),
             ("Update", 1),
         ]
-        assert written[-1][1]["StartOffset"] == 4
-        await kafka.crash_broker(leader)
-        successor = kafka.leader("t", 0)
-        assert successor is not None
-        wire = await _wire(kafka, successor)
-        try:
-            assert _acquired(await _fetch(wire, kafka, 0)) == [(4, 5, 2)]
-        finally:
-            await _close(wire)
-
-
-@pytest.mark.asyncio
-async def test_the_log_is_pruned_below_the_latest_snapshot_and_still_loads() -> None:
-    async with AsyncEmbeddedKafka(
-        brokers=3,
-        seed=1,
-        topics={"t": (1, 3)},
-        configs={
-            "share.auto.offset.reset": "earliest",
-            "share.coordinator.state.topic.num.partitions": 3,
-            "share.coordinator.snapshot.update.records.per.snapshot": 2,
-        },
-    ) as kafka:
-        leader, wire = await _start(kafka)
-        try:
-            assert _acquired(await _fetch(wire, kafka, 0)) == [(0, 5, 1)]
-            for epoch, offset in enumerate(range(4), start=1):
-                assert await _acknowledge(wire, kafka, epoch, offset, [ACCEPT]) == [0]
-        finally:
-            await _close(wire)
-        assert len(_state_records(kafka)) == 5  # Snapshot, Update, Update, Snapshot, Update
-        coordinators = kafka.front_door.share_coordinators
-        assert await coordinators.prune() == 3
-        assert await coordinators.prune() == 0  # nothing more is superseded
-        written = _state_records(kafka)
-        assert [(kind[5:-5], value["SnapshotEpoch"]) for kind, value in written] == [
-            ("Snapshot", 1),
-            ("Update", 1),
-        ]
         key = ShareKey("g", kafka.front_door.cluster.topic_id("t") or TOPIC, 0)
-        index = partition_for(key.coordinator_key(), 3)
-        p = kafka.cluster.partition(SHARE_GROUP_STATE_TOPIC, index)
-        assert p is not None
-        assert {log.log_start_offset for log in p.logs.values()} == {3}  # every replica
-        # the share-partition's leader and the coordinator both crash: the pruned log loads
+        state = kafka.cluster.partition(
+            SHARE_GROUP_STATE_TOPIC, partition_for(key.coordinator_key(), 3)
+        )
+        assert state is not None
+        if pruned:
+            coordinators = kafka.front_door.share_coordinators
+            assert await coordinators.prune() == 3
+            assert await coordinators.prune() == 0  # nothing more is superseded
+            written = written[3:]
+        assert {log.log_start_offset for log in state.logs.values()} == {5 - len(written)}
+        records = _state_records(kafka)
+        assert [(kind[5:-5], value["SnapshotEpoch"]) for kind, value in records] == written
+        assert records[-1][1]["StartOffset"] == 4
+        # the share-partition's leader and the state's leader crash: the log loads
         await kafka.crash_broker(leader)
-        if p.leader is not None and p.leader != kafka.leader("t", 0):
-            await kafka.crash_broker(p.leader)
+        if state.leader is not None and state.leader != kafka.leader("t", 0):
+            await kafka.crash_broker(state.leader)
         successor = kafka.leader("t", 0)
         assert successor is not None
         wire = await _wire(kafka, successor)
