@@ -266,6 +266,14 @@ async def test_a_group_id_is_a_classic_group_or_a_consumer_group(
     member = (await joined).member_id
     assert coordinator.consumer_group("g") is None
     assert coordinator.classic_group("g") is not None
+    described = await wire.kio(
+        ApiKey.CONSUMER_GROUP_DESCRIBE, 0, group_ids=["g"], include_authorized_operations=False
+    )
+    (classic,) = described.groups
+    assert (classic.error_code, classic.error_message) == (
+        not_found,
+        "Group g is not a consumer group.",
+    )
     assert (await _beat(wire, "a", -1)).error_code == not_found
     assert (await _beat(wire, "a", 1)).error_code == not_found
     assert coordinator.leave("g", [member]) == [ErrorCode.NONE]  # the classic group empties

@@ -96,7 +96,8 @@ class ConsumerGroupHandlers:
         for name in request.group_ids:
             group = self.coordinator.consumer_group(name)
             if group is None:
-                described.append({**group_not_found(name, f"Group {name} not found.")})
+                exists = name in self.coordinator.groups
+                described.append({**group_not_found(name, "consumer", exists)})
                 continue
             described.append(
                 {

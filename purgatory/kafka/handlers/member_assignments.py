@@ -79,13 +79,15 @@ def named_assignment(
     }
 
 
-def group_not_found(group_id: str, message: str) -> GroupNotFound:
-    """A Describe API's entry for a group it does not find (or of another type), as
-    Kafka's coordinator answers it: GROUP_ID_NOT_FOUND, Dead, no epochs."""
+def group_not_found(group_id: str, kind: str, exists: bool) -> GroupNotFound:
+    """A ``kind`` group Describe API's entry for a group it does not find (``exists``: one
+    of another type), as Kafka's coordinator answers it: GROUP_ID_NOT_FOUND with its
+    message, Dead, no epochs."""
+    what = f"is not a {kind} group" if exists else "not found"
     return {
         "group_id": group_id,
         "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
-        "error_message": message,
+        "error_message": f"Group {group_id} {what}.",
         "group_state": "Dead",
         "group_epoch": -1,
         "assignment_epoch": -1,

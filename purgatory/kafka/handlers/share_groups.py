@@ -150,9 +150,8 @@ class ShareGroupHandlers:
         for name in request.group_ids:
             group = self.coordinator.share_group(name)
             if group is None:
-                other = name in self.coordinator.groups
-                what = "is not a share group" if other else "not found"
-                described.append({**group_not_found(name, f"Group {name} {what}.")})
+                exists = name in self.coordinator.groups
+                described.append({**group_not_found(name, "share", exists)})
                 continue
             described.append(
                 {
