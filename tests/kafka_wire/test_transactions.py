@@ -50,12 +50,13 @@ async def call(
     return read_response(frame, api, version).body
 
 
-async def coordinator(kafka: AsyncEmbeddedKafka, txn: str = TXN) -> int:
-    """The coordinator of ``txn``, asked as a client asks (again while there is none: a
-    partition that lost its leader gets one an election round trip later)."""
+async def coordinator(kafka: AsyncEmbeddedKafka, txn: str = TXN, key_type: int = 1) -> int:
+    """The coordinator of ``txn`` (``key_type`` 0: of that group), asked as a client asks
+    (again while there is none: a partition that lost its leader gets one an election round
+    trip later)."""
     asked = min(b for b in range(3) if kafka.front_door.listening(b))
     for _ in range(100):
-        found = await call(kafka, asked, ApiKey.FIND_COORDINATOR, 3, key=txn, key_type=1)
+        found = await call(kafka, asked, ApiKey.FIND_COORDINATOR, 3, key=txn, key_type=key_type)
         if found.error_code != KioError.coordinator_not_available:
             break
         await asyncio.sleep(0.01)

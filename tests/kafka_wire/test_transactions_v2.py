@@ -17,13 +17,13 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode as KioError
-from kio_wire import read_response, round_trip
+from test_transactions import call, coordinator
+from test_transactions import init as init_request
 
 from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.txn_metadata import EXHAUSTED_EPOCH
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
-from purgatory.kafka.schemas import build, request_type
 from purgatory.sim import TxnMarker
 
 TXN = "txn-v2"
@@ -42,25 +42,6 @@ async def kafka() -> AsyncIterator[AsyncEmbeddedKafka]:
         yield kafka
 
 
-async def call(
-    kafka: AsyncEmbeddedKafka, broker: int, api: ApiKey, version: int, /, **values: Any
-) -> Any:
-    request = build(request_type(api, version), values)
-    frame = await round_trip(kafka.front_door.addresses[broker], request)
-    return read_response(frame, api, version).body
-
-
-async def coordinator(kafka: AsyncEmbeddedKafka, key: str = TXN, key_type: int = 1) -> int:
-    asked = min(b for b in range(3) if kafka.front_door.listening(b))
-    for _ in range(100):
-        found = await call(kafka, asked, ApiKey.FIND_COORDINATOR, 3, key=key, key_type=key_type)
-        if found.error_code != KioError.coordinator_not_available:
-            break
-        await asyncio.sleep(0.01)
-    assert found.error_code == KioError.none
-    return int(found.node_id)
-
-
 async def transaction_version(kafka: AsyncEmbeddedKafka, broker: int = 0) -> tuple[int, int]:
     """ApiVersions v4's finalized ``transaction.version`` (0: not finalized) and the
     features' epoch, as the Java producer reads them to choose V2."""
@@ -77,16 +58,8 @@ async def transaction_version(kafka: AsyncEmbeddedKafka, broker: int = 0) -> tup
 
 
 async def init(kafka: AsyncEmbeddedKafka, broker: int) -> tuple[int, int]:
-    answer = await call(
-        kafka,
-        broker,
-        ApiKey.INIT_PRODUCER_ID,
-        5,
-        transactional_id=TXN,
-        transaction_timeout=60_000,
-        producer_id=-1,
-        producer_epoch=-1,
-    )
+    """InitProducerId v5 of the V2 transactional id: its producer id and epoch."""
+    answer = await init_request(kafka, broker, transactional_id=TXN)
     assert answer.error_code == KioError.none
     return answer.producer_id, answer.producer_epoch
 
@@ -166,7 +139,7 @@ async def settled(kafka: AsyncEmbeddedKafka, state: str) -> Any:
     for _ in range(500):
         answer = await call(
             kafka,
-            await coordinator(kafka),
+            await coordinator(kafka, TXN),
             ApiKey.DESCRIBE_TRANSACTIONS,
             0,
             transactional_ids=[TXN],
@@ -214,7 +187,7 @@ def _stable(kafka: AsyncEmbeddedKafka, indexes: tuple[int, ...] = (0, 1)) -> Non
 @pytest.mark.asyncio
 async def test_a_v2_producer_runs_the_java_producers_sequence(kafka: AsyncEmbeddedKafka) -> None:
     assert await transaction_version(kafka) == (2, 0)
-    broker = await coordinator(kafka)
+    broker = await coordinator(kafka, TXN)
     pid, epoch = await init(kafka, broker)
     assert epoch == 0
     # no AddPartitionsToTxn: the produce adds each partition
@@ -248,7 +221,7 @@ async def test_a_v2_producer_runs_the_java_producers_sequence(kafka: AsyncEmbedd
 
 @pytest.mark.asyncio
 async def test_the_epoch_before_the_bump_is_fenced(kafka: AsyncEmbeddedKafka) -> None:
-    broker = await coordinator(kafka)
+    broker = await coordinator(kafka, TXN)
     pid, _ = await init(kafka, broker)
     assert await produce(kafka, 0, pid, 0, 0, b"c0") == KioError.none
     assert (await end(kafka, broker, pid, 0, commit=True)).producer_epoch == 1
@@ -279,7 +252,7 @@ async def test_a_v1_client_runs_beside_a_v2_one(kafka: AsyncEmbeddedKafka) -> No
     )
     await producer.start()
     try:
-        broker = await coordinator(kafka)
+        broker = await coordinator(kafka, TXN)
         pid, _ = await init(kafka, broker)
         for n in range(3):
             async with producer.transaction():
@@ -306,13 +279,13 @@ async def test_a_v1_client_runs_beside_a_v2_one(kafka: AsyncEmbeddedKafka) -> No
 async def test_the_epoch_and_version_survive_a_coordinator_failover(
     kafka: AsyncEmbeddedKafka,
 ) -> None:
-    broker = await coordinator(kafka)
+    broker = await coordinator(kafka, TXN)
     pid, _ = await init(kafka, broker)
     assert await produce(kafka, 0, pid, 0, 0, b"c0") == KioError.none
     assert (await end(kafka, broker, pid, 0, commit=True)).producer_epoch == 1
     await settled(kafka, "CompleteCommit")
     await kafka.crash_broker(broker)
-    new = await coordinator(kafka)
+    new = await coordinator(kafka, TXN)
     assert new != broker
     owner = kafka.front_door.transactions.owner(TXN)
     assert owner is not None
@@ -332,7 +305,7 @@ async def test_the_epoch_and_version_survive_a_coordinator_failover(
 async def _at_the_last_epoch(kafka: AsyncEmbeddedKafka) -> tuple[int, int]:
     """A V2 transaction on t-0 at the exhausted epoch (as if its id had run 32766
     transactions: set in the coordinator's state only): its coordinator and producer id."""
-    broker = await coordinator(kafka)
+    broker = await coordinator(kafka, TXN)
     pid, _ = await init(kafka, broker)
     loaded = kafka.front_door.transactions[broker].state.owned(TXN)
     assert not isinstance(loaded, ErrorCode)
@@ -430,7 +403,7 @@ async def test_update_features_takes_transactions_back_to_v1(kafka: AsyncEmbedde
     assert again.error_code == KioError.none
     assert await transaction_version(kafka) == (1, 1)
     # TV1: a produce adds nothing, so one without AddPartitionsToTxn is refused
-    broker = await coordinator(kafka)
+    broker = await coordinator(kafka, TXN)
     pid, _ = await init(kafka, broker)
     assert await produce(kafka, 0, pid, 0, 0, b"x") == KioError.invalid_txn_state
     assert await commit_offset(kafka, pid, 0, 1) == KioError.invalid_txn_state
@@ -485,7 +458,7 @@ async def test_the_next_transactions_produce_waits_for_the_last_ones_markers(
     its next transaction's first batch comes at the bumped epoch: that batch is not part
     of the open one (Kafka's hasOngoingTransaction asks the epoch too), it waits for the
     marker and joins the next transaction."""
-    broker = await coordinator(kafka)
+    broker = await coordinator(kafka, TXN)
     pid, _ = await init(kafka, broker)
     assert await produce(kafka, 0, pid, 0, 0, b"c0") == KioError.none
     real = kafka.cluster.write_txn_markers
@@ -515,19 +488,10 @@ async def test_a_fenced_v2_transactions_producer_cannot_pass_for_a_retry(
     """A new InitProducerId fences and aborts the ongoing V2 transaction, bumping the
     epoch twice as Kafka does (the fence, then V2's bump of the abort): the old
     producer's EndTxn, at its epoch, is fenced rather than taken for a retry."""
-    broker = await coordinator(kafka)
+    broker = await coordinator(kafka, TXN)
     pid, _ = await init(kafka, broker)
     assert await produce(kafka, 0, pid, 0, 0, b"c0") == KioError.none
-    again = await call(
-        kafka,
-        broker,
-        ApiKey.INIT_PRODUCER_ID,
-        5,
-        transactional_id=TXN,
-        transaction_timeout=60_000,
-        producer_id=-1,
-        producer_epoch=-1,
-    )
+    again = await init_request(kafka, broker, transactional_id=TXN)
     assert again.error_code == KioError.concurrent_transactions
     done = await settled(kafka, "CompleteAbort")
     assert done.producer_epoch == 2
