@@ -17,7 +17,7 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode as KioError
-from test_transactions import call, coordinator
+from test_transactions import call, coordinator, settled
 from test_transactions import init as init_request
 
 from purgatory.errors import ErrorCode
@@ -135,22 +135,6 @@ async def end(
     )
 
 
-async def settled(kafka: AsyncEmbeddedKafka, state: str) -> Any:
-    for _ in range(500):
-        answer = await call(
-            kafka,
-            await coordinator(kafka, TXN),
-            ApiKey.DESCRIBE_TRANSACTIONS,
-            0,
-            transactional_ids=[TXN],
-        )
-        described = answer.transaction_states[0]
-        if described.transaction_state == state:
-            return described
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{TXN} never reached {state}: {described}")
-
-
 async def read_committed(kafka: AsyncEmbeddedKafka) -> tuple[list[bytes], int | None]:
     """Every record of t a read_committed consumer reads, and group g's committed
     offset of in-0."""
@@ -196,7 +180,7 @@ async def test_a_v2_producer_runs_the_java_producers_sequence(kafka: AsyncEmbedd
     assert await produce(kafka, 0, pid, 0, 1, b"c2") == KioError.none
     # no AddOffsetsToTxn: TxnOffsetCommit v5 adds the group
     assert await commit_offset(kafka, pid, 0, 7) == KioError.none
-    described = await settled(kafka, "Ongoing")
+    described = await settled(kafka, "Ongoing", TXN)
     assert [(t.topic, list(t.partitions)) for t in described.topics] == [("t", [0, 1])]
     committed = await end(kafka, broker, pid, 0, commit=True)
     assert committed.error_code == KioError.none
@@ -207,7 +191,7 @@ async def test_a_v2_producer_runs_the_java_producers_sequence(kafka: AsyncEmbedd
     assert await commit_offset(kafka, pid, 1, 9) == KioError.none
     aborted = await end(kafka, broker, pid, 1, commit=False)
     assert (aborted.error_code, aborted.producer_epoch) == (KioError.none, 2)
-    done = await settled(kafka, "CompleteAbort")
+    done = await settled(kafka, "CompleteAbort", TXN)
     assert (done.producer_id, done.producer_epoch) == (pid, 2)
     _stable(kafka)
     records, offset = await read_committed(kafka)
@@ -225,7 +209,7 @@ async def test_the_epoch_before_the_bump_is_fenced(kafka: AsyncEmbeddedKafka) ->
     pid, _ = await init(kafka, broker)
     assert await produce(kafka, 0, pid, 0, 0, b"c0") == KioError.none
     assert (await end(kafka, broker, pid, 0, commit=True)).producer_epoch == 1
-    await settled(kafka, "CompleteCommit")
+    await settled(kafka, "CompleteCommit", TXN)
     # a zombie at epoch 0: its produce, offsets and a new transaction are refused
     assert await produce(kafka, 1, pid, 0, 1, b"z") == KioError.invalid_producer_epoch
     assert await commit_offset(kafka, pid, 0, 3) == KioError.producer_fenced
@@ -233,12 +217,12 @@ async def test_the_epoch_before_the_bump_is_fenced(kafka: AsyncEmbeddedKafka) ->
     assert (await end(kafka, broker, pid, 0, commit=True)).error_code == KioError.producer_fenced
     # two epochs behind: no retry of anything
     assert (await end(kafka, broker, pid, 1, commit=True)).producer_epoch == 2
-    await settled(kafka, "CompleteCommit")
+    await settled(kafka, "CompleteCommit", TXN)
     assert (await end(kafka, broker, pid, 0, commit=True)).error_code == KioError.producer_fenced
     # V2 aborts a transaction nothing was added to (at the epoch EndTxn gave)
     empty = await end(kafka, broker, pid, 2, commit=False)
     assert (empty.error_code, empty.producer_epoch) == (KioError.none, 3)
-    await settled(kafka, "CompleteAbort")
+    await settled(kafka, "CompleteAbort", TXN)
     nothing = await end(kafka, broker, pid, 3, commit=True)
     assert nothing.error_code == KioError.invalid_txn_state
 
@@ -267,7 +251,7 @@ async def test_a_v1_client_runs_beside_a_v2_one(kafka: AsyncEmbeddedKafka) -> No
         assert (txn.producer_epoch, txn.client_txn_version) == (0, 0)
     finally:
         await producer.stop()
-    await settled(kafka, "CompleteCommit")
+    await settled(kafka, "CompleteCommit", TXN)
     _stable(kafka)
     got, _ = await read_committed(kafka)
     assert sorted(got) == sorted(
@@ -283,7 +267,7 @@ async def test_the_epoch_and_version_survive_a_coordinator_failover(
     pid, _ = await init(kafka, broker)
     assert await produce(kafka, 0, pid, 0, 0, b"c0") == KioError.none
     assert (await end(kafka, broker, pid, 0, commit=True)).producer_epoch == 1
-    await settled(kafka, "CompleteCommit")
+    await settled(kafka, "CompleteCommit", TXN)
     await kafka.crash_broker(broker)
     new = await coordinator(kafka, TXN)
     assert new != broker
@@ -298,7 +282,7 @@ async def test_the_epoch_and_version_survive_a_coordinator_failover(
     assert await produce(kafka, 1, pid, 1, 0, b"c1") == KioError.none
     answer = await end(kafka, new, pid, 1, commit=True)
     assert (answer.error_code, answer.producer_epoch) == (KioError.none, 2)
-    await settled(kafka, "CompleteCommit")
+    await settled(kafka, "CompleteCommit", TXN)
 
 
 @pytest.mark.asyncio
@@ -322,7 +306,7 @@ async def test_a_retry_of_the_end_txn_that_used_up_the_epoch_gets_the_new_id(
     answer = await end(kafka, broker, pid, EXHAUSTED_EPOCH, commit=True)
     new_pid = answer.producer_id
     assert (answer.error_code, answer.producer_epoch) == (KioError.none, 0)
-    done = await settled(kafka, "CompleteCommit")
+    done = await settled(kafka, "CompleteCommit", TXN)
     assert (done.producer_id, done.producer_epoch) == (new_pid, 0)
     retried = await end(kafka, broker, pid, EXHAUSTED_EPOCH, commit=True)
     assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (
@@ -368,7 +352,7 @@ async def test_a_used_up_epoch_goes_on_under_a_new_producer_id(
     assert await first == KioError.none
     assert [(m.producer_id, m.producer_epoch) for m in markers] == [(pid, EXHAUSTED_EPOCH + 1)]
     assert (await end(kafka, broker, new_pid, 0, commit=False)).producer_epoch == 1
-    done = await settled(kafka, "CompleteAbort")
+    done = await settled(kafka, "CompleteAbort", TXN)
     assert (done.producer_id, done.producer_epoch) == (new_pid, 1)
     _stable(kafka)
     assert (await read_committed(kafka))[0] == [b"c0"]
@@ -476,7 +460,7 @@ async def test_the_next_transactions_produce_waits_for_the_last_ones_markers(
     release.set()
     assert await next_one == KioError.none
     assert (await end(kafka, broker, pid, 1, commit=False)).producer_epoch == 2
-    await settled(kafka, "CompleteAbort")
+    await settled(kafka, "CompleteAbort", TXN)
     _stable(kafka, (0,))
     assert (await read_committed(kafka))[0] == [b"c0"]
 
@@ -493,7 +477,7 @@ async def test_a_fenced_v2_transactions_producer_cannot_pass_for_a_retry(
     assert await produce(kafka, 0, pid, 0, 0, b"c0") == KioError.none
     again = await init_request(kafka, broker, transactional_id=TXN)
     assert again.error_code == KioError.concurrent_transactions
-    done = await settled(kafka, "CompleteAbort")
+    done = await settled(kafka, "CompleteAbort", TXN)
     assert done.producer_epoch == 2
     for commit in (False, True):
         fenced = await end(kafka, broker, pid, 0, commit=commit)
