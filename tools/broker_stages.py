@@ -16,7 +16,6 @@ process), the purgatory's completions and the event loop. The producer is the on
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import json
 import os
@@ -81,6 +80,7 @@ def _stepped(name: str, fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable
 
 
 def _instrument() -> None:
+    import purgatory.kafka.connections as connections
     import purgatory.kafka.handlers.partitions as partitions
     import purgatory.kafka.record_batches as batches
     import purgatory.kafka.schemas as schemas
@@ -97,7 +97,7 @@ def _instrument() -> None:
         (batches.WireBatch, "check_framing", "framing"),
         (handlers, "produce", "produce"),
         (kafka, "_dispatch", "dispatch"),
-        (asyncio.StreamWriter, "write", "transport"),
+        (connections.Connection, "write", "transport"),
     ):
         setattr(owner, attribute, _timed(name, getattr(owner, attribute)))
     for owner, attribute, name in (
@@ -130,7 +130,7 @@ def stages(before: dict[str, Any], after: dict[str, Any]) -> tuple[int, dict[str
     requests = after["calls"]["read"] - before["calls"].get("read", 0)
     handler = ns["produce"] + ns["produce steps"] - ns["build"] + ns["append steps"]
     table = {
-        "frame read (StreamReader)": ns["frame"],
+        "frame read (the wait for it)": ns["frame"],
         "guard (frame walk)": ns["guard"],
         "kio read": ns["read"] - ns["guard"],
         "dispatch (rest)": ns["dispatch"] - ns["read"] - ns["produce"],

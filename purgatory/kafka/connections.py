@@ -10,6 +10,8 @@ import ssl
 from collections.abc import Coroutine, Generator
 from typing import Any, Final, Generic, Protocol, TypeVar, cast, final
 
+from purgatory.kafka.frames import FrameReader
+from purgatory.kafka.protocol import MAX_FRAME_BYTES
 from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.tls import NoMatchingRule, TlsListener
 
@@ -32,8 +34,8 @@ class Listener(Protocol):
 
     async def _accept(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        frames: FrameReader,
+        connection: Connection,
         principal: str | None = None,
     ) -> None:
         """Serve the connection; ``principal`` a TLS connection's (None: plaintext)."""
@@ -102,24 +104,26 @@ def stop_accepting(server: asyncio.Server) -> None:
 
 
 @final
-class Connection(asyncio.StreamReaderProtocol):
+class Connection(asyncio.BufferedProtocol):
     """One accepted connection, known to its listener from the moment its transport
     exists, before any handler task: the listener closes it however far it got, and one
     made once the listener is closing is closed unserved.
 
-    (Its own attributes are named apart from StreamReaderProtocol's ``_task``,
-    ``_transport`` and ``_closed``.)"""
+    It reads as a buffered protocol, into its :class:`FrameReader` (asyncio's transports,
+    its TLS and uvloop's read into ``get_buffer`` for a protocol that is not an
+    ``asyncio.Protocol``), and is its handler's writer: ``write``, ``drain`` (which waits
+    while the transport's buffer is full, as a StreamWriter's), ``close``."""
 
     def __init__(self, listener: Listener) -> None:
-        super().__init__(asyncio.StreamReader(), self._serve)
         self._listener = listener
+        self._frames = FrameReader(MAX_FRAME_BYTES)
+        #: set while the transport asks us to stop writing (its buffer is full)
+        self._writable: asyncio.Future[None] | None = None
         self._made: asyncio.Transport | None = None
         self._handler: asyncio.Task[None] | None = None
         self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        #: a TLS connection's principal once its handshake is done (None: plaintext),
-        #: and its streams
+        #: a TLS connection's principal once its handshake is done (None: plaintext)
         self._principal: str | None = None
-        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream server's transport (asyncio's and uvloop's have no common base class)
@@ -156,7 +160,8 @@ class Connection(asyncio.StreamReaderProtocol):
                 return
         else:
             self._made = made  # the TLS transport, over the socket's
-        super().connection_made(transport)  # calls _serve
+        self._frames.set_transport(made)
+        self._serve()
 
     async def _handshake(
         self, socket: asyncio.Transport, tls: TlsListener, started: _Begun[asyncio.Transport | None]
@@ -195,11 +200,10 @@ class Connection(asyncio.StreamReaderProtocol):
             self._drop(socket)
             return
         self._principal = principal
-        self.connection_made(secured)  # calls _serve, which keeps the streams for this task
-        assert self._streams is not None
+        self.connection_made(secured)  # the TLS transport reads and writes from here on
         # served by this task, counted open since connection_made: a cancellation from
         # here on ends in _accept, which counts it closed
-        await self._listener._accept(*self._streams, principal)
+        await self._listener._accept(self._frames, self, principal)
 
     def _drop(self, transport: asyncio.BaseTransport) -> None:
         """A TLS connection that will not be served: closed now. Its socket's transport
@@ -214,11 +218,10 @@ class Connection(asyncio.StreamReaderProtocol):
         if not self._lost.done():
             self._lost.set_result(None)
 
-    def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _serve(self) -> None:
         if self._principal is not None:  # a TLS connection: its handshake's task serves it
-            self._streams = (reader, writer)
             return
-        handler = asyncio.get_running_loop().create_task(self._listener._accept(reader, writer))
+        handler = asyncio.get_running_loop().create_task(self._listener._accept(self._frames, self))
         handler.add_done_callback(self._served)
         self._handler = handler
 
@@ -230,8 +233,63 @@ class Connection(asyncio.StreamReaderProtocol):
                 {"message": "kafka connection handler failed", "exception": exc, "protocol": self}
             )
 
+    # -- reading, into the frame reader ----------------------------------------------------
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._frames.buffer_updated(nbytes)
+
+    def eof_received(self) -> bool:
+        self._frames.feed_eof()
+        # True keeps a plaintext socket open for the responses still owed (a TLS
+        # transport half-closes no socket, and warns on True)
+        made = self._made
+        return made is not None and made.get_extra_info("sslcontext") is None
+
+    # -- writing, for the handler ----------------------------------------------------------
+
+    def peername(self) -> object:
+        return None if self._made is None else _address(self._made)
+
+    def write(self, data: bytes) -> None:
+        assert self._made is not None
+        self._made.write(data)
+
+    async def drain(self) -> None:
+        """Return once the transport takes more; ConnectionResetError if it is lost."""
+        if self._made is not None and self._made.is_closing():
+            await asyncio.sleep(0)  # a closing transport reports its loss in a callback
+        if self._lost.done():
+            raise ConnectionResetError("connection lost")
+        writable = self._writable
+        if writable is not None:
+            await asyncio.shield(writable)
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        self._release_writers(None)
+
+    def _release_writers(self, exc: BaseException | None) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            if exc is None:
+                writable.set_result(None)
+            else:
+                writable.set_exception(exc)
+                writable.exception()  # retrieved: no warning if no writer waits
+
+    def close(self) -> None:
+        if self._made is not None:
+            self._made.close()
+
     def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
+        self._frames.feed_eof()
+        self._release_writers(ConnectionResetError("connection lost"))
         self._listener._connections.discard(self)
         if not self._lost.done():
             self._lost.set_result(None)
@@ -244,6 +302,10 @@ class Connection(asyncio.StreamReaderProtocol):
             self._handler.cancel()
         if self._made is not None:
             self._made.abort()
+
+    async def lost(self) -> None:
+        """Return once the transport has reported the connection lost (after close())."""
+        await asyncio.shield(self._lost)
 
     async def closed(self) -> None:
         """Return once the handler has ended and the socket is closed."""

@@ -28,11 +28,12 @@ quiet_kio()
 from kio.serial.writers import write_unsigned_varint  # noqa: E402
 from kio.static.primitive import uvarint  # noqa: E402
 
+from purgatory.kafka.protocol import Frame  # noqa: E402
 from purgatory.kafka.shapes import FIXED_WIDTH, FieldShape, Kind, primitive_kind, shape_of  # noqa: E402
 from purgatory.kafka.wire_errors import DecodeError  # noqa: E402
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def _uvarint(buf: Frame, pos: int) -> tuple[int, int]:
     value = shift = 0
     for _ in range(5):
         if pos >= len(buf):
@@ -46,14 +47,14 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     raise DecodeError(f"varint longer than 5 bytes before {pos}")
 
 
-def _int(buf: bytes, pos: int, width: int) -> tuple[int, int]:
+def _int(buf: Frame, pos: int, width: int) -> tuple[int, int]:
     end = pos + width
     if end > len(buf):
         raise DecodeError(f"need {width} bytes at {pos}, have {len(buf) - pos}")
     return int.from_bytes(buf[pos:end], "big", signed=True), end
 
 
-def _skip(buf: bytes, pos: int, size: int, what: str) -> int:
+def _skip(buf: Frame, pos: int, size: int, what: str) -> int:
     if size < 0 or pos + size > len(buf):
         raise DecodeError(f"{what} of {size} bytes at {pos}, have {len(buf) - pos}")
     return pos + size
@@ -64,7 +65,7 @@ class _Walk:
 
     __slots__ = ("buf", "cuts")
 
-    def __init__(self, buf: bytes) -> None:
+    def __init__(self, buf: Frame) -> None:
         self.buf = buf
         #: (start, end, replacement) byte ranges to rewrite, in frame order
         self.cuts: list[tuple[int, int, bytes]] = []
@@ -154,7 +155,7 @@ def _uvarint_bytes(value: int) -> bytes:
     return out.getvalue()
 
 
-def guard(frame: bytes, header: type, body: type) -> bytes:
+def guard(frame: Frame, header: type, body: type) -> Frame:
     """Walk ``frame`` (a request header of class ``header``, then a body of class
     ``body``); the frame as kio may read it: ``frame`` itself, or a copy without the
     tagged fields the schema does not know. Raises DecodeError where a length or count

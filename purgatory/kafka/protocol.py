@@ -8,7 +8,11 @@ v0-v2, every request and response at every version) is Kafka's schemas' business
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeAlias
+
+#: A request frame's bytes, the size prefix apart: ``bytes``, or a read-only view of the
+#: buffer a large frame was read into (:mod:`purgatory.kafka.frames`); kio reads either.
+Frame: TypeAlias = bytes | memoryview
 
 # Kafka's own default for socket.request.max.bytes is 100 MiB; a test broker needs far less,
 # and a size prefix above this is taken for garbage and the connection closed.

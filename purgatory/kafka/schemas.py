@@ -42,7 +42,7 @@ from kio.serial import entity_reader, entity_writer  # noqa: E402
 from kio.static.constants import EntityType  # noqa: E402
 
 from purgatory.kafka.frame_guard import guard  # noqa: E402
-from purgatory.kafka.protocol import ApiKey, RequestHeader  # noqa: E402
+from purgatory.kafka.protocol import ApiKey, Frame, RequestHeader  # noqa: E402
 from purgatory.kafka.shapes import FieldShape, Kind, shape_of  # noqa: E402
 from purgatory.kafka.wire_errors import DecodeError  # noqa: E402
 
@@ -91,7 +91,7 @@ class Request(NamedTuple):
     body: Any
 
 
-def peek(frame: bytes) -> RequestHeader:
+def peek(frame: Frame) -> RequestHeader:
     """The API key, version and correlation id at the front of a request frame (the
     client id unread), enough to choose a schema or answer ApiVersions."""
     if len(frame) < _PEEK.size:
@@ -107,7 +107,7 @@ def _readers(key: int, version: int) -> tuple[type, type, Callable[..., Any], Ca
     return header, body, entity_reader(header), entity_reader(body)
 
 
-def read_request(frame: bytes, key: ApiKey, version: int) -> Request:
+def read_request(frame: Frame, key: ApiKey, version: int) -> Request:
     """Decode a whole request frame whose key and version (see :func:`peek`) the caller
     serves. Raises DecodeError for anything that does not decode."""
     header_type, body_type, read_header, read_body = _readers(key, version)

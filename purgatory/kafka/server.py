@@ -27,7 +27,8 @@ from purgatory import OperationCancelled
 from purgatory.errors import ErrorCode
 from purgatory.kafka.connections import Connection, stop_accepting
 from purgatory.kafka.features import SUPPORTED, Features
-from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, RequestHeader
+from purgatory.kafka.frames import FrameReader
+from purgatory.kafka.protocol import MAX_FRAME_BYTES, ApiKey, Frame, RequestHeader
 from purgatory.kafka.protocol_stats import ProtocolStats
 from purgatory.kafka.sasl import (
     ANONYMOUS,
@@ -326,8 +327,8 @@ class KafkaProtocolServer:
 
     async def _accept(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        frames: FrameReader,
+        connection: Connection,
         principal: str | None = None,
     ) -> None:
         """Serve one connection; ``principal`` (a TLS connection's, admitted at its
@@ -335,52 +336,48 @@ class KafkaProtocolServer:
         stats = self.stats
         if principal is None:
             throttler = self.throttler
-            if throttler is not None and await self._over_connection_rate(throttler, writer):
+            if throttler is not None and await self._over_connection_rate(throttler, connection):
                 return
             if not self._admit():
-                writer.close()
+                connection.close()
                 return
             principal = ANONYMOUS
         try:
-            await self._serve(reader, writer, principal)
+            await self._serve(frames, connection, principal)
         except asyncio.CancelledError:
             pass  # only close() cancels a connection: it ends here, quietly
         finally:
             stats.connections -= 1
-            writer.close()
-            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-                await writer.wait_closed()
+            connection.close()
+            with contextlib.suppress(asyncio.CancelledError):
+                await connection.lost()
 
-    async def _over_connection_rate(
-        self, throttler: Throttler, writer: asyncio.StreamWriter
-    ) -> bool:
+    async def _over_connection_rate(self, throttler: Throttler, connection: Connection) -> bool:
         """Whether the connection's IP is over its ``connection_creation_rate``: then it
         is held for its throttle time, unserved and not counted, and closed (Kafka's
         acceptor closes it once the throttle passes)."""
-        peer = writer.get_extra_info("peername")
+        peer = connection.peername()
         ip = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         throttle = throttler.connection_throttle(ip)
         if not throttle:
             return False
         self.stats.close("connection_rate", f"{ip} over its connection_creation_rate")
         try:
-            await throttler.delay(throttle, writer)
+            await throttler.delay(throttle, connection)
         except OperationCancelled:
             pass  # the front door is closing
         finally:
-            writer.close()
+            connection.close()
         return True
 
-    async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, principal: str
-    ) -> None:
+    async def _serve(self, frames: FrameReader, connection: Connection, principal: str) -> None:
         responses = _Responses()
-        responder = asyncio.create_task(self._respond(responses, writer))
+        responder = asyncio.create_task(self._respond(responses, connection))
         session = None if self.sasl is None else SaslSession(self.sasl)
-        peer = _Peer(writer.get_extra_info("peername"), principal)
+        peer = _Peer(connection.peername(), principal)
         _CONNECTION.set(peer)  # for this connection's task and the handlers it runs
         try:
-            while (frame := await self._read_frame(reader, responses, session)) is not None:
+            while (frame := await self._read_frame(frames, responses, session)) is not None:
                 if session is None or (session.authenticated and not _sasl_api(frame)):
                     item = self._dispatch(frame, peer, session)
                 else:
@@ -419,28 +416,26 @@ class KafkaProtocolServer:
 
     async def _read_frame(
         self,
-        reader: asyncio.StreamReader,
+        frames: FrameReader,
         responses: _Responses,
         session: SaslSession | None = None,
-    ) -> bytes | None:
+    ) -> Frame | None:
         """The next request frame (or raw SASL token); None when the connection is to
         close (closed by the client, garbage, idle for ``idle_timeout_s`` with no response
         owed, or its SASL session over)."""
         idle = self.limits.idle_timeout_s
-        try:
-            while True:
-                try:
-                    # a cancelled readexactly consumes nothing: the wait can start over
-                    async with asyncio.timeout(idle):
-                        prefix = await reader.readexactly(4)
-                    break
-                except TimeoutError:
-                    if responses.owed == 0:
-                        self.stats.close("idle_timeout", f"silent for {idle:g} s")
-                        return None
-        except (asyncio.IncompleteReadError, ConnectionError):
+        while True:
+            try:
+                # a cancelled wait takes nothing: it can start over
+                async with asyncio.timeout(idle):
+                    size = await frames.next_size()
+                break
+            except TimeoutError:
+                if responses.owed == 0:
+                    self.stats.close("idle_timeout", f"silent for {idle:g} s")
+                    return None
+        if size is None:
             return None
-        size = int.from_bytes(prefix, "big", signed=True)
         if session is not None and session.authenticated and session.expired():
             # Kafka closes a connection whose session ran out at its next request
             self.stats.close("session_expired", "connections.max.reauth.ms passed")
@@ -453,12 +448,14 @@ class KafkaProtocolServer:
             return None
         try:
             async with asyncio.timeout(idle):
-                return await reader.readexactly(size)
-        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+                frame = await frames.next_frame()
+        except TimeoutError:
+            frame = None
+        if frame is None:
             self.stats.bad("truncated frame", f"closed or stalled before {size} bytes")
-            return None
+        return frame
 
-    def _peek(self, frame: bytes) -> RequestHeader | None:
+    def _peek(self, frame: Frame) -> RequestHeader | None:
         """The request header of ``frame`` (:func:`~purgatory.kafka.schemas.peek`); None,
         counted as malformed, when there is none: the connection closes."""
         try:
@@ -467,7 +464,7 @@ class KafkaProtocolServer:
             self.stats.bad("malformed header", str(exc))
             return None
 
-    def _read(self, frame: bytes, key: ApiKey, version: int) -> tuple[RequestHeader, Any] | None:
+    def _read(self, frame: Frame, key: ApiKey, version: int) -> tuple[RequestHeader, Any] | None:
         """The request in ``frame``, counted; None, counted as malformed, when it does not
         decode: the connection closes."""
         try:
@@ -480,7 +477,7 @@ class KafkaProtocolServer:
         return read
 
     def _dispatch(
-        self, frame: bytes, peer: _Peer, session: SaslSession | None = None
+        self, frame: Frame, peer: _Peer, session: SaslSession | None = None
     ) -> tuple[int, asyncio.Future[Response]] | None:
         """Start handling one request (its future resolves to the response); None when
         the request cannot be answered and the connection must close. ``session``: the
@@ -556,7 +553,7 @@ class KafkaProtocolServer:
         return header.correlation_id, done
 
     def _authenticate(
-        self, frame: bytes, peer: _Peer, session: SaslSession
+        self, frame: Frame, peer: _Peer, session: SaslSession
     ) -> tuple[int, asyncio.Future[Response]] | None:
         """A frame on a SASL connection not yet authenticated (or re-authenticating, or
         an authenticated one's SaslHandshake or SaslAuthenticate), answered as Kafka's
@@ -564,7 +561,7 @@ class KafkaProtocolServer:
         done: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         if session.state is State.AUTHENTICATE and session.raw_tokens:
             try:
-                answer, _ = session.authenticate(frame)
+                answer, _ = session.authenticate(bytes(frame))
             except AuthenticationFailed as exc:
                 # no header to answer in: the connection closes
                 self.stats.authentication_failed(str(session.mechanism), exc.reason)
@@ -628,7 +625,7 @@ class KafkaProtocolServer:
         done.set_result(response)
         return header.correlation_id, done
 
-    def _api_versions(self, frame: bytes, version: int, peer: _Peer) -> Response:
+    def _api_versions(self, frame: Frame, version: int, peer: _Peer) -> Response:
         """The ApiVersions answer. A version newer than ours is the usual negotiation,
         not bad input: it is answered in v0 with UNSUPPORTED_VERSION and our ranges, and
         the client retries at the highest version we named (KIP-511)."""
@@ -657,7 +654,7 @@ class KafkaProtocolServer:
             },
         )
 
-    async def _respond(self, responses: _Responses, writer: asyncio.StreamWriter) -> None:
+    async def _respond(self, responses: _Responses, connection: Connection) -> None:
         """Write each response as soon as it and every earlier one are ready."""
         pending = responses.queue
         while (item := await pending.get()) is not None:
@@ -665,11 +662,11 @@ class KafkaProtocolServer:
             try:
                 response = await future
                 if isinstance(response, RawToken):
-                    writer.write(len(response.token).to_bytes(4, "big") + response.token)
-                    await writer.drain()
+                    connection.write(len(response.token).to_bytes(4, "big") + response.token)
+                    await connection.drain()
                 elif response is not None:
-                    writer.write(encode_response(correlation_id, response))
-                    await writer.drain()
+                    connection.write(encode_response(correlation_id, response))
+                    await connection.drain()
                 responses.owed -= 1
                 continue
             except DropResponse:
@@ -688,7 +685,7 @@ class KafkaProtocolServer:
             return  # the end marker: every response owed was written
         # The connection is done for: closing it ends the reader's wait, and what is still
         # queued is dropped, so the reader never blocks on a full queue.
-        writer.close()
+        connection.close()
         while (item := await pending.get()) is not None:
             item[1].cancel()
 
@@ -717,7 +714,7 @@ def _features(features: Features) -> ApiVersionsResponseFields:
     }
 
 
-def _sasl_api(frame: bytes) -> bool:
+def _sasl_api(frame: Frame) -> bool:
     """Whether an authenticated connection's frame is a SaslHandshake or SaslAuthenticate
     (a re-authentication starts with one)."""
     return len(frame) >= 2 and int.from_bytes(frame[:2], "big") in (

@@ -1,0 +1,213 @@
+"""A connection's Kafka frames (a 4-byte size, then that many bytes), read from the socket
+straight into their own buffers.
+
+asyncio's StreamReader copies each chunk the transport reads into its buffer, and
+``readexactly`` copies the frame out of it again; the buffer pauses the transport past
+128 KiB and resumes it at each wait. A producer's 0.4 MB Produce frame cost about 1 ms of
+CPU that way, against 0.08-0.1 ms read as here (measured on loopback, the sender in
+another process). A :class:`FrameReader` is fed by a buffered protocol: the transport
+reads into a 64 KiB chunk, frames that fit are cut out of it as ``bytes``, and a larger
+frame gets a buffer of its own that the transport then fills in place; it is handed out
+as a read-only ``memoryview`` of that buffer (kio reads one as it reads ``bytes``).
+
+Frames are read ahead of the task that takes them only up to :data:`READ_AHEAD_BYTES`:
+past that the transport pauses until the task catches up, so a client pipelining
+requests it does not wait for costs a bounded amount of memory. A frame's buffer grows
+with what arrives (at most doubling), not from its size prefix alone, so four bytes
+claiming 16 MiB make no 16 MiB allocation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Final, final
+
+from purgatory.kafka.protocol import Frame
+
+#: what the transport reads into when no large frame is being filled
+READ_CHUNK_BYTES: Final = 64 * 1024
+#: frames read and not yet taken, past which the transport pauses (each counted with
+#: ``_ENTRY_BYTES`` more, so that a flood of empty frames pauses it too)
+READ_AHEAD_BYTES: Final = 256 * 1024
+_ENTRY_BYTES: Final = 64
+#: the first buffer of a large frame, at least (then doubled as it fills, up to the size)
+_FIRST_BUFFER_BYTES: Final = 1024 * 1024
+
+
+@final
+class FrameReader:
+    """The frames of one connection. The protocol side (:meth:`get_buffer`,
+    :meth:`buffer_updated`, :meth:`feed_eof`, :meth:`set_transport`) is called by the
+    connection's buffered protocol; the task side (:meth:`next_size`, :meth:`next_frame`)
+    by the task serving it, one frame at a time."""
+
+    __slots__ = (
+        "_carry",
+        "_chunk",
+        "_closed",
+        "_filled",
+        "_frame",
+        "_max_frame_bytes",
+        "_next_size",
+        "_paused",
+        "_queued_bytes",
+        "_ready",
+        "_transport",
+        "_waiter",
+    )
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self._max_frame_bytes = max_frame_bytes
+        self._chunk = bytearray(READ_CHUNK_BYTES)
+        #: bytes of an incomplete prefix or small frame left from the last chunk
+        self._carry = b""
+        #: a large frame being filled in place, and how much of it has arrived
+        self._frame: bytearray | None = None
+        self._filled = 0
+        #: the size prefix of the frame after the ready ones, once read (also a refused one)
+        self._next_size: int | None = None
+        self._ready: deque[Frame] = deque()
+        self._queued_bytes = 0
+        self._closed = False
+        self._paused = False
+        self._transport: asyncio.Transport | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    # -- the protocol's side ---------------------------------------------------------------
+
+    def set_transport(self, transport: asyncio.Transport) -> None:
+        """The transport to pause and resume (a TLS connection's replaces its socket's)."""
+        self._transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        frame = self._frame
+        if frame is None:
+            return memoryview(self._chunk)
+        if self._filled == len(frame):
+            # full and not complete: a larger buffer (never resized in place: the
+            # transport may still hold a view of this one)
+            grown = bytearray(min(self._frame_size(), 2 * len(frame)))
+            grown[: len(frame)] = frame
+            self._frame = frame = grown
+        return memoryview(frame)[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        frame = self._frame
+        if frame is not None:
+            self._filled += nbytes
+            if self._filled == self._frame_size():
+                self._frame, self._next_size = None, None
+                self._push(memoryview(frame).toreadonly())
+            return
+        if self._closed or (self._next_size is not None and self._refused(self._next_size)):
+            return  # a refused size: the task closes the connection, nothing more is read
+        data = memoryview(self._chunk)[:nbytes]
+        if self._carry:
+            data = memoryview(self._carry + data)
+            self._carry = b""
+        self._cut(data)
+
+    def feed_eof(self) -> None:
+        """The connection is closed or lost: what is complete can still be taken."""
+        self._closed = True
+        self._wake()
+
+    # -- the task's side -------------------------------------------------------------------
+
+    async def next_size(self) -> int | None:
+        """The size prefix of the next frame, once read (it may be out of bounds: the
+        caller refuses it); None if the connection closed first."""
+        while True:
+            if self._ready:
+                return len(self._ready[0])
+            if self._next_size is not None:
+                return self._next_size
+            if self._closed:
+                return None
+            await self._wait()
+
+    async def next_frame(self) -> Frame | None:
+        """The next whole frame; None if the connection closed before it was."""
+        while True:
+            ready = self._ready
+            if ready:
+                frame = ready.popleft()
+                self._queued_bytes -= len(frame) + _ENTRY_BYTES
+                if self._paused and self._queued_bytes <= READ_AHEAD_BYTES:
+                    self._paused = False
+                    self._resume()
+                return frame
+            if self._closed:
+                return None
+            await self._wait()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _frame_size(self) -> int:
+        size = self._next_size
+        assert size is not None
+        return size
+
+    def _refused(self, size: int) -> bool:
+        return not 0 <= size <= self._max_frame_bytes
+
+    def _cut(self, data: memoryview) -> None:
+        """Cut whole frames out of ``data``; keep what starts the next one."""
+        end = len(data)
+        pos = 0
+        while end - pos >= 4:
+            size = int.from_bytes(data[pos : pos + 4], "big", signed=True)
+            self._next_size = size
+            if self._refused(size):
+                self._pause()  # the task refuses it and closes the connection
+                self._wake()
+                return
+            start = pos + 4
+            if end - start >= size:
+                self._next_size = None
+                self._push(bytes(data[start : start + size]))
+                pos = start + size
+                continue
+            if size <= READ_CHUNK_BYTES:
+                break  # a small frame: carried over to the next chunk
+            # a large frame: its own buffer, which the transport fills from here on
+            part = end - start
+            frame = bytearray(min(size, max(_FIRST_BUFFER_BYTES, 2 * part)))
+            frame[:part] = data[start:end]
+            self._frame, self._filled = frame, part
+            self._wake()  # its size is known
+            return
+        if pos < end:
+            self._carry = bytes(data[pos:end])
+        self._wake()
+
+    def _push(self, frame: Frame) -> None:
+        self._ready.append(frame)
+        self._queued_bytes += len(frame) + _ENTRY_BYTES
+        if self._queued_bytes > READ_AHEAD_BYTES:
+            self._pause()
+        self._wake()
+
+    def _pause(self) -> None:
+        transport = self._transport
+        if not self._paused and transport is not None:
+            self._paused = True
+            transport.pause_reading()
+
+    def _resume(self) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _wait(self) -> None:
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
