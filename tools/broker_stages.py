@@ -2,7 +2,8 @@
 tree's `purgatory serve`, the server's request stages counted in thread CPU time.
 
 The server runs in a child process (this script with ``--serve``) that wraps the stages of
-a request before serving: the frame read, the frame guard's walk, kio's read, the rest of
+a request before serving: each read the transport gives the connection, the wait for the
+frame, the frame guard's walk, kio's read, the rest of
 the dispatch, the Produce handler (its own code, the framing check and the batches' copy
 and CRC apart), the response built, kio's write and the transport's. Each wrapper reads
 the thread's CPU clock before and after (about 1 µs a call, against requests of thousands
@@ -98,6 +99,7 @@ def _instrument() -> None:
         (handlers, "produce", "produce"),
         (kafka, "_dispatch", "dispatch"),
         (connections.Connection, "write", "transport"),
+        (connections.Connection, "buffer_updated", "receive"),
     ):
         setattr(owner, attribute, _timed(name, getattr(owner, attribute)))
     for owner, attribute, name in (
@@ -130,6 +132,7 @@ def stages(before: dict[str, Any], after: dict[str, Any]) -> tuple[int, dict[str
     requests = after["calls"]["read"] - before["calls"].get("read", 0)
     handler = ns["produce"] + ns["produce steps"] - ns["build"] + ns["append steps"]
     table = {
+        "receive (each read given to the frame reader)": ns["receive"],
         "frame read (the wait for it)": ns["frame"],
         "guard (frame walk)": ns["guard"],
         "kio read": ns["read"] - ns["guard"],
