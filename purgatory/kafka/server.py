@@ -424,7 +424,9 @@ class KafkaProtocolServer:
         close (closed by the client, garbage, idle for ``idle_timeout_s`` with no response
         owed, or its SASL session over)."""
         idle = self.limits.idle_timeout_s
-        while True:
+        # A pipelining client's next frame has usually arrived by now: no timer for it.
+        size = frames.known_size()
+        while size is None:
             try:
                 # a cancelled wait takes nothing: it can start over
                 async with asyncio.timeout(idle):
@@ -446,11 +448,13 @@ class KafkaProtocolServer:
             # Too small to hold a request header, or beyond what we accept: garbage.
             self.stats.bad("frame size", f"{size} bytes")
             return None
-        try:
-            async with asyncio.timeout(idle):
-                frame = await frames.next_frame()
-        except TimeoutError:
-            frame = None
+        frame = frames.take()
+        if frame is None:
+            try:
+                async with asyncio.timeout(idle):
+                    frame = await frames.next_frame()
+            except TimeoutError:
+                pass
         if frame is None:
             self.stats.bad("truncated frame", f"closed or stalled before {size} bytes")
         return frame

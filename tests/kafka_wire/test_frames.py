@@ -94,20 +94,54 @@ _SIZES = st.one_of(
 @given(
     sizes=st.lists(_SIZES, min_size=1, max_size=6),
     reads=st.lists(st.integers(1, 2 * READ_CHUNK_BYTES), min_size=1, max_size=5),
+    held=st.lists(st.booleans(), min_size=6, max_size=6),
 )
 def test_frames_come_out_whole_and_in_order_however_the_bytes_are_split(
-    sizes: list[int], reads: list[int]
+    sizes: list[int], reads: list[int], held: list[bool]
 ) -> None:
+    # frames sent two at a time and taken as they arrive, some held to the end: a buffer
+    # is reused only once no view of its frame is left, so a held frame's bytes never
+    # change, and a reused buffer longer than its frame takes none of the next frame's
     frames = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
     reader, _ = _reader()
-    _feed(reader, _framed(frames), reads)
+    kept: list[tuple[bytes, Frame]] = []
+    for pair in range(0, len(frames), 2):
+        _feed(reader, _framed(frames[pair : pair + 2]), reads)
+        for i in range(pair, min(pair + 2, len(frames))):
+            got = _take(reader)
+            assert got is not None
+            assert bytes(got) == frames[i]
+            if held[i]:
+                kept.append((frames[i], got))
+            del got
     reader.feed_eof()
-    for sent in frames:
-        got = _take(reader)
-        assert got is not None
-        assert bytes(got) == sent
     assert _now(reader.next_size()) is None
     assert _now(reader.next_frame()) is None
+    for sent, got in kept:
+        assert bytes(got) == sent
+
+
+def test_a_large_frames_buffer_is_reused_once_its_frame_is_released() -> None:
+    reader, _ = _reader()
+    first, second = bytes([1]) * 300_000, bytes([2]) * 300_000
+    third, fourth = bytes([3]) * 100_000, b"next"  # sent together
+    _feed(reader, _framed([first]), [READ_CHUNK_BYTES])
+    held = _take(reader)
+    assert isinstance(held, memoryview)
+    _feed(reader, _framed([second]), [READ_CHUNK_BYTES])
+    got = _take(reader)
+    assert isinstance(got, memoryview)
+    assert got.obj is not held.obj  # the first is still viewed: a buffer of its own
+    assert bytes(held) == first
+    released = id(got.obj)
+    del got
+    _feed(reader, _framed([third, fourth]), [READ_CHUNK_BYTES])
+    again = _take(reader)
+    assert isinstance(again, memoryview)
+    assert id(again.obj) == released
+    assert bytes(again) == third  # read up to its end in a longer buffer, no further
+    assert _take(reader) == fourth
+    assert bytes(held) == first
 
 
 @pytest.mark.asyncio
