@@ -517,10 +517,15 @@ async def test_a_configured_transactional_id_expiration_removes_an_idle_id() -> 
 
 
 async def _produce_batch(
-    kafka: AsyncEmbeddedKafka, index: int, producer_id: int, epoch: int, sequence: int = 0
+    kafka: AsyncEmbeddedKafka,
+    index: int,
+    producer_id: int,
+    epoch: int,
+    sequence: int = 0,
+    version: int = 9,
 ) -> KioError:
     """A transactional batch (kafka-python's framing) produced to t-``index`` through its
-    leader: the partition's error."""
+    leader (Produce ``version``): the partition's error."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     builder = DefaultRecordBatchBuilder(2, 0, True, producer_id, epoch, sequence, 1 << 20)
@@ -532,7 +537,7 @@ async def _produce_batch(
         kafka,
         leader.leader,
         ApiKey.PRODUCE,
-        9,
+        version,
         transactional_id=TXN,
         acks=-1,
         timeout=10_000,
@@ -564,6 +569,22 @@ async def test_a_transactional_produce_is_verified_with_the_coordinator(
     assert await add(kafka, broker, pid, 1, [1]) == [KioError.none]
     assert await _produce_batch(kafka, 1, pid, 0) == KioError.invalid_producer_epoch  # a zombie
     assert await _produce_batch(kafka, 1, pid, 1) == KioError.none
+
+
+@pytest.mark.asyncio
+async def test_a_produce_from_v11_is_told_its_unverified_transaction_is_abortable(
+    kafka: AsyncEmbeddedKafka,
+) -> None:
+    """Kafka's AddPartitionsToTxnManager keeps the coordinator's TRANSACTION_ABORTABLE for
+    a partition not in the transaction from Produce v11 (KIP-890's generic error
+    supported) and answers older versions INVALID_TXN_STATE."""
+    broker = await coordinator(kafka)
+    pid = (await init(kafka, broker)).producer_id
+    assert await _produce_batch(kafka, 0, pid, 0, version=10) == KioError.invalid_txn_state
+    assert await _produce_batch(kafka, 0, pid, 0, version=11) == KioError.transaction_abortable
+    assert await add(kafka, broker, pid, 0, [0]) == [KioError.none]
+    assert await _produce_batch(kafka, 1, pid, 0, version=11) == KioError.transaction_abortable
+    assert await _produce_batch(kafka, 0, pid, 0, version=11) == KioError.none
 
 
 @pytest.mark.asyncio

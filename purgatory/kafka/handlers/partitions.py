@@ -89,6 +89,9 @@ TxnVerifier = Callable[[int, int, str, int], ErrorCode | Awaitable[ErrorCode]]
 TxnAdder = Callable[[str, int, int, str, int], Awaitable[ErrorCode]]
 #: the first Produce version of Transactions V2 (Kafka's TransactionVersion.TV_2 produce)
 PRODUCE_V2: Final = 12
+#: the first Produce version told TRANSACTION_ABORTABLE where a transactional batch fails
+#: verification (KIP-890 part 1's generic error), INVALID_TXN_STATE before it
+PRODUCE_ABORTABLE: Final = 11
 
 
 class Wanted(NamedTuple):
@@ -448,7 +451,13 @@ class PartitionHandlers:
         if verify is None:
             return ErrorCode.NONE
         verdict = verify(producer_id, epoch, topic, index)
-        return verdict if isinstance(verdict, ErrorCode) else await verdict
+        if not isinstance(verdict, ErrorCode):
+            verdict = await verdict
+        if verdict is ErrorCode.INVALID_TXN_STATE and version >= PRODUCE_ABORTABLE:
+            # Kafka's AddPartitionsToTxnManager: a client from Produce v11 is told the
+            # transaction is abortable (KIP-890's generic error), an older one its state
+            return ErrorCode.TRANSACTION_ABORTABLE
+        return verdict
 
     # -- Fetch ---------------------------------------------------------------------------
 
