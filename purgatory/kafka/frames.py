@@ -14,7 +14,8 @@ Frames are read ahead of the task that takes them only up to :data:`READ_AHEAD_B
 past that the transport pauses until the task catches up, so a client pipelining
 requests it does not wait for costs a bounded amount of memory. A frame's buffer grows
 with what arrives (at most doubling), not from its size prefix alone, so four bytes
-claiming 16 MiB make no 16 MiB allocation.
+claiming 16 MiB make no 16 MiB allocation. A connection keeps the buffers of its last two
+large frames (up to 1 MiB each) and reads a later frame into one once nothing views it.
 """
 
 from __future__ import annotations
