@@ -123,9 +123,17 @@ class TimerTask(_Node):
         nxt = self._next
         prev._next = nxt
         nxt._prev = prev
+        # Links left pointing at former neighbours would keep them alive as long as this
+        # task, and in reference cycles only the collector breaks. (Not ``del``: mypyc
+        # deletes through the generic PyObject_DelAttr, 30 ns more per cancel.)
+        self._prev = self._next = _DETACHED
         self._bucket = None
         bucket.core._size -= 1
         return True
+
+
+#: Where the links of a task out of every bucket point.
+_DETACHED: Final = _Node()
 
 
 @final
@@ -163,9 +171,12 @@ class _Bucket(_Node):
         node = self._next
         while node is not self:
             assert isinstance(node, TimerTask)
+            following = node._next
             node._bucket = None
+            # as in TimerTask._unschedule: no links to former neighbours
+            node._prev = node._next = _DETACHED
             tasks.append(node)
-            node = node._next
+            node = following
         self._next = self._prev = self
         self.expiration_ms = _UNSCHEDULED
         return tasks

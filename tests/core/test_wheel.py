@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 
 import pytest
 from hypothesis import given, settings
@@ -154,6 +155,33 @@ def test_cancel_is_idempotent_and_size_tracks() -> None:
     assert not task.is_scheduled
     assert core.size == 0
     assert core.advance_to(1000) == []
+
+
+class WeakTask(TimerTask):  # no __slots__: it has a __weakref__, to watch its lifetime
+    def run(self) -> None:
+        raise AssertionError("TimerCore must not run tasks")
+
+
+@pytest.mark.parametrize("leave", ["cancel", "expire", "clear"])
+def test_a_task_out_of_the_timer_keeps_no_other_task_alive(leave: str) -> None:
+    """A task that left its bucket (cancelled, handed out, cleared) holds no link to its
+    former neighbours: keeping it must not keep them, and they need no collector."""
+    core = TimerCore(1, 20, start_ms=0)
+    dropped, kept = WeakTask(0), WeakTask(0)
+    core.schedule(dropped, 5)
+    core.schedule(kept, 5)  # neighbours in one bucket
+    gone = weakref.ref(dropped)
+    if leave == "cancel":
+        kept.cancel()  # while `dropped` is still its neighbour
+        dropped.cancel()
+    elif leave == "expire":
+        assert core.advance_to(5) == [dropped, kept]
+    else:
+        assert core.clear() == [dropped, kept]
+    del dropped
+    assert gone() is None
+    core.schedule(kept, 7)  # a task that left can be scheduled again
+    assert core.advance_to(7) == [kept]
 
 
 def test_clear_returns_everything() -> None:
