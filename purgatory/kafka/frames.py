@@ -23,9 +23,12 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import deque
-from typing import Final, final
+from collections.abc import Callable
+from typing import Final, TypeVar, final
 
 from purgatory.kafka.protocol import Frame
+
+T = TypeVar("T")
 
 #: what the transport reads into when no large frame is being filled
 READ_CHUNK_BYTES: Final = 64 * 1024
@@ -151,19 +154,18 @@ class FrameReader:
 
     async def next_size(self) -> int | None:
         """:meth:`known_size`, once read; None if the connection closed first."""
-        while (size := self.known_size()) is None:
-            if self._closed:
-                return None
-            await self._wait()
-        return size
+        return await self._until(self.known_size)
 
     async def next_frame(self) -> Frame | None:
         """:meth:`take`, once whole; None if the connection closed first."""
-        while (frame := self.take()) is None:
+        return await self._until(self.take)
+
+    async def _until(self, poll: Callable[[], T | None]) -> T | None:
+        while (value := poll()) is None:
             if self._closed:
                 return None
             await self._wait()
-        return frame
+        return value
 
     # -- internals -------------------------------------------------------------------------
 
