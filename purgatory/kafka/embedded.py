@@ -39,6 +39,7 @@ from purgatory.kafka.client_metrics import ClientTelemetry
 from purgatory.kafka.cluster_configs import DERIVED
 from purgatory.kafka.config_rules import Value
 from purgatory.kafka.faults import Faults
+from purgatory.kafka.features import checked_levels
 from purgatory.kafka.front_door import KafkaFrontDoor
 from purgatory.kafka.tls import TlsMaterial
 from purgatory.sim import (
@@ -91,6 +92,9 @@ class EmbeddedKafkaOptions(TypedDict, total=False):
     sasl_ssl_port: int | None
     #: each broker's rack (``broker.rack``), one per broker
     racks: Sequence[str | None] | None
+    #: feature levels finalized at start, as ``kafka-storage format --feature``
+    #: (default: ``transaction.version`` 2, as Kafka 4 formats a cluster)
+    features: Mapping[str, int] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +111,7 @@ class _Setup:
     sasl_port: int | None
     ssl_port: int | None
     sasl_ssl_port: int | None
+    features: Mapping[str, int]
 
     @classmethod
     def of(cls, brokers: int, options: EmbeddedKafkaOptions) -> _Setup:
@@ -150,6 +155,7 @@ class _Setup:
             sasl_port=sasl_port,
             ssl_port=ssl_port,
             sasl_ssl_port=sasl_ssl_port,
+            features=checked_levels(options.get("features") or {}),
         )
 
 
@@ -187,6 +193,11 @@ class AsyncEmbeddedKafka(StartClose):
     the broker config ``replica.selector.class`` =
     ``org.apache.kafka.common.replica.RackAwareReplicaSelector`` consumers that set
     ``client.rack`` fetch from an in-sync follower in their rack (KIP-392).
+
+    ``features`` finalizes feature levels at start, as ``kafka-storage format --feature``
+    does: ``{"transaction.version": 1}`` serves a cluster of Transactions V1 (Kafka 4
+    formats a new one at 2, the default). UpdateFeatures changes them later; an unknown
+    feature or a level it does not support raises ValueError.
     """
 
     def __init__(self, brokers: int = 3, **options: Unpack[EmbeddedKafkaOptions]) -> None:
@@ -202,6 +213,7 @@ class AsyncEmbeddedKafka(StartClose):
             sasl_port=setup.sasl_port,
             ssl_port=setup.ssl_port,
             sasl_ssl_port=setup.sasl_ssl_port,
+            features=setup.features,
         )
         self._topics = dict(setup.topics)
         self._started = False

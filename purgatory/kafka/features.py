@@ -55,8 +55,11 @@ class Features:
     which starts at 0 and grows by one with each UpdateFeatures that changes a level
     (Kafka's is the metadata log's offset: it too only grows)."""
 
-    def __init__(self) -> None:
-        self._levels = dict(DEFAULT_LEVELS)
+    def __init__(self, levels: Mapping[str, int] | None = None) -> None:
+        """``levels``: the features finalized at start by name, as Kafka's ``kafka-storage
+        format --feature NAME=LEVEL`` (checked by :func:`checked_levels`); the others at
+        :data:`DEFAULT_LEVELS`."""
+        self._levels = {**DEFAULT_LEVELS, **checked_levels(levels or {})}
         self.epoch = 0
 
     def level(self, name: str) -> int:
@@ -94,6 +97,24 @@ class Features:
             self._levels.update(changed)
             self.epoch += 1
         return ErrorCode.NONE, None
+
+
+def checked_levels(levels: Mapping[str, object]) -> dict[str, int]:
+    """Feature levels to start at, each a supported feature at a level it supports:
+    ValueError (TypeError for a level that is not an int) naming what is supported."""
+    checked: dict[str, int] = {}
+    for name, level in levels.items():
+        supported = SUPPORTED.get(name)
+        if supported is None:
+            known = ", ".join(f"{n} ({lo}-{hi})" for n, (lo, hi) in SUPPORTED.items())
+            raise ValueError(f"unknown feature {name!r}; supported: {known}")
+        if isinstance(level, bool) or not isinstance(level, int):
+            raise TypeError(f"feature {name}: the level must be an int, got {level!r}")
+        low, high = supported
+        if not low <= level <= high:
+            raise ValueError(f"feature {name}: level {level} is outside {low}-{high}")
+        checked[name] = level
+    return checked
 
 
 def _invalid(name: str, level: int, upgrade_type: int, current: int) -> str | None:

@@ -128,6 +128,7 @@ class KafkaFrontDoor:
         sasl_port: int | None = None,
         ssl_port: int | None = None,
         sasl_ssl_port: int | None = None,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         #: the listeners by security protocol, those asked for only
         self.listeners = _listeners(base_port, sasl_port, ssl_port, sasl_ssl_port)
@@ -154,7 +155,7 @@ class KafkaFrontDoor:
         self.tls: TlsMaterial | None = None
         self.configs = BrokerConfigs() if configs is None else configs
         #: the cluster's finalized feature levels (ApiVersions, UpdateFeatures)
-        self.features = Features()
+        self.features = Features(features)
         self._make_coordinators(cluster)
         self._expiry: asyncio.Task[None] | None = None
         #: every config of the cluster: the brokers', AlterConfigs', the topics'

@@ -44,6 +44,7 @@ from purgatory.service.kafka_arguments import (
     check_kafka_listeners,
     check_ssl_anonymous,
     checked_configs,
+    checked_features,
     checked_racks,
     checked_users,
 )
@@ -272,6 +273,8 @@ class ServeSettings:
     kafka_auto_create_topics: bool = False
     kafka_configs: BrokerConfigs = field(default_factory=BrokerConfigs)
     kafka_racks: tuple[str | None, ...] | None = None
+    #: ``--kafka-feature``: feature levels finalized at start
+    kafka_features: tuple[tuple[str, int], ...] = ()
     trace: TraceWriter | None = None
     ready_file: str | None = None
 
@@ -311,6 +314,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     kafka_configs = checked_configs(args, storage)
     check_ssl_anonymous(args, kafka_configs)
     racks = checked_racks(args)
+    features = checked_features(args)
     _check_ready_file(args.ready_file)
     trace = None if args.trace is None else TraceWriter(args.trace)  # last: nothing to undo
     return ServeSettings(
@@ -333,6 +337,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         kafka_auto_create_topics=args.kafka_auto_create_topics,
         kafka_configs=kafka_configs,
         kafka_racks=racks,
+        kafka_features=tuple(features.items()),
         trace=trace,
         ready_file=args.ready_file,
     )
@@ -445,6 +450,7 @@ async def serve(settings: ServeSettings) -> int:
             sasl_port=settings.kafka_sasl_port,
             ssl_port=settings.kafka_ssl_port,
             sasl_ssl_port=settings.kafka_sasl_ssl_port,
+            features=dict(settings.kafka_features),
         )
     app = _observed_app(cluster, settings.config, settings.access, kafka, settings.trace)
     runner = ServiceRunner(

@@ -7,6 +7,7 @@ import argparse
 
 from purgatory.kafka.broker_config_table import BROKER_CONFIGS
 from purgatory.kafka.broker_configs import BrokerConfigs, broker_configs, parse_assignment
+from purgatory.kafka.features import checked_levels
 from purgatory.kafka.sasl import parse_user
 from purgatory.kafka.server import ListenerLimits
 from purgatory.loopback import is_loopback
@@ -109,6 +110,16 @@ def _add_broker_arguments(parser: argparse.ArgumentParser) -> None:
         "their rack (default: no racks)",
     )
     parser.add_argument(
+        "--kafka-feature",
+        action="append",
+        default=[],
+        metavar="NAME=LEVEL",
+        help="a feature level the cluster is finalized at, as Kafka's kafka-storage format "
+        "--feature (repeatable): transaction.version=1 serves Transactions V1 only "
+        "(default: transaction.version=2, as Kafka 4 formats a cluster); UpdateFeatures "
+        "changes it later",
+    )
+    parser.add_argument(
         "--kafka-config",
         action="append",
         default=[],
@@ -202,6 +213,26 @@ def checked_configs(args: argparse.Namespace, storage: StorageLimits) -> BrokerC
             f"--kafka-config default.replication.factor={factor} exceeds --brokers {args.brokers}"
         )
     return configs
+
+
+def checked_features(args: argparse.Namespace) -> dict[str, int]:
+    """The ``--kafka-feature`` levels, checked: each feature once, a supported level."""
+    given: dict[str, int] = {}
+    for text in args.kafka_feature:
+        name, value = parse_assignment(text)
+        try:
+            level = int(value)
+        except ValueError:
+            raise ValueError(
+                f"--kafka-feature {name}: the level must be an int, got {value!r}"
+            ) from None
+        if name in given and given[name] != level:
+            raise ValueError(f"--kafka-feature {name} given twice: {given[name]}, {level}")
+        given[name] = level
+    try:
+        return checked_levels(given)
+    except ValueError as exc:
+        raise ValueError(f"--kafka-feature {exc}") from None
 
 
 def checked_racks(args: argparse.Namespace) -> tuple[str | None, ...] | None:

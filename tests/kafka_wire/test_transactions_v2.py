@@ -8,6 +8,7 @@ back to 1 (and what it refuses)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -24,7 +25,9 @@ from purgatory.errors import ErrorCode
 from purgatory.kafka.coordinator.txn_metadata import EXHAUSTED_EPOCH
 from purgatory.kafka.embedded import AsyncEmbeddedKafka, EmbeddedKafka
 from purgatory.kafka.protocol import ApiKey
+from purgatory.service.cli import add_arguments, settings_from_args
 from purgatory.sim import TxnMarker
+from purgatory.testing import ServeProcess
 
 TXN = "txn-v2"
 GROUP = "g"
@@ -512,3 +515,62 @@ def test_kafka_pythons_admin_describes_and_updates_the_features(
         assert (described["finalized"], described["finalized_epoch"]) == ((1, 1), 1)
     finally:
         admin.close()
+
+
+@pytest.mark.asyncio
+async def test_a_cluster_formatted_at_tv1_serves_transactions_v1() -> None:
+    """``features`` finalizes levels at start, as ``kafka-storage format --feature``: at
+    ``transaction.version`` 1 a produce adds nothing to a transaction until UpdateFeatures
+    raises the level."""
+    async with AsyncEmbeddedKafka(
+        brokers=3,
+        seed=1,
+        topics={"t": (2, 3)},
+        configs={"transaction.state.log.num.partitions": 5},
+        features={"transaction.version": 1},
+    ) as kafka:
+        assert await transaction_version(kafka) == (1, 0)
+        broker = await coordinator(kafka, TXN)
+        pid, _ = await init(kafka, broker)
+        assert await produce(kafka, 0, pid, 0, 0, b"x") == KioError.transaction_abortable
+        assert (await update(kafka, 0, 2)).error_code == KioError.none
+        assert await transaction_version(kafka) == (2, 1)
+        assert await produce(kafka, 0, pid, 0, 0, b"x") == KioError.none
+
+
+@pytest.mark.parametrize(
+    ("features", "error", "match"),
+    [
+        ({"group.version": 1}, ValueError, "unknown feature 'group.version'; supported: "),
+        ({"transaction.version": 3}, ValueError, "level 3 is outside 0-2"),
+        ({"transaction.version": True}, TypeError, "must be an int"),
+    ],
+)
+def test_a_feature_level_no_broker_supports_is_refused(
+    features: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        EmbeddedKafka(features=features)
+
+
+def test_serve_kafka_feature_finalizes_a_level_at_start() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    settings = settings_from_args(parser.parse_args(["--kafka-feature", "transaction.version=1"]))
+    assert settings.kafka_features == (("transaction.version", 1),)
+    for bad, match in (
+        ("transaction.version=one", "the level must be an int, got 'one'"),
+        ("transaction.version=5", "level 5 is outside 0-2"),
+        ("metadata.version=20", "unknown feature 'metadata.version'"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            settings_from_args(parser.parse_args(["--kafka-feature", bad]))
+    with ServeProcess("--kafka-port", "0", "--kafka-feature", "transaction.version=1") as server:
+        from kafka.admin import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap_servers)
+        try:
+            described = admin.describe_features()["transaction.version"]
+            assert (described["finalized"], described["finalized_epoch"]) == ((1, 1), 0)
+        finally:
+            admin.close()
