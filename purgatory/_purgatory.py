@@ -469,8 +469,9 @@ class DelayedOperationPurgatory(Generic[Op]):
         if waiters is not None and waiters[0].get_loop() is not self._loop:
             raise RuntimeError(f"{op!r} is awaited on a different event loop")
         kind = type(keys)
-        if kind is list and 0 < len(cast(list[Hashable], keys)) <= INLINE_KEYS:
-            key_list = cast(list[Hashable], keys)
+        # ignores rather than cast(), which is a function call when interpreted
+        if kind is list and 0 < len(keys) <= INLINE_KEYS:  # type: ignore[arg-type]
+            key_list: list[Hashable] = keys  # type: ignore[assignment]
             for key in key_list:
                 hash(key)  # TypeError for an unhashable key, before anything is registered
             hold_keys(op, key_list)
