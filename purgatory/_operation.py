@@ -79,17 +79,27 @@ class DelayedOperation(TimerTask):
         "_check",
         "_entries",
         "_failure",
+        "_key0",
+        "_key1",
+        "_key2",
+        "_keys",
+        "_nkeys",
         "_purgatory",
         "_state",
         "_waiters",
         "checks",
         "error",
-        "keys",
         "started_ms",
     )
 
     # what on_complete/on_expiration raised; set only on failure
     _failure: BaseException
+    # Up to INLINE_KEYS keys handed in as a list are held here, not in a tuple built per
+    # operation: that tuple outlived nearly every young-generation collection, so it made
+    # the cyclic GC run almost twice as often (see key_at and keys)
+    _key0: Hashable
+    _key1: Hashable
+    _key2: Hashable
 
     #: whether ``try_complete`` is a coroutine function (computed per subclass)
     is_async: ClassVar[bool] = False
@@ -113,8 +123,9 @@ class DelayedOperation(TimerTask):
         self._waiters: list[asyncio.Future[None]] | None = None
         self._purgatory: DelayedOperationPurgatory[Any] | None = None
         self._entries = 0  # watcher-list entries that refer to this operation
-        self.keys: tuple[Hashable, ...] = ()
-        """The keys it is watched on, once handed to a purgatory (else empty)."""
+        # the keys as a tuple, or None while they are held in _key0.._key2
+        self._keys: tuple[Hashable, ...] | None = ()
+        self._nkeys = 0
         self.checks = 0
         """How many times ``try_complete`` ran."""
         self.error: str | None = None
@@ -136,6 +147,21 @@ class DelayedOperation(TimerTask):
         """Called after ``on_complete`` when the operation timed out."""
 
     # -- state ---------------------------------------------------------------------------
+
+    @property
+    def keys(self) -> tuple[Hashable, ...]:
+        """The keys it is watched on, once handed to a purgatory (else empty)."""
+        keys = self._keys
+        if keys is None:  # built once, on the first read
+            count = self._nkeys
+            if count == 1:
+                keys = (self._key0,)
+            elif count == 2:
+                keys = (self._key0, self._key1)
+            else:
+                keys = (self._key0, self._key1, self._key2)
+            self._keys = keys
+        return keys
 
     @property
     def operation_state(self) -> OperationState:
@@ -326,6 +352,32 @@ def check_operation(op: DelayedOperation) -> bool:
                 return check_result(op, done)
     finally:
         op._check = _IDLE
+
+
+#: How many keys an operation holds in itself when they are handed in as a list.
+INLINE_KEYS: Final = 3
+
+
+def hold_keys(op: DelayedOperation, keys: list[Hashable]) -> None:
+    """Hold ``keys`` (1 to INLINE_KEYS of them, each hashable) in ``op`` itself."""
+    count = len(keys)
+    op._key0 = keys[0]
+    if count > 1:
+        op._key1 = keys[1]
+        if count > 2:
+            op._key2 = keys[2]
+    op._keys = None
+    op._nkeys = count
+
+
+def key_at(op: DelayedOperation, index: int) -> Hashable:
+    """``op.keys[index]``, without building the tuple of keys."""
+    keys = op._keys
+    if keys is not None:
+        return keys[index]
+    if index == 0:
+        return op._key0
+    return op._key1 if index == 1 else op._key2
 
 
 def may_check(op: DelayedOperation) -> bool:

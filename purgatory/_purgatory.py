@@ -24,9 +24,12 @@ from typing import Final, Generic, Self, SupportsIndex, TypeVar, cast, final
 
 from purgatory._clock import Clock
 from purgatory._operation import (
+    INLINE_KEYS,
     DelayedOperation,
     OperationState,
     check_operation,
+    hold_keys,
+    key_at,
     report_callback_error,
 )
 from purgatory._outcomes import Listener, OperationRecord, PurgatoryStatistics
@@ -186,8 +189,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             try:
                 heaps[key] = [entry]
             except BaseException:  # a key's __eq__ raised: the op is free again
-                op._purgatory = None
-                op.keys = ()
+                release(op)
                 raise
         else:
             heapq.heappush(heap, entry)
@@ -467,24 +469,34 @@ class DelayedOperationPurgatory(Generic[Op]):
         if waiters is not None and waiters[0].get_loop() is not self._loop:
             raise RuntimeError(f"{op!r} is awaited on a different event loop")
         kind = type(keys)
-        if kind is tuple:
-            watch_keys: tuple[Hashable, ...] = keys  # type: ignore[assignment]
-        elif kind is not list and isinstance(keys, (str, bytes)):
-            raise TypeError("keys must be a collection of keys, not a single str/bytes")
+        # ignores rather than cast(), which is a function call when interpreted
+        if kind is list and 0 < len(keys) <= INLINE_KEYS:  # type: ignore[arg-type]
+            key_list: list[Hashable] = keys  # type: ignore[assignment]
+            for key in key_list:
+                hash(key)  # TypeError for an unhashable key, before anything is registered
+            hold_keys(op, key_list)
         else:
-            watch_keys = tuple(keys)
-        if not watch_keys:
-            raise ValueError("an operation must be watched on at least one key")
-        hash(watch_keys)  # TypeError for an unhashable key, before anything is registered
+            if kind is tuple:
+                watch_keys: tuple[Hashable, ...] = keys  # type: ignore[assignment]
+            elif kind is not list and isinstance(keys, (str, bytes)):
+                raise TypeError("keys must be a collection of keys, not a single str/bytes")
+            else:
+                watch_keys = tuple(keys)
+            if not watch_keys:
+                raise ValueError("an operation must be watched on at least one key")
+            hash(watch_keys)  # TypeError for an unhashable key, before anything is registered
+            op._keys = watch_keys
+            op._nkeys = len(watch_keys)
         op._purgatory = self
-        op.keys = watch_keys
         op.started_ms = self.timer.now_ms()
 
     def _watch(self, op: Op) -> None:
         watchers = self._watchers
+        count = op._nkeys
         added = 0
         try:
-            for key in op.keys:
+            while added < count:
+                key = key_at(op, added)
                 try:
                     watchers[key].append(op)
                 except KeyError:
@@ -493,20 +505,20 @@ class DelayedOperationPurgatory(Generic[Op]):
         except BaseException:  # a key's __eq__ raised
             self._unwatch(op, added)
             raise
-        op._entries = len(op.keys)
-        self._watched += op._entries
+        op._entries = count
+        self._watched += count
 
     def _unwatch(self, op: Op, added: int) -> None:
         """Undo a watch that failed after ``added`` keys: the op leaves no entry behind
         and is free again, as if it had never been handed in."""
         watchers = self._watchers
-        for key in op.keys[:added]:
+        for index in range(added):
+            key = key_at(op, index)
             ops = watchers[key]
             ops.pop()  # op is the last entry: nothing ran since it was appended
             if not ops:
                 del watchers[key]
-        op._purgatory = None
-        op.keys = ()
+        release(op)
 
     def _check_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
         """Bind to ``loop`` on first use; refuse any other loop afterwards."""
@@ -741,6 +753,13 @@ class DelayedOperationPurgatory(Generic[Op]):
             f"<DelayedOperationPurgatory {self.name!r}{labels} {state} watched={self._watched} "
             f"delayed={self.timer.size} keys={len(self._watchers)}>"
         )
+
+
+def release(op: DelayedOperation) -> None:
+    """Free ``op`` of a purgatory that refused it halfway: no purgatory, no keys."""
+    op._purgatory = None
+    op._keys = ()
+    op._nkeys = 0
 
 
 # Names the metrics give their own labels, and Prometheus' reserved prefix.

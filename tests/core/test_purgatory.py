@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -277,6 +278,51 @@ async def test_idle_purgatory_never_wakes() -> None:
         await asyncio.sleep(3_600)
         assert op.is_expired
         assert purgatory.timer.statistics().wakeups == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("nowait", [False, True])
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda: ["a"], ("a",)),
+        (lambda: ["a", "b"], ("a", "b")),
+        (lambda: ["a", "b", "c"], ("a", "b", "c")),
+        (lambda: ["a", "b", "c", "d"], ("a", "b", "c", "d")),
+        (lambda: ("a", "b"), ("a", "b")),
+        (lambda: iter("ab"), ("a", "b")),
+        (lambda: {"x": 1}, ("x",)),
+    ],
+    ids=["list1", "list2", "list3", "list4", "tuple", "iterator", "dict"],
+)
+async def test_keys_whatever_collection_handed_them_in(
+    make: Callable[[], Iterable[str]], expected: tuple[str, ...], nowait: bool
+) -> None:
+    # lists of up to three keys are held in the op itself, anything else as a tuple: the
+    # keys, the watch and the record read the same either way
+    keys = make()
+    records: list[OperationRecord] = []
+    async with DelayedOperationPurgatory[Flag]("p") as purgatory:
+        purgatory.add_listener(records.append)
+        op, ready = Flag(100_000), [False]
+        op.ready = ready
+        assert op.keys == ()
+        if nowait:
+            assert purgatory.try_complete_else_watch_nowait(op, keys) is False
+        else:
+            assert await purgatory.try_complete_else_watch(op, keys) is False
+        if isinstance(keys, list):
+            keys.append("later")  # the caller's list is not the op's
+        assert op.keys == expected
+        assert op.keys is op.keys
+        if isinstance(keys, tuple):
+            assert op.keys is keys
+        assert purgatory.watched == len(expected)
+        assert purgatory.pending_operations() == [op]
+        ready[0] = True
+        assert await purgatory.check_and_complete("later") == 0
+        assert await purgatory.check_and_complete(expected[-1]) == 1
+    assert [record.keys for record in records] == [expected]
 
 
 @pytest.mark.asyncio
