@@ -249,8 +249,9 @@ async def test_a_client_may_not_write_markers_and_the_verifier_sees_first_writes
         assert (await produce_to_t0(broker, control))[0] == ErrorCode.INVALID_RECORD.number
         assert (await produce_to_t0(broker, _batch(11, 0, [b"x"])))[0] == 0
         assert (await produce_to_t0(broker, _batch(11, 1, [b"y"])))[0] == 0  # within it
+        # refused by the verifier: a Produce v12 is told its transaction is abortable
         assert (await produce_to_t0(broker, _batch(12, 0, [b"z"])))[0] == (
-            ErrorCode.INVALID_TXN_STATE.number
+            ErrorCode.TRANSACTION_ABORTABLE.number
         )
         assert (await produce_to_t0(broker, _batch(13, 0, [b"n"], transactional=False)))[0] == 0
         assert asked == [(11, 0, "t", 0), (12, 0, "t", 0)]
