@@ -3,9 +3,9 @@ tree's `purgatory serve`, the server's request stages counted in thread CPU time
 
 The server runs in a child process (this script with ``--serve``) that wraps the stages of
 a request before serving: each read the transport gives the connection, the wait for the
-frame, the frame guard's walk, kio's read, the rest of
-the dispatch, the Produce handler (its own code, the framing check and the batches' copy
-and CRC apart), the response built, kio's write and the transport's. Each wrapper reads
+frame, the frame guard's walk, kio's read, the rest of the dispatch, the Produce handler
+(its own code, the framing check and the batches' copy and CRC apart), the response
+built, kio's write and the transport's. Each wrapper reads
 the thread's CPU clock before and after (about 1 µs a call, against requests of thousands
 of records). What no stage holds is the replication (the followers' fetches in the same
 process), the purgatory's completions and the event loop. The producer is the one of
