@@ -574,3 +574,46 @@ def test_serve_kafka_feature_finalizes_a_level_at_start() -> None:
             assert (described["finalized"], described["finalized_epoch"]) == ((1, 1), 0)
         finally:
             admin.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", [3, 4, 5])
+async def test_a_broker_adding_partitions_marks_the_transaction_v2(
+    kafka: AsyncEmbeddedKafka, version: int
+) -> None:
+    """AddPartitionsToTxn v4+ comes from a partition leader verifying a produce: Kafka's
+    ``transactionVersionForAddPartitionsToTxn`` takes it as a V2 client's (version > 3),
+    so its EndTxn bumps the epoch. v3 is a V1 client's own request."""
+    broker = await coordinator(kafka, TXN)
+    pid, _ = await init(kafka, broker)
+    partitions = [{"name": "t", "partitions": [0]}]
+    if version <= 3:
+        answer = await call(
+            kafka,
+            broker,
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            version,
+            v3_and_below_transactional_id=TXN,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=0,
+            v3_and_below_topics=partitions,
+        )
+        (topic,) = answer.results_by_topic_v3_and_below
+    else:
+        txn = {
+            "transactional_id": TXN,
+            "producer_id": pid,
+            "producer_epoch": 0,
+            "verify_only": False,
+            "topics": partitions,
+        }
+        answer = await call(
+            kafka, broker, ApiKey.ADD_PARTITIONS_TO_TXN, version, transactions=[txn]
+        )
+        ((topic,),) = (r.topic_results for r in answer.results_by_transaction)
+    assert [p.partition_error_code for p in topic.results_by_partition] == [KioError.none]
+    owner = kafka.front_door.transactions.owner(TXN)
+    assert owner is not None
+    txn_now = owner.owned_txn(TXN)
+    assert txn_now is not None
+    assert txn_now.client_txn_version == (2 if version > 3 else 0)

@@ -73,6 +73,8 @@ _FENCED_SINCE: Final = {
 #: the first EndTxn and TxnOffsetCommit versions of Transactions V2 (KIP-890 part 2)
 _END_TXN_V2: Final = 5
 _TXN_OFFSET_COMMIT_V2: Final = 5
+#: the first AddPartitionsToTxn version only brokers send (KIP-890 part 1)
+_ADD_PARTITIONS_BY_BROKERS: Final = 4
 #: ListTransactions' state names (its filters must be among them)
 _STATES: Final = {state.value: state for state in TxnState}
 #: Kafka's states no transaction here is ever in (a filter naming them is known, matches none)
@@ -209,7 +211,13 @@ class TransactionHandlers:
                 }
             else:
                 error = await self.coordinator.add_partitions(
-                    transactional_id, producer_id, producer_epoch, wanted
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    wanted,
+                    # v4+ comes from a leader adding a V2 client's partition (Kafka's
+                    # transactionVersionForAddPartitionsToTxn: version > 3 is TV_2)
+                    client_txn_version=TV_2 if version >= _ADD_PARTITIONS_BY_BROKERS else 0,
                 )
                 error = _for_version(ApiKey.ADD_PARTITIONS_TO_TXN, version, error)
                 errors = dict.fromkeys(wanted, error)
