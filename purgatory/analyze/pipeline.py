@@ -237,7 +237,10 @@ def _write_tables(
     stats_df.unpersist()
 
     progress.step("error codes")
-    errors = _rows(spark.read.parquet(_write(tables.error_codes(events), out_dir, "error_codes")))
+    # one scan of the events for the error codes and the duration histogram, both sums of
+    # this small table
+    counts = tables.outcome_counts(events).persist(StorageLevel.MEMORY_AND_DISK)
+    errors = _rows(spark.read.parquet(_write(tables.error_codes(counts), out_dir, "error_codes")))
     progress.step("per-second series")
     per_second_path = _write(tables.per_second(events), out_dir, "per_second")
     progress.step("hot keys")
@@ -245,8 +248,9 @@ def _write_tables(
     hot_rows = sorted(_rows(hot), key=lambda r: (r["purgatory"], r["rank"]))
     progress.step("histograms")
     durations = _rows(
-        spark.read.parquet(_write(tables.duration_histogram(events), out_dir, "duration_histogram"))
+        spark.read.parquet(_write(tables.duration_histogram(counts), out_dir, "duration_histogram"))
     )
+    counts.unpersist()
     bounds = {
         r["purgatory"]: (r["lateness_min_ms"], r["lateness_max_ms"])
         for r in stats

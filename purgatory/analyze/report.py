@@ -350,6 +350,9 @@ def _header(summary: AnalysisSummary) -> str:
     )
 
 
+ERROR_KEYS = ("purgatory", "kind", "outcome", "error")
+
+
 def write_report(
     out_dir: str,
     summary: AnalysisSummary,
@@ -372,7 +375,8 @@ def write_report(
         _table(rows, LATENCY_TABLE, "Time from watch to answer, in milliseconds¹"),
         "<h2>Error codes</h2>",
         _table(
-            errors,
+            # in a fixed order: the table's rows come back in its shuffle's partition order
+            sorted(errors, key=lambda r: tuple(r[c] or "" for c in ERROR_KEYS)),
             (
                 ("purgatory", "purgatory", "text"),
                 ("kind", "kind", "text"),

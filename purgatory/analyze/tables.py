@@ -93,13 +93,32 @@ def outcome_stats(events: DataFrame) -> DataFrame:
     return agg.select(*columns)
 
 
-def error_codes(events: DataFrame) -> DataFrame:
-    """Operations per (purgatory, kind, outcome, error code), for ops that carry a code."""
+def outcome_counts(events: DataFrame) -> DataFrame:
+    """Operations (``operations``) per purgatory, kind, outcome, error code and log-scale
+    duration bin: :func:`error_codes` and :func:`duration_histogram` are sums of its rows,
+    so one scan of the events feeds both (a few thousand rows, however many events)."""
+    from pyspark.sql import functions as F
+
+    b = DURATION_BINS_PER_DECADE
+    log = F.log10(F.greatest(F.col("duration_ms"), F.lit(DURATION_FLOOR_MS)))
+    zero = F.col("duration_ms") <= 0
+    bin_ = F.when(zero, F.lit(ZERO_DURATION_BIN)).otherwise(F.floor(log * b))
     return (
-        events.where("error IS NOT NULL")
+        events.select("purgatory", "kind", "outcome", "error", bin_.alias("bin"))
+        .groupBy("purgatory", "kind", "outcome", "error", "bin")
+        .agg(F.count(F.lit(1)).alias("operations"))
+    )
+
+
+def error_codes(counts: DataFrame) -> DataFrame:
+    """Operations per (purgatory, kind, outcome, error code), for ops that carry a code;
+    ``counts`` is :func:`outcome_counts`' table."""
+    from pyspark.sql import functions as F
+
+    return (
+        counts.where("error IS NOT NULL")
         .groupBy("purgatory", "kind", "outcome", "error")
-        .count()
-        .withColumnRenamed("count", "operations")
+        .agg(F.sum("operations").alias("operations"))
     )
 
 
@@ -172,21 +191,17 @@ def hot_keys(events: DataFrame, top_n: int) -> DataFrame:
     )
 
 
-def duration_histogram(events: DataFrame) -> DataFrame:
+def duration_histogram(counts: DataFrame) -> DataFrame:
     """Operations per log-scale duration bin, per purgatory and outcome; operations that
-    took no time have a bin of their own (:data:`ZERO_DURATION_BIN`, bounds 0..0)."""
+    took no time have a bin of their own (:data:`ZERO_DURATION_BIN`, bounds 0..0).
+    ``counts`` is :func:`outcome_counts`' table."""
     from pyspark.sql import functions as F
 
     b = DURATION_BINS_PER_DECADE
-    log = F.log10(F.greatest(F.col("duration_ms"), F.lit(DURATION_FLOOR_MS)))
-    zero = F.col("duration_ms") <= 0
-    bin_ = F.when(zero, F.lit(ZERO_DURATION_BIN)).otherwise(F.floor(log * b))
-    binned = events.select("purgatory", "outcome", bin_.alias("bin"))
     is_zero = F.col("bin") == ZERO_DURATION_BIN
     return (
-        binned.groupBy("purgatory", "outcome", "bin")
-        .count()
-        .withColumnRenamed("count", "operations")
+        counts.groupBy("purgatory", "outcome", "bin")
+        .agg(F.sum("operations").alias("operations"))
         .withColumn(
             "lower_ms", F.when(is_zero, 0.0).otherwise(F.pow(F.lit(10.0), F.col("bin") / b))
         )

@@ -13,7 +13,12 @@ from analyze_reference import Reference, load, rank_within
 
 from purgatory.analyze import run_analysis
 from purgatory.analyze.generate import generate_file
-from purgatory.analyze.tables import PERCENTILE_ACCURACY, ZERO_DURATION_BIN
+from purgatory.analyze.tables import (
+    DURATION_BINS_PER_DECADE,
+    DURATION_FLOOR_MS,
+    PERCENTILE_ACCURACY,
+    ZERO_DURATION_BIN,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -185,6 +190,30 @@ def test_histograms_cover_every_operation(
     for r in bins[:-1]:  # the last bin is closed on the right (holds the max)
         inside = sum(r["lower_ms"] <= x < r["upper_ms"] for x in late)
         assert abs(inside - r["operations"]) <= 1  # float edge rounding at most
+
+
+def test_duration_histogram_bins_match_reference(
+    spark: Any, analysed: tuple[dict[str, Any], str, Reference]
+) -> None:
+    """Each bin's count, not only their sum: the histogram and the error codes come from
+    one aggregation (``tables.outcome_counts``), which must not mix their keys."""
+    _, out, ref = analysed
+    got = {
+        (r["purgatory"], r["outcome"], r["bin"]): r["operations"]
+        for r in _parquet(spark, out, "duration_histogram")
+    }
+    want: dict[tuple[str, str, int], int] = {}
+    for e in ref.events:
+        d = e["duration_ms"]
+        b = (
+            ZERO_DURATION_BIN
+            if d <= 0
+            else math.floor(math.log10(max(d, DURATION_FLOOR_MS)) * DURATION_BINS_PER_DECADE)
+        )
+        key = (e["purgatory"], e["outcome"], b)
+        want[key] = want.get(key, 0) + 1
+    assert got == want
+    assert len(want) > 20  # many bins, several outcomes per purgatory: a real test
 
 
 def test_summary_json_schema(analysed: tuple[dict[str, Any], str, Reference]) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from purgatory.analyze import report
 from purgatory.analyze.progress import Progress
+from purgatory.analyze.summary import AnalysisSummary, LineCounts
 from purgatory.trace import FaultMarker
 
 
@@ -36,6 +37,29 @@ def test_plots_from_aggregated_rows(tmp_path: Path) -> None:
     report.plot_lateness(lateness, str(tmp_path / "l.png"))
     for name in ("d", "i", "o", "l"):
         assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_error_code_rows_do_not_follow_the_tables_order(tmp_path: Path) -> None:
+    """The error codes reach the report in the order Spark reads the table back (its
+    shuffle's partitions): the report sorts them, so the same figures make the same page."""
+    summary = AnalysisSummary(LineCounts(3, 3, 0, 0, None, None), 100, "", {}, [], [], [], {}, 0.0)
+    errors = [
+        {"purgatory": p, "kind": k, "outcome": o, "error": e, "operations": n}
+        for p, k, o, e, n in (
+            ("Produce", "produce", "expired", "REQUEST_TIMED_OUT", 7),
+            ("Fetch", "fetch-consumer", "error", "NOT_LEADER_OR_FOLLOWER", 3),
+            ("Produce", "produce", "error", "UNKNOWN_TOPIC_OR_PARTITION", 2),
+            ("Produce", "produce", "error", "NOT_LEADER_OR_FOLLOWER", 1),
+        )
+    ]
+    pages = []
+    for i, rows in enumerate((errors, errors[::-1])):
+        out = tmp_path / str(i)
+        out.mkdir()
+        pages.append(Path(report.write_report(str(out), summary, [], [], rows, False)).read_text())
+    assert pages[0] == pages[1]
+    order = [pages[0].index(f"<td class='int'>{n}</td>") for n in (3, 1, 2, 7)]
+    assert order == sorted(order)  # by purgatory, kind, outcome, error code
 
 
 def test_plots_with_no_data(tmp_path: Path) -> None:
