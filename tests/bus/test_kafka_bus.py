@@ -103,12 +103,17 @@ async def test_a_restart_hidden_by_new_records_is_noticed_and_followed_by_a_rech
 async def test_a_hung_broker_is_noticed_by_the_probe(own_kafka: KafkaServer) -> None:
     """SIGSTOP keeps every connection open but nothing answers: the probe times out."""
     assert own_kafka.process is not None
-    options = {**FAST, "connect_timeout_s": 0.5, "watchdog_interval_s": 0.2}
+    options = {**FAST, "watchdog_interval_s": 0.2}
     async with KafkaBus(own_kafka.bootstrap_servers, **options) as bus:
+        # The probe times out after connect_timeout_s, read when it probes. Connecting takes
+        # FAST's 3 s (aiokafka's start on a loaded machine, e.g. beside another pytest-xdist
+        # worker, can take more than 0.5 s); probing the hung broker takes 0.5 s.
+        bus.connect_timeout_s = 0.5
         own_kafka.process.send_signal(signal.SIGSTOP)
         try:
             lost_after = await until(lambda: not bus.connected, 5)
         finally:
+            bus.connect_timeout_s = FAST["connect_timeout_s"]  # for the reconnection
             own_kafka.process.send_signal(signal.SIGCONT)
         assert lost_after < 2.0  # one interval (0.2 s) and one probe timeout (0.5 s), with slack
         await until(lambda: bus.connected, 10)
