@@ -17,7 +17,7 @@ import inspect
 import logging
 import warnings
 from collections.abc import Awaitable, Generator, Hashable
-from typing import TYPE_CHECKING, Any, ClassVar, Final, SupportsIndex
+from typing import TYPE_CHECKING, Any, ClassVar, Final, SupportsIndex, final
 
 from mypy_extensions import mypyc_attr
 
@@ -117,7 +117,12 @@ class DelayedOperation(TimerTask):
             )
 
     def __init__(self, delay_ms: SupportsIndex) -> None:
-        super().__init__(delay_ms)
+        self._initialise(delay_ms)
+
+    @final
+    def _initialise(self, delay_ms: SupportsIndex) -> None:
+        """What ``__init__`` does, and what the class holds as ``__init__`` (see below)."""
+        TimerTask.__init__(self, delay_ms)
         self._state = _PENDING
         self._check = _IDLE
         self._waiters: list[asyncio.Future[None]] | None = None
@@ -283,6 +288,15 @@ class DelayedOperation(TimerTask):
             f"<{type(self).__name__} {self._state.value} delay={self._delay_ms}ms "
             f"checks={self.checks}>"
         )
+
+
+# A subclass's super().__init__(delay_ms) calls what the class holds as "__init__". For the
+# compiled class that is the slot wrapper of its C constructor, which packs the arguments
+# into a tuple and parses them by keyword: most of what the call costs, and the call was
+# most of what constructing a subclass costs above a plain object's construction. A compiled
+# method is called as a fast-call method instead (see docs/performance.md, "Constructing a
+# subclass"). The pure-Python build holds the same function, so both behave alike.
+setattr(DelayedOperation, "__init__", DelayedOperation._initialise)  # noqa: B010
 
 
 # The protocol lives in functions rather than methods: a method call on an instance of an

@@ -473,7 +473,10 @@ class DelayedOperationPurgatory(Generic[Op]):
         if kind is list and 0 < len(keys) <= INLINE_KEYS:  # type: ignore[arg-type]
             key_list: list[Hashable] = keys  # type: ignore[assignment]
             for key in key_list:
-                hash(key)  # TypeError for an unhashable key, before anything is registered
+                # TypeError for an unhashable key, before anything is registered. A str is
+                # hashable: the compiled hash() boxes half of all hash values into a new int
+                if type(key) is not str:
+                    hash(key)
             hold_keys(op, key_list)
         else:
             if kind is tuple:

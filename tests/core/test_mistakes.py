@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import purgatory
 from purgatory import DelayedOperation, DelayedOperationPurgatory
 
 
@@ -49,6 +50,26 @@ async def test_a_subclass_that_skipped_super_init_is_told_so() -> None:
         with pytest.raises(TypeError, match=r"did not call super\(\).__init__"):
             purgatory.try_complete_else_watch_nowait(NoSuper(10), ["k"])
         assert purgatory.watched == 0
+
+
+class Bare(DelayedOperation):  # no __init__ of its own
+    def try_complete(self) -> bool:
+        return False
+
+
+def test_super_init_is_the_compiled_method_not_the_constructors_slot_wrapper() -> None:
+    """What a subclass's super().__init__(delay_ms) calls: the compiled build's fast-call
+    method rather than the slot wrapper that parses a tuple of arguments by keyword (see
+    docs/performance.md); it initialises the operation however it is called."""
+    init = DelayedOperation.__dict__["__init__"]
+    assert init is DelayedOperation.__dict__["_initialise"]
+    assert type(init).__name__ == ("method_descriptor" if purgatory.COMPILED else "function")
+    for op in (Bare(7), Bare(delay_ms=7), Raises("nowhere")):
+        assert (op.delay_ms > 0, op.is_done, op.keys, op.checks) == (True, False, (), 0)
+    with pytest.raises(TypeError, match="delay_ms must be an int"):
+        Bare(1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="delay_ms"):
+        Bare()  # type: ignore[call-arg]
 
 
 class Raises(DelayedOperation):
