@@ -80,13 +80,14 @@ async def add(
     parts: Sequence[int],
     version: int = 3,
     topic: str = "t",
+    transactional_id: str = TXN,
 ) -> list[KioError]:
     answer = await call(
         kafka,
         broker,
         ApiKey.ADD_PARTITIONS_TO_TXN,
         version,
-        v3_and_below_transactional_id=TXN,
+        v3_and_below_transactional_id=transactional_id,
         v3_and_below_producer_id=pid,
         v3_and_below_producer_epoch=epoch,
         v3_and_below_topics=[{"name": topic, "partitions": list(parts)}],

@@ -18,7 +18,7 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode as KioError
-from test_transactions import call, coordinator, settled
+from test_transactions import add, call, coordinator, settled
 from test_transactions import init as init_request
 
 from purgatory.errors import ErrorCode
@@ -586,32 +586,22 @@ async def test_a_broker_adding_partitions_marks_the_transaction_v2(
     so its EndTxn bumps the epoch. v3 is a V1 client's own request."""
     broker = await coordinator(kafka, TXN)
     pid, _ = await init(kafka, broker)
-    partitions = [{"name": "t", "partitions": [0]}]
     if version <= 3:
-        answer = await call(
-            kafka,
-            broker,
-            ApiKey.ADD_PARTITIONS_TO_TXN,
-            version,
-            v3_and_below_transactional_id=TXN,
-            v3_and_below_producer_id=pid,
-            v3_and_below_producer_epoch=0,
-            v3_and_below_topics=partitions,
-        )
-        (topic,) = answer.results_by_topic_v3_and_below
+        errors = await add(kafka, broker, pid, 0, [0], version, transactional_id=TXN)
     else:
         txn = {
             "transactional_id": TXN,
             "producer_id": pid,
             "producer_epoch": 0,
             "verify_only": False,
-            "topics": partitions,
+            "topics": [{"name": "t", "partitions": [0]}],
         }
         answer = await call(
             kafka, broker, ApiKey.ADD_PARTITIONS_TO_TXN, version, transactions=[txn]
         )
         ((topic,),) = (r.topic_results for r in answer.results_by_transaction)
-    assert [p.partition_error_code for p in topic.results_by_partition] == [KioError.none]
+        errors = [p.partition_error_code for p in topic.results_by_partition]
+    assert errors == [KioError.none]
     owner = kafka.front_door.transactions.owner(TXN)
     assert owner is not None
     txn_now = owner.owned_txn(TXN)
