@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from purgatory.analyze.pipeline import TABLES
+from purgatory.analyze.session import get_session
 from purgatory.json_types import Json
 
 if TYPE_CHECKING:
@@ -62,10 +63,7 @@ def main() -> int:
     parser.add_argument("base")
     parser.add_argument("new")
     args = parser.parse_args()
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master("local[1]").appName("analyze-compare")
-    spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    spark = get_session(master="local[1]").spark  # the analysis's own session settings
     try:
         found = differences(spark, args.base, args.new)
     finally:
